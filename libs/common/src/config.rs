@@ -1,0 +1,246 @@
+//! Layered configuration: defaults (the standalone values), an optional TOML file named by
+//! `DOCCHAT_CONFIG_FILE`, then `DOCCHAT_*` environment variables. Validated once, then shared
+//! immutably as `Arc<Config>`.
+
+use std::path::PathBuf;
+
+use figment::Figment;
+use figment::providers::{Env, Format, Toml};
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+
+/// The services of docchat; each owns its database and its gRPC audience.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Service {
+    Admin,
+    Ingest,
+    Chat,
+    Agent,
+    Scheduler,
+}
+
+impl Service {
+    pub const ALL: [Service; 5] = [
+        Service::Admin,
+        Service::Ingest,
+        Service::Chat,
+        Service::Agent,
+        Service::Scheduler,
+    ];
+
+    /// Short name: JWT audience, database name suffix, log field.
+    pub fn name(self) -> &'static str {
+        match self {
+            Service::Admin => "admin",
+            Service::Ingest => "ingest",
+            Service::Chat => "chat",
+            Service::Agent => "agent",
+            Service::Scheduler => "scheduler",
+        }
+    }
+}
+
+/// Everything a docchat process reads at start.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    /// Where the gateway serves REST (`DOCCHAT_HTTP_ADDR`).
+    pub http_addr: String,
+    /// Unauthenticated probe listener of the gateway (`/livez`, `/readyz`) for orchestrators.
+    pub probe_addr: Option<String>,
+    /// Where a service binary binds gRPC.
+    pub grpc_addr: String,
+    /// SQLite files, blobs and agent workspaces in standalone mode.
+    pub data_dir: PathBuf,
+    /// Local model files.
+    pub models_dir: PathBuf,
+    /// TOML list of upstream models.
+    pub models_file: Option<PathBuf>,
+    /// API key of the `admin` user created on first start.
+    pub bootstrap_admin_key: Option<SecretString>,
+    /// Database of this process's service; unset means SQLite under `data_dir`. In
+    /// standalone mode a PostgreSQL URL is a server: each service gets `<db>_<service>`.
+    pub database_url: Option<String>,
+    /// RabbitMQ; unset means the in-process bus.
+    pub amqp_url: Option<String>,
+    /// Shared secret for the gateway→service JWT. Required when services run apart.
+    pub internal_jwt_secret: Option<SecretString>,
+    pub admin_url: String,
+    pub ingest_url: String,
+    pub chat_url: String,
+    pub agent_url: String,
+    pub scheduler_url: String,
+    /// How long the gateway trusts a resolved API key.
+    pub auth_cache_ttl_ms: u64,
+    /// Lifetime of an internal JWT.
+    pub internal_jwt_ttl_seconds: u64,
+    /// `text` or `json` logs.
+    pub log_format: String,
+    /// Grace period for draining on shutdown.
+    pub shutdown_grace_seconds: u64,
+    /// Upper bound of any HTTP request body (SPEC: 140 MB).
+    pub max_body_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            http_addr: "127.0.0.1:8080".into(),
+            probe_addr: None,
+            grpc_addr: "127.0.0.1:50051".into(),
+            data_dir: PathBuf::from("./data"),
+            models_dir: PathBuf::from("./models"),
+            models_file: None,
+            bootstrap_admin_key: None,
+            database_url: None,
+            amqp_url: None,
+            internal_jwt_secret: None,
+            admin_url: "http://127.0.0.1:50051".into(),
+            ingest_url: "http://127.0.0.1:50052".into(),
+            chat_url: "http://127.0.0.1:50053".into(),
+            agent_url: "http://127.0.0.1:50054".into(),
+            scheduler_url: "http://127.0.0.1:50055".into(),
+            auth_cache_ttl_ms: 3000,
+            internal_jwt_ttl_seconds: 120,
+            log_format: "text".into(),
+            shutdown_grace_seconds: 20,
+            max_body_bytes: 140 * 1024 * 1024,
+        }
+    }
+}
+
+impl Config {
+    /// Loads defaults, then `DOCCHAT_CONFIG_FILE` (TOML) if set, then `DOCCHAT_*` variables.
+    pub fn load() -> anyhow::Result<Config> {
+        let mut figment = Figment::new();
+        if let Ok(file) = std::env::var("DOCCHAT_CONFIG_FILE") {
+            figment = figment.merge(Toml::file_exact(file));
+        }
+        let config: Config = figment
+            .merge(Env::prefixed("DOCCHAT_").ignore(&["config_file"]))
+            .extract()?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// A configuration for tests: everything under `data_dir`, a fixed JWT secret.
+    pub fn for_test(data_dir: impl Into<PathBuf>) -> Config {
+        Config {
+            data_dir: data_dir.into(),
+            internal_jwt_secret: Some(SecretString::from(
+                "test-secret-of-enough-length-0123456789",
+            )),
+            ..Config::default()
+        }
+    }
+
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if let Some(secret) = &self.internal_jwt_secret
+            && secret.expose_secret().len() < 16
+        {
+            anyhow::bail!("DOCCHAT_INTERNAL_JWT_SECRET must be at least 16 characters");
+        }
+        if !matches!(self.log_format.as_str(), "text" | "json") {
+            anyhow::bail!("DOCCHAT_LOG_FORMAT must be text or json");
+        }
+        for (name, url) in [
+            ("DOCCHAT_ADMIN_URL", &self.admin_url),
+            ("DOCCHAT_INGEST_URL", &self.ingest_url),
+            ("DOCCHAT_CHAT_URL", &self.chat_url),
+            ("DOCCHAT_AGENT_URL", &self.agent_url),
+            ("DOCCHAT_SCHEDULER_URL", &self.scheduler_url),
+        ] {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                anyhow::bail!("{name} must be an http:// or https:// URL, got {url:?}");
+            }
+        }
+        Ok(())
+    }
+
+    /// gRPC URL of a service.
+    pub fn service_url(&self, service: Service) -> &str {
+        match service {
+            Service::Admin => &self.admin_url,
+            Service::Ingest => &self.ingest_url,
+            Service::Chat => &self.chat_url,
+            Service::Agent => &self.agent_url,
+            Service::Scheduler => &self.scheduler_url,
+        }
+    }
+
+    pub fn set_service_url(&mut self, service: Service, url: String) {
+        match service {
+            Service::Admin => self.admin_url = url,
+            Service::Ingest => self.ingest_url = url,
+            Service::Chat => self.chat_url = url,
+            Service::Agent => self.agent_url = url,
+            Service::Scheduler => self.scheduler_url = url,
+        }
+    }
+
+    /// The database URL a service uses. `shared_server` is set in standalone mode, where one
+    /// `DOCCHAT_DATABASE_URL` names a server and each service gets its own database on it.
+    pub fn database_url_for(&self, service: Service, shared_server: bool) -> String {
+        match &self.database_url {
+            Some(url) if url.starts_with("postgres") && shared_server => {
+                crate::db::with_database_suffix(url, service.name())
+            }
+            Some(url) => url.clone(),
+            None => {
+                let path = self.data_dir.join(format!("{}.db", service.name()));
+                format!("sqlite://{}?mode=rwc", path.display())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_standalone_values() {
+        let c = Config::default();
+        assert_eq!(c.http_addr, "127.0.0.1:8080");
+        assert_eq!(c.data_dir, PathBuf::from("./data"));
+        assert!(c.amqp_url.is_none());
+        assert_eq!(
+            c.database_url_for(Service::Chat, true),
+            "sqlite://./data/chat.db?mode=rwc"
+        );
+    }
+
+    #[test]
+    fn env_and_file_layers() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "docchat.toml",
+                "http_addr = \"0.0.0.0:9000\"\nlog_format = \"json\"",
+            )?;
+            jail.set_env("DOCCHAT_CONFIG_FILE", "docchat.toml");
+            jail.set_env("DOCCHAT_LOG_FORMAT", "text");
+            jail.set_env("DOCCHAT_DATABASE_URL", "postgres://u@h:5432/docchat");
+            let c = Config::load().map_err(|e| e.to_string())?;
+            assert_eq!(c.http_addr, "0.0.0.0:9000");
+            assert_eq!(c.log_format, "text", "environment wins over the file");
+            assert_eq!(
+                c.database_url_for(Service::Admin, true),
+                "postgres://u@h:5432/docchat_admin"
+            );
+            assert_eq!(
+                c.database_url_for(Service::Admin, false),
+                "postgres://u@h:5432/docchat"
+            );
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("DOCCHAT_ADMIN_URL", "admin:50051");
+            assert!(Config::load().is_err());
+            Ok(())
+        });
+    }
+}

@@ -1,0 +1,174 @@
+//! Database connections for SQLite (standalone) and PostgreSQL (distributed), and
+//! migrations run at start.
+
+use std::time::Duration;
+
+use sea_orm::{
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement,
+    TransactionTrait,
+};
+use sea_orm_migration::MigratorTrait;
+
+/// `postgres://h/docchat` + `admin` → `postgres://h/docchat_admin` (query string kept).
+pub fn with_database_suffix(url: &str, suffix: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let (server, db) = match base.rsplit_once('/') {
+        Some((server, db)) if server.contains("//") && !server.ends_with('/') => (server, db),
+        _ => (base.trim_end_matches('/'), "docchat"),
+    };
+    let db = if db.is_empty() { "docchat" } else { db };
+    let mut out = format!("{server}/{db}_{suffix}");
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    out
+}
+
+fn split_database(url: &str) -> Option<(String, String, String)> {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let (server, db) = base.rsplit_once('/')?;
+    if !server.contains("//") || db.is_empty() {
+        return None;
+    }
+    Some((server.to_owned(), db.to_owned(), query))
+}
+
+/// Creates the PostgreSQL database named in `url` when it does not exist yet.
+async fn ensure_postgres_database(url: &str) -> anyhow::Result<()> {
+    let Some((server, db, query)) = split_database(url) else {
+        return Ok(());
+    };
+    if !db
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        anyhow::bail!("database name {db:?} must be alphanumeric, '_' or '-'");
+    }
+    let mut opts = ConnectOptions::new(format!("{server}/postgres{query}"));
+    opts.max_connections(1).sqlx_logging(false);
+    let admin = Database::connect(opts).await?;
+    let exists = admin
+        .query_one(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT 1 FROM pg_database WHERE datname = $1",
+            [db.clone().into()],
+        ))
+        .await?
+        .is_some();
+    if !exists {
+        let create = admin
+            .execute_unprepared(&format!("CREATE DATABASE \"{db}\""))
+            .await;
+        // Two replicas starting together: the loser sees "already exists" (42P04).
+        if let Err(e) = create
+            && !e.to_string().contains("already exists")
+        {
+            return Err(e.into());
+        }
+        tracing::info!(database = %db, "created database");
+    }
+    admin.close().await?;
+    Ok(())
+}
+
+/// Connects to `url` (sqlite:// or postgres://), creating the database or file if needed.
+pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
+    let mut opts = ConnectOptions::new(url.to_owned());
+    opts.sqlx_logging(false)
+        .connect_timeout(Duration::from_secs(10))
+        .acquire_timeout(Duration::from_secs(30));
+    if url.starts_with("sqlite:") {
+        if let Some(path) = url
+            .strip_prefix("sqlite://")
+            .map(|p| p.split('?').next().unwrap_or(p))
+            && let Some(parent) = std::path::Path::new(path).parent()
+            && !parent.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(parent)?;
+        }
+        opts.max_connections(8).map_sqlx_sqlite_opts(|o| {
+            o.journal_mode(sea_orm::sqlx::sqlite::SqliteJournalMode::Wal)
+                .synchronous(sea_orm::sqlx::sqlite::SqliteSynchronous::Normal)
+                .busy_timeout(Duration::from_secs(10))
+                .foreign_keys(true)
+        });
+    } else if url.starts_with("postgres") {
+        ensure_postgres_database(url).await?;
+        opts.max_connections(16);
+    } else {
+        anyhow::bail!("unsupported database URL (use sqlite:// or postgres://)");
+    }
+    Ok(Database::connect(opts).await?)
+}
+
+/// Applies pending migrations. On PostgreSQL an advisory lock keeps replicas that start
+/// together from migrating at the same time.
+pub async fn migrate<M: MigratorTrait>(
+    db: &DatabaseConnection,
+    lock_name: &str,
+) -> anyhow::Result<()> {
+    if db.get_database_backend() == DbBackend::Postgres {
+        let key = lock_key(lock_name);
+        // The lock is per session: hold it on one dedicated connection.
+        let conn = db.begin().await?;
+        conn.execute(Statement::from_string(
+            DbBackend::Postgres,
+            format!("SELECT pg_advisory_xact_lock({key})"),
+        ))
+        .await?;
+        M::up(&conn, None).await?;
+        conn.commit().await?;
+    } else {
+        M::up(db, None).await?;
+    }
+    Ok(())
+}
+
+fn lock_key(name: &str) -> i64 {
+    // FNV-1a: stable across builds, unlike std's hasher.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    i64::from_ne_bytes(hash.to_ne_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suffixes_database_names() {
+        assert_eq!(
+            with_database_suffix("postgres://u@h:5432/docchat", "chat"),
+            "postgres://u@h:5432/docchat_chat"
+        );
+        assert_eq!(
+            with_database_suffix("postgres://u@h:5432/t1?sslmode=disable", "admin"),
+            "postgres://u@h:5432/t1_admin?sslmode=disable"
+        );
+        assert_eq!(
+            with_database_suffix("postgres://u@h:5432", "admin"),
+            "postgres://u@h:5432/docchat_admin"
+        );
+    }
+
+    #[tokio::test]
+    async fn sqlite_file_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/nested/x.db?mode=rwc", dir.path().display());
+        let db = connect(&url).await.unwrap();
+        db.execute_unprepared("CREATE TABLE t (id INTEGER)")
+            .await
+            .unwrap();
+        assert!(dir.path().join("nested/x.db").exists());
+    }
+}

@@ -1,0 +1,238 @@
+//! One error vocabulary for every service, mapped to gRPC codes on the wire and to HTTP
+//! statuses at the gateway.
+
+use docchat_proto::common::v1::ErrorDetail;
+use prost::Message;
+use tonic::{Code, Status};
+
+/// The kinds of failure a caller can see. Each maps to exactly one HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    BadRequest,
+    Unauthenticated,
+    Forbidden,
+    NotFound,
+    Timeout,
+    Conflict,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    TooManyRequests,
+    Internal,
+    Unavailable,
+}
+
+impl ErrorCode {
+    /// The HTTP status the gateway answers for this code.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::BadRequest => 400,
+            ErrorCode::Unauthenticated => 401,
+            ErrorCode::Forbidden => 403,
+            ErrorCode::NotFound => 404,
+            ErrorCode::Timeout => 408,
+            ErrorCode::Conflict => 409,
+            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::UnsupportedMediaType => 415,
+            ErrorCode::TooManyRequests => 429,
+            ErrorCode::Internal => 500,
+            ErrorCode::Unavailable => 503,
+        }
+    }
+
+    /// The gRPC code used on the wire between services.
+    pub fn grpc_code(self) -> Code {
+        match self {
+            ErrorCode::BadRequest => Code::InvalidArgument,
+            ErrorCode::Unauthenticated => Code::Unauthenticated,
+            ErrorCode::Forbidden => Code::PermissionDenied,
+            ErrorCode::NotFound => Code::NotFound,
+            ErrorCode::Timeout => Code::DeadlineExceeded,
+            ErrorCode::Conflict => Code::AlreadyExists,
+            ErrorCode::PayloadTooLarge => Code::OutOfRange,
+            ErrorCode::UnsupportedMediaType => Code::InvalidArgument,
+            ErrorCode::TooManyRequests => Code::ResourceExhausted,
+            ErrorCode::Internal => Code::Internal,
+            ErrorCode::Unavailable => Code::Unavailable,
+        }
+    }
+
+    /// The code a gRPC status stands for when it carries no [`ErrorDetail`].
+    pub fn from_grpc(code: Code) -> ErrorCode {
+        match code {
+            Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => {
+                ErrorCode::BadRequest
+            }
+            Code::Unauthenticated => ErrorCode::Unauthenticated,
+            Code::PermissionDenied => ErrorCode::Forbidden,
+            Code::NotFound => ErrorCode::NotFound,
+            Code::DeadlineExceeded => ErrorCode::Timeout,
+            Code::AlreadyExists | Code::Aborted => ErrorCode::Conflict,
+            Code::ResourceExhausted => ErrorCode::TooManyRequests,
+            Code::Unavailable => ErrorCode::Unavailable,
+            Code::Ok
+            | Code::Cancelled
+            | Code::Unknown
+            | Code::Unimplemented
+            | Code::Internal
+            | Code::DataLoss => ErrorCode::Internal,
+        }
+    }
+
+    fn from_http(status: u16) -> Option<ErrorCode> {
+        Some(match status {
+            400 => ErrorCode::BadRequest,
+            401 => ErrorCode::Unauthenticated,
+            403 => ErrorCode::Forbidden,
+            404 => ErrorCode::NotFound,
+            408 => ErrorCode::Timeout,
+            409 => ErrorCode::Conflict,
+            413 => ErrorCode::PayloadTooLarge,
+            415 => ErrorCode::UnsupportedMediaType,
+            429 => ErrorCode::TooManyRequests,
+            500 => ErrorCode::Internal,
+            503 => ErrorCode::Unavailable,
+            _ => return None,
+        })
+    }
+}
+
+/// An error a caller may see: a code and a message safe to show.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::BadRequest, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::NotFound, message)
+    }
+
+    pub fn unauthenticated(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Unauthenticated, message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Forbidden, message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Conflict, message)
+    }
+
+    /// Logs the cause with context and answers an opaque 500: internals never reach a caller.
+    pub fn internal(context: &str, cause: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "{context}");
+        Self::new(ErrorCode::Internal, "internal error")
+    }
+
+    /// Recovers the error from a gRPC status received from another service.
+    pub fn from_status(status: &Status) -> ApiError {
+        let code = ErrorDetail::decode(status.details())
+            .ok()
+            .and_then(|d| ErrorCode::from_http(d.http_status as u16))
+            .unwrap_or_else(|| ErrorCode::from_grpc(status.code()));
+        let message = match code {
+            // A transport failure or a peer's panic must not leak its text.
+            ErrorCode::Internal => "internal error".to_owned(),
+            ErrorCode::Unavailable if status.message().is_empty() => {
+                "service unavailable".to_owned()
+            }
+            _ => status.message().to_owned(),
+        };
+        ApiError { code, message }
+    }
+}
+
+impl From<ApiError> for Status {
+    fn from(err: ApiError) -> Status {
+        let detail = ErrorDetail {
+            http_status: u32::from(err.code.http_status()),
+        };
+        Status::with_details(
+            err.code.grpc_code(),
+            err.message,
+            detail.encode_to_vec().into(),
+        )
+    }
+}
+
+impl From<sea_orm::DbErr> for ApiError {
+    fn from(err: sea_orm::DbErr) -> Self {
+        ApiError::internal("database error", err)
+    }
+}
+
+impl From<sea_orm::TransactionError<ApiError>> for ApiError {
+    fn from(err: sea_orm::TransactionError<ApiError>) -> Self {
+        match err {
+            sea_orm::TransactionError::Connection(e) => e.into(),
+            sea_orm::TransactionError::Transaction(e) => e,
+        }
+    }
+}
+
+/// Shorthand for service results.
+pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_round_trip_keeps_http_status_the_code_cannot_carry() {
+        for code in [
+            ErrorCode::BadRequest,
+            ErrorCode::Unauthenticated,
+            ErrorCode::Forbidden,
+            ErrorCode::NotFound,
+            ErrorCode::Timeout,
+            ErrorCode::Conflict,
+            ErrorCode::PayloadTooLarge,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::TooManyRequests,
+            ErrorCode::Unavailable,
+        ] {
+            let status: Status = ApiError::new(code, "boom").into();
+            let back = ApiError::from_status(&status);
+            assert_eq!(back.code, code);
+            assert_eq!(back.message, "boom");
+        }
+    }
+
+    #[test]
+    fn internal_errors_are_opaque() {
+        let status = Status::internal("db password is hunter2");
+        let err = ApiError::from_status(&status);
+        assert_eq!(err.code.http_status(), 500);
+        assert_eq!(err.message, "internal error");
+    }
+
+    #[test]
+    fn plain_statuses_map_by_code() {
+        assert_eq!(
+            ApiError::from_status(&Status::not_found("x"))
+                .code
+                .http_status(),
+            404
+        );
+        assert_eq!(
+            ApiError::from_status(&Status::unavailable(""))
+                .code
+                .http_status(),
+            503
+        );
+    }
+}

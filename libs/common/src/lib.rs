@@ -1,0 +1,19 @@
+//! What every docchat service shares: configuration, caller identity between services, the
+//! database connection and migrations, the event bus and its outbox, telemetry, the error
+//! type and its HTTP/gRPC mapping, and the runtime-settings client.
+
+pub mod auth;
+pub mod bus;
+pub mod config;
+pub mod db;
+pub mod error;
+pub mod grpc;
+pub mod outbox;
+pub mod settings;
+pub mod telemetry;
+pub mod time;
+pub mod ttl_cache;
+
+pub use auth::{Caller, JwtKeys};
+pub use config::Config;
+pub use error::{ApiError, ErrorCode};

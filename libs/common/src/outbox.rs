@@ -1,0 +1,187 @@
+//! Transactional outbox: a service writes the event row in the same transaction as the state
+//! change; [`OutboxRelay`] publishes rows in order and deletes each once the bus confirmed
+//! it. A crash between commit and publish only delays the event.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use docchat_proto::events::v1::Envelope;
+use prost::Message;
+use sea_orm::{
+    ActiveModelTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryOrder,
+    QuerySelect, Set,
+};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::bus::EventBus;
+
+/// The `outbox_events` table.
+pub mod entity {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "outbox_events")]
+    pub struct Model {
+        #[sea_orm(primary_key)]
+        pub seq: i64,
+        #[sea_orm(unique)]
+        pub event_id: String,
+        pub routing_key: String,
+        pub envelope: Vec<u8>,
+        pub created_at: ChronoDateTimeUtc,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+pub use migration::CreateOutbox;
+
+mod migration {
+    use sea_orm_migration::prelude::*;
+
+    /// Migration creating `outbox_events`; every service that publishes includes it.
+    pub struct CreateOutbox;
+
+    impl MigrationName for CreateOutbox {
+        fn name(&self) -> &str {
+            "m20261121_000000_create_outbox"
+        }
+    }
+
+    #[derive(DeriveIden)]
+    enum OutboxEvents {
+        Table,
+        Seq,
+        EventId,
+        RoutingKey,
+        Envelope,
+        CreatedAt,
+    }
+
+    #[async_trait::async_trait]
+    impl MigrationTrait for CreateOutbox {
+        async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+            manager
+                .create_table(
+                    Table::create()
+                        .table(OutboxEvents::Table)
+                        .if_not_exists()
+                        .col(
+                            ColumnDef::new(OutboxEvents::Seq)
+                                .big_integer()
+                                .not_null()
+                                .auto_increment()
+                                .primary_key(),
+                        )
+                        .col(
+                            ColumnDef::new(OutboxEvents::EventId)
+                                .string()
+                                .not_null()
+                                .unique_key(),
+                        )
+                        .col(ColumnDef::new(OutboxEvents::RoutingKey).string().not_null())
+                        .col(ColumnDef::new(OutboxEvents::Envelope).binary().not_null())
+                        .col(
+                            ColumnDef::new(OutboxEvents::CreatedAt)
+                                .timestamp_with_time_zone()
+                                .not_null(),
+                        )
+                        .to_owned(),
+                )
+                .await
+        }
+
+        async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+            manager
+                .drop_table(Table::drop().table(OutboxEvents::Table).to_owned())
+                .await
+        }
+    }
+}
+
+/// Adds `event` to the outbox inside the caller's transaction.
+pub async fn enqueue<C: ConnectionTrait>(conn: &C, event: &Envelope) -> Result<(), DbErr> {
+    entity::ActiveModel {
+        event_id: Set(event.id.clone()),
+        routing_key: Set(event.r#type.clone()),
+        envelope: Set(event.encode_to_vec()),
+        created_at: Set(crate::time::now()),
+        ..Default::default()
+    }
+    .insert(conn)
+    .await?;
+    Ok(())
+}
+
+/// Publishes outbox rows to the bus in insertion order.
+#[derive(Clone)]
+pub struct OutboxRelay {
+    db: DatabaseConnection,
+    bus: Arc<dyn EventBus>,
+    wake: Arc<Notify>,
+}
+
+const BATCH: u64 = 100;
+const POLL: Duration = Duration::from_millis(500);
+
+impl OutboxRelay {
+    pub fn new(db: DatabaseConnection, bus: Arc<dyn EventBus>) -> Self {
+        OutboxRelay {
+            db,
+            bus,
+            wake: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Call after committing a transaction that enqueued events, to publish them now
+    /// rather than at the next poll.
+    pub fn notify(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Publishes what is pending; returns how many rows went out.
+    pub async fn drain(&self) -> anyhow::Result<usize> {
+        let mut sent = 0;
+        loop {
+            let rows = entity::Entity::find()
+                .order_by_asc(entity::Column::Seq)
+                .limit(BATCH)
+                .all(&self.db)
+                .await?;
+            if rows.is_empty() {
+                return Ok(sent);
+            }
+            for row in rows {
+                match Envelope::decode(row.envelope.as_slice()) {
+                    Ok(event) => self.bus.publish(&event).await?,
+                    Err(e) => {
+                        tracing::error!(event_id = %row.event_id, error = %e, "dropping undecodable outbox row");
+                    }
+                }
+                entity::Entity::delete_by_id(row.seq).exec(&self.db).await?;
+                sent += 1;
+            }
+        }
+    }
+
+    /// Relays until `shutdown`, then makes one last attempt.
+    pub async fn run(self, shutdown: CancellationToken) {
+        loop {
+            if let Err(e) = self.drain().await {
+                tracing::warn!(error = %e, "outbox relay failed, retrying");
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = self.wake.notified() => {}
+                () = tokio::time::sleep(POLL) => {}
+            }
+        }
+        if let Err(e) = self.drain().await {
+            tracing::warn!(error = %e, "outbox not fully drained at shutdown; rows stay for the next start");
+        }
+    }
+}
