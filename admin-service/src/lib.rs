@@ -1,1 +1,49 @@
-//! placeholder
+//! admin-service: users, API keys, roles, groups, permissions and runtime settings.
+
+pub mod entities;
+pub mod grpc;
+pub mod identity;
+pub mod migrations;
+pub mod settings;
+
+use std::sync::Arc;
+
+use docchat_common::auth::AuthInterceptor;
+use docchat_common::config::{Config, Service};
+use docchat_common::grpc::ServiceContext;
+use docchat_proto::admin::v1::admin_service_server::AdminServiceServer;
+use secrecy::ExposeSecret;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// Applies admin-service's migrations to `url`.
+pub async fn migrate(_config: Arc<Config>, url: String) -> anyhow::Result<()> {
+    let db = docchat_common::db::connect(&url).await?;
+    docchat_common::db::migrate::<migrations::Migrator>(&db, "admin").await
+}
+
+/// Runs admin-service on `listener` until `shutdown`.
+pub async fn serve(ctx: ServiceContext, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let db = docchat_common::db::connect(&ctx.database_url(Service::Admin)).await?;
+    docchat_common::db::migrate::<migrations::Migrator>(&db, "admin").await?;
+    let bootstrap_key = ctx.config.bootstrap_admin_key.as_ref().map(|k| k.expose_secret().to_owned());
+    if let Some(generated) = identity::bootstrap(&db, bootstrap_key.as_deref()).await? {
+        // Shown once: only the hash is stored.
+        tracing::warn!(api_key = %generated, "generated the admin API key; store it now, it will not be shown again");
+    }
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<AdminServiceServer<grpc::AdminGrpc>>()
+        .await;
+    let service = AdminServiceServer::with_interceptor(
+        grpc::AdminGrpc { db: db.clone() },
+        AuthInterceptor::new(ctx.keys.clone(), Service::Admin),
+    );
+    let router = docchat_common::grpc::server()
+        .add_service(health_service)
+        .add_service(service);
+    docchat_common::grpc::serve_router(router, listener, shutdown).await?;
+    db.close().await?;
+    Ok(())
+}

@@ -1,1 +1,72 @@
-//! placeholder
+//! chat-service: chat sessions, messages, completions and the model list.
+
+pub mod entities;
+pub mod events;
+pub mod grpc;
+pub mod migrations;
+pub mod sessions;
+
+use std::sync::Arc;
+
+use docchat_common::auth::AuthInterceptor;
+use docchat_common::bus::Subscription;
+use docchat_common::config::{Config, Service};
+use docchat_common::grpc::ServiceContext;
+use docchat_common::outbox::OutboxRelay;
+use docchat_inference::Registry;
+use docchat_proto::chat::v1::chat_service_server::ChatServiceServer;
+use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub async fn migrate(_config: Arc<Config>, url: String) -> anyhow::Result<()> {
+    let db = docchat_common::db::connect(&url).await?;
+    docchat_common::db::migrate::<migrations::Migrator>(&db, "chat").await
+}
+
+/// Runs chat-service on `listener` until `shutdown`, then drains its background tasks.
+pub async fn serve(ctx: ServiceContext, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let registry = Arc::new(Registry::load(ctx.config.models_file.as_deref())?);
+    let db = docchat_common::db::connect(&ctx.database_url(Service::Chat)).await?;
+    docchat_common::db::migrate::<migrations::Migrator>(&db, "chat").await?;
+
+    let tracker = TaskTracker::new();
+    let background = CancellationToken::new();
+    ctx.bus
+        .subscribe(
+            Subscription::new(events::COLLECTION_EVENTS_GROUP, &["ingest.collection.deleted"]),
+            Arc::new(events::CollectionCleanup { db: db.clone() }),
+            &tracker,
+            background.clone(),
+        )
+        .await?;
+    let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
+    tracker.spawn(relay.clone().run(background.clone()));
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<ChatServiceServer<grpc::ChatGrpc>>().await;
+    let service = ChatServiceServer::with_interceptor(
+        grpc::ChatGrpc {
+            db: db.clone(),
+            relay,
+            keys: ctx.keys.clone(),
+            ingest: IngestServiceClient::new(ctx.channel(Service::Ingest)?),
+            registry,
+        },
+        AuthInterceptor::new(ctx.keys.clone(), Service::Chat),
+    );
+    let router = docchat_common::grpc::server()
+        .add_service(health_service)
+        .add_service(service);
+    let served = docchat_common::grpc::serve_router(router, listener, shutdown).await;
+
+    background.cancel();
+    tracker.close();
+    let grace = std::time::Duration::from_secs(ctx.config.shutdown_grace_seconds);
+    if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
+        tracing::warn!("background tasks did not finish within the grace period");
+    }
+    db.close().await?;
+    served
+}

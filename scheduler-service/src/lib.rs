@@ -1,1 +1,33 @@
-//! placeholder
+//! scheduler-service. Its RPCs land with the scheduler issue; today it migrates its store, relays its
+//! outbox and answers gRPC health, so deployments and readiness already include it.
+
+pub mod migrations;
+
+use std::sync::Arc;
+
+use docchat_common::config::{Config, Service};
+use docchat_common::grpc::ServiceContext;
+use docchat_common::outbox::OutboxRelay;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub async fn migrate(_config: Arc<Config>, url: String) -> anyhow::Result<()> {
+    let db = docchat_common::db::connect(&url).await?;
+    docchat_common::db::migrate::<migrations::Migrator>(&db, "scheduler").await
+}
+
+/// Runs scheduler-service on `listener` until `shutdown`.
+pub async fn serve(ctx: ServiceContext, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let db = docchat_common::db::connect(&ctx.database_url(Service::Scheduler)).await?;
+    docchat_common::db::migrate::<migrations::Migrator>(&db, "scheduler").await?;
+    let background = CancellationToken::new();
+    let relay = tokio::spawn(OutboxRelay::new(db.clone(), ctx.bus.clone()).run(background.clone()));
+
+    let (_health, health_service) = tonic_health::server::health_reporter();
+    let router = docchat_common::grpc::server().add_service(health_service);
+    let served = docchat_common::grpc::serve_router(router, listener, shutdown).await;
+    background.cancel();
+    let _ = relay.await;
+    db.close().await?;
+    served
+}

@@ -1,0 +1,366 @@
+//! The tonic implementation of `docchat.admin.v1.AdminService`: unpack, authorize, call the
+//! domain, pack.
+
+use docchat_common::auth::{Caller, caller, permissions};
+use docchat_common::error::{ApiError, ApiResult};
+use docchat_common::time::{opt_to_proto, to_proto};
+use docchat_proto::admin::v1 as pb;
+use docchat_proto::admin::v1::admin_service_server::AdminService;
+use docchat_proto::common::v1::{Empty, PageRequest};
+use sea_orm::DatabaseConnection;
+use tonic::{Request, Response, Status};
+
+use crate::entities::{api_keys, roles, settings as settings_entity};
+use crate::identity::{self, UserView};
+use crate::settings;
+
+pub struct AdminGrpc {
+    pub db: DatabaseConnection,
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+fn ok<T>(result: ApiResult<T>) -> Reply<T> {
+    result.map(Response::new).map_err(Status::from)
+}
+
+fn admin(request: &Request<impl Sized>) -> Result<Caller, Status> {
+    let caller = caller(request)?;
+    caller.require_admin()?;
+    Ok(caller)
+}
+
+const DEFAULT_LIMIT: u64 = 100;
+const MAX_LIMIT: u64 = 1000;
+
+fn page(p: &PageRequest) -> (u64, u64) {
+    let limit = if p.limit == 0 { DEFAULT_LIMIT } else { p.limit.min(MAX_LIMIT) };
+    (p.offset, limit)
+}
+
+fn user_pb(v: UserView) -> pb::User {
+    pb::User {
+        id: v.user.id,
+        username: v.user.username,
+        email: v.user.email,
+        roles: v.roles,
+        groups: v.groups,
+        created_at: Some(to_proto(v.user.created_at)),
+    }
+}
+
+fn key_pb(k: api_keys::Model, username: String) -> pb::ApiKey {
+    let api_keys::Model {
+        id,
+        user_id,
+        name,
+        key_hash: _,
+        hint,
+        created_at,
+        expires_at,
+        last_used_at,
+        total_calls,
+        is_active,
+    } = k;
+    let expired = expires_at.is_some_and(|e| e <= docchat_common::time::now());
+    pb::ApiKey {
+        id,
+        user_id,
+        username,
+        name,
+        hint,
+        created_at: Some(to_proto(created_at)),
+        expires_at: opt_to_proto(expires_at),
+        last_used_at: opt_to_proto(last_used_at),
+        total_calls,
+        is_active: is_active && !expired,
+    }
+}
+
+fn role_pb(r: roles::Model) -> pb::Role {
+    let roles::Model {
+        id,
+        name,
+        description,
+        priority,
+        created_at: _,
+    } = r;
+    pb::Role {
+        id,
+        name,
+        description,
+        priority,
+    }
+}
+
+fn global_pb(items: Vec<settings::GlobalItem>) -> pb::GlobalSettingList {
+    pb::GlobalSettingList {
+        settings: items
+            .into_iter()
+            .map(|i| pb::GlobalSetting {
+                key_name: i.definition.name.to_owned(),
+                string_value: i.value,
+                value_type: i.definition.value_type().to_owned(),
+                can_overwrite: i.can_overwrite,
+                is_public: i.is_public,
+                description: i.definition.description.to_owned(),
+            })
+            .collect(),
+    }
+}
+
+fn scoped_pb(items: Vec<settings_entity::Model>) -> pb::ScopedSettingList {
+    pb::ScopedSettingList {
+        settings: items
+            .into_iter()
+            .map(|s| pb::ScopedSetting {
+                value_type: docchat_common::settings::definition(&s.key_name)
+                    .map(|d| d.value_type())
+                    .unwrap_or("string")
+                    .to_owned(),
+                key_name: s.key_name,
+                string_value: s.string_value,
+                updated_at: Some(to_proto(s.updated_at)),
+            })
+            .collect(),
+    }
+}
+
+#[tonic::async_trait]
+impl AdminService for AdminGrpc {
+    async fn authenticate(&self, request: Request<pb::AuthenticateRequest>) -> Reply<pb::Identity> {
+        caller(&request)?.require_service()?;
+        let secret = request.into_inner().api_key;
+        let identity = identity::authenticate(&self.db, &secret)
+            .await?
+            .ok_or_else(|| ApiError::unauthenticated("invalid or expired API key"))?;
+        Ok(Response::new(pb::Identity {
+            user_id: identity.user.id,
+            username: identity.user.username,
+            email: identity.user.email,
+            roles: identity.roles,
+            groups: identity.groups,
+            permissions: identity.permissions,
+            is_admin: identity.is_admin,
+            api_key_id: identity.api_key_id,
+        }))
+    }
+
+    async fn create_user(&self, request: Request<pb::CreateUserRequest>) -> Reply<pb::User> {
+        admin(&request)?;
+        let pb::CreateUserRequest {
+            username,
+            email,
+            roles,
+            groups,
+        } = request.into_inner();
+        ok(identity::create_user(&self.db, &username, &email, &roles, &groups)
+            .await
+            .map(user_pb))
+    }
+
+    async fn list_users(&self, request: Request<PageRequest>) -> Reply<pb::UserList> {
+        admin(&request)?;
+        let (offset, limit) = page(request.get_ref());
+        ok(identity::list_users(&self.db, offset, limit)
+            .await
+            .map(|users| pb::UserList {
+                users: users.into_iter().map(user_pb).collect(),
+            }))
+    }
+
+    async fn get_current_user(&self, request: Request<Empty>) -> Reply<pb::User> {
+        let me = caller(&request)?;
+        let user = identity::find_user(&self.db, &me.user_id).await?;
+        ok(identity::user_view(&self.db, user).await.map(user_pb))
+    }
+
+    async fn create_api_key(&self, request: Request<pb::CreateApiKeyRequest>) -> Reply<pb::CreateApiKeyResponse> {
+        admin(&request)?;
+        let pb::CreateApiKeyRequest {
+            user_id,
+            name,
+            expires_in,
+        } = request.into_inner();
+        let (secret, key, user) = identity::create_key(&self.db, &user_id, &name, &expires_in).await?;
+        Ok(Response::new(pb::CreateApiKeyResponse {
+            secret_key: secret,
+            api_key: Some(key_pb(key, user.username)),
+        }))
+    }
+
+    async fn list_api_keys(&self, request: Request<PageRequest>) -> Reply<pb::ApiKeyList> {
+        admin(&request)?;
+        let (offset, limit) = page(request.get_ref());
+        ok(identity::list_keys(&self.db, offset, limit)
+            .await
+            .map(|keys| pb::ApiKeyList {
+                api_keys: keys.into_iter().map(|(k, u)| key_pb(k, u)).collect(),
+            }))
+    }
+
+    async fn delete_api_key(&self, request: Request<pb::DeleteApiKeyRequest>) -> Reply<Empty> {
+        admin(&request)?;
+        ok(identity::delete_key(&self.db, &request.get_ref().key_id)
+            .await
+            .map(|()| Empty {}))
+    }
+
+    async fn create_role(&self, request: Request<pb::CreateRoleRequest>) -> Reply<pb::Role> {
+        admin(&request)?;
+        let pb::CreateRoleRequest { name, description } = request.into_inner();
+        ok(identity::create_role(&self.db, &name, &description).await.map(role_pb))
+    }
+
+    async fn list_roles(&self, request: Request<Empty>) -> Reply<pb::RoleList> {
+        caller(&request)?;
+        ok(identity::list_roles(&self.db).await.map(|roles| pb::RoleList {
+            roles: roles.into_iter().map(role_pb).collect(),
+        }))
+    }
+
+    async fn set_role_priority(&self, request: Request<pb::SetRolePriorityRequest>) -> Reply<pb::Role> {
+        admin(&request)?;
+        let pb::SetRolePriorityRequest { role_id, priority } = request.into_inner();
+        ok(identity::set_role_priority(&self.db, &role_id, priority)
+            .await
+            .map(role_pb))
+    }
+
+    async fn assign_permission_to_role(&self, request: Request<pb::RolePermissionRequest>) -> Reply<Empty> {
+        admin(&request)?;
+        let pb::RolePermissionRequest {
+            role_id,
+            permission_name,
+        } = request.into_inner();
+        ok(identity::assign_permission(&self.db, &role_id, &permission_name)
+            .await
+            .map(|()| Empty {}))
+    }
+
+    async fn remove_permission_from_role(&self, request: Request<pb::RolePermissionRequest>) -> Reply<Empty> {
+        admin(&request)?;
+        let pb::RolePermissionRequest {
+            role_id,
+            permission_name,
+        } = request.into_inner();
+        ok(identity::remove_permission(&self.db, &role_id, &permission_name)
+            .await
+            .map(|()| Empty {}))
+    }
+
+    async fn assign_roles_to_user(&self, request: Request<pb::UserRolesRequest>) -> Reply<Empty> {
+        admin(&request)?;
+        let pb::UserRolesRequest { user_id, role_names } = request.into_inner();
+        ok(identity::set_user_roles(&self.db, &user_id, &role_names, true)
+            .await
+            .map(|()| Empty {}))
+    }
+
+    async fn remove_roles_from_user(&self, request: Request<pb::UserRolesRequest>) -> Reply<Empty> {
+        admin(&request)?;
+        let pb::UserRolesRequest { user_id, role_names } = request.into_inner();
+        ok(identity::set_user_roles(&self.db, &user_id, &role_names, false)
+            .await
+            .map(|()| Empty {}))
+    }
+
+    async fn get_current_user_permissions(&self, request: Request<Empty>) -> Reply<pb::PermissionList> {
+        let me = caller(&request)?;
+        Ok(Response::new(pb::PermissionList {
+            permissions: permissions::ALL
+                .iter()
+                .filter(|(name, _)| me.has_permission(name))
+                .map(|(name, description)| pb::Permission {
+                    id: (*name).to_owned(),
+                    name: (*name).to_owned(),
+                    description: (*description).to_owned(),
+                })
+                .collect(),
+        }))
+    }
+
+    async fn list_global_settings(&self, request: Request<Empty>) -> Reply<pb::GlobalSettingList> {
+        let me = caller(&request)?;
+        let items = settings::list_global(&self.db).await?;
+        // Non-administrators see only the values marked public.
+        let items = items
+            .into_iter()
+            .filter(|i| me.is_admin || i.is_public)
+            .collect();
+        Ok(Response::new(global_pb(items)))
+    }
+
+    async fn set_global_setting(&self, request: Request<pb::SetGlobalSettingRequest>) -> Reply<pb::GlobalSettingList> {
+        admin(&request)?;
+        let pb::SetGlobalSettingRequest {
+            key_name,
+            string_value,
+            can_overwrite,
+            is_public,
+        } = request.into_inner();
+        ok(settings::set_global(&self.db, &key_name, &string_value, can_overwrite, is_public)
+            .await
+            .map(global_pb))
+    }
+
+    async fn set_role_setting(&self, request: Request<pb::SetScopedSettingRequest>) -> Reply<pb::ScopedSettingList> {
+        admin(&request)?;
+        let pb::SetScopedSettingRequest {
+            scope_id,
+            key_name,
+            string_value,
+        } = request.into_inner();
+        ok(settings::set_role(&self.db, &scope_id, &key_name, &string_value)
+            .await
+            .map(scoped_pb))
+    }
+
+    async fn set_user_setting(&self, request: Request<pb::SetScopedSettingRequest>) -> Reply<pb::ScopedSettingList> {
+        admin(&request)?;
+        let pb::SetScopedSettingRequest {
+            scope_id,
+            key_name,
+            string_value,
+        } = request.into_inner();
+        ok(settings::set_user(&self.db, &scope_id, &key_name, &string_value)
+            .await
+            .map(scoped_pb))
+    }
+
+    async fn list_user_settings(&self, request: Request<pb::ListUserSettingsRequest>) -> Reply<pb::ScopedSettingList> {
+        let me = caller(&request)?;
+        let user_id = match request.into_inner().user_id {
+            id if id.is_empty() || id == me.user_id => me.user_id.clone(),
+            id => {
+                me.require_admin()?;
+                id
+            }
+        };
+        ok(settings::list_scoped(&self.db, settings::USER, &user_id)
+            .await
+            .map(scoped_pb))
+    }
+
+    async fn resolve_settings(&self, request: Request<pb::ResolveSettingsRequest>) -> Reply<pb::ResolvedSettings> {
+        let me = caller(&request)?;
+        let user_id = match request.into_inner().user_id {
+            id if id.is_empty() || id == me.user_id => me.user_id.clone(),
+            id => {
+                if !(me.is_admin || me.is_service) {
+                    return Err(ApiError::forbidden("cannot resolve another user's settings").into());
+                }
+                id
+            }
+        };
+        let values = settings::resolve(&self.db, &user_id).await?;
+        let ttl = values
+            .get("config_cache_ttl_seconds")
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(60);
+        Ok(Response::new(pb::ResolvedSettings {
+            values,
+            cache_ttl_seconds: ttl,
+        }))
+    }
+}

@@ -1,0 +1,15 @@
+//! Schema of admin-service; written with the schema builder so it runs on SQLite and
+//! PostgreSQL alike.
+
+use sea_orm_migration::prelude::*;
+
+mod m20261121_000001_identity;
+
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261121_000001_identity::Migration)]
+    }
+}

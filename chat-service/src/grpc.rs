@@ -1,0 +1,175 @@
+//! The tonic implementation of `docchat.chat.v1.ChatService`.
+
+use std::sync::Arc;
+
+use docchat_common::JwtKeys;
+use docchat_common::auth::{authorized, caller};
+use docchat_common::config::Service;
+use docchat_common::error::{ApiError, ApiResult};
+use docchat_common::outbox::OutboxRelay;
+use docchat_common::time::to_proto;
+use docchat_inference::Registry;
+use docchat_proto::chat::v1 as pb;
+use docchat_proto::chat::v1::chat_service_server::ChatService;
+use docchat_proto::common::v1::{Empty, PageRequest};
+use docchat_proto::ingest::v1::CollectionRef;
+use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
+use sea_orm::DatabaseConnection;
+use tonic::transport::Channel;
+use tonic::{Request, Response, Status};
+
+use crate::entities::{chat_sessions, messages};
+use crate::sessions::{self, LinkedCollection};
+
+pub struct ChatGrpc {
+    pub db: DatabaseConnection,
+    pub relay: OutboxRelay,
+    pub keys: Arc<JwtKeys>,
+    pub ingest: IngestServiceClient<Channel>,
+    pub registry: Arc<Registry>,
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+fn ok<T>(result: ApiResult<T>) -> Reply<T> {
+    result.map(Response::new).map_err(Status::from)
+}
+
+fn session_pb(s: chat_sessions::Model) -> pb::ChatSession {
+    let chat_sessions::Model {
+        id,
+        owner_id: _,
+        owner_username,
+        name,
+        collection_id,
+        collection_name,
+        latest_message_content,
+        created_at,
+        updated_at,
+    } = s;
+    pb::ChatSession {
+        id,
+        name,
+        collection_id,
+        collection_name,
+        latest_message_content,
+        updated_at: Some(to_proto(updated_at)),
+        username: owner_username,
+        created_at: Some(to_proto(created_at)),
+    }
+}
+
+fn message_pb(m: messages::Model) -> pb::Message {
+    let messages::Model {
+        id,
+        session_id: _,
+        owner_id: _,
+        username,
+        content,
+        reply_to,
+        votes,
+        has_references,
+        total_references,
+        error,
+        created_at,
+    } = m;
+    pb::Message {
+        id,
+        content,
+        reply_to,
+        has_references,
+        votes,
+        created_at: Some(to_proto(created_at)),
+        total_references,
+        username,
+        error,
+    }
+}
+
+#[tonic::async_trait]
+impl ChatService for ChatGrpc {
+    async fn create_session(&self, request: Request<pb::CreateSessionRequest>) -> Reply<pb::ChatSession> {
+        let me = caller(&request)?;
+        let collection = match request.into_inner().collection_id {
+            Some(id) => {
+                // The collection must exist and be readable by the caller: ingest decides.
+                let lookup = authorized(&self.keys, &me, Service::Ingest, CollectionRef { id })?;
+                let found = self
+                    .ingest
+                    .clone()
+                    .get_collection(lookup)
+                    .await
+                    .map_err(|s| ApiError::from_status(&s))?
+                    .into_inner();
+                Some(LinkedCollection {
+                    id: found.id,
+                    name: found.name,
+                })
+            }
+            None => None,
+        };
+        let session = sessions::create(&self.db, &me, collection).await?;
+        self.relay.notify();
+        Ok(Response::new(session_pb(session)))
+    }
+
+    async fn list_sessions(&self, request: Request<PageRequest>) -> Reply<pb::ChatSessionList> {
+        let me = caller(&request)?;
+        let PageRequest { offset, limit, .. } = *request.get_ref();
+        ok(sessions::list(&self.db, &me, offset, limit)
+            .await
+            .map(|rows| pb::ChatSessionList {
+                sessions: rows.into_iter().map(session_pb).collect(),
+            }))
+    }
+
+    async fn get_session(&self, request: Request<pb::SessionRef>) -> Reply<pb::ChatSession> {
+        let me = caller(&request)?;
+        ok(sessions::get(&self.db, &me, &request.get_ref().id)
+            .await
+            .map(session_pb))
+    }
+
+    async fn delete_session(&self, request: Request<pb::SessionRef>) -> Reply<Empty> {
+        let me = caller(&request)?;
+        sessions::delete(&self.db, &me, &request.get_ref().id).await?;
+        self.relay.notify();
+        Ok(Response::new(Empty {}))
+    }
+
+    async fn list_messages(&self, request: Request<pb::ListMessagesRequest>) -> Reply<pb::MessageList> {
+        let me = caller(&request)?;
+        let pb::ListMessagesRequest {
+            session_id,
+            offset,
+            limit,
+        } = request.into_inner();
+        ok(sessions::messages(&self.db, &me, &session_id, offset, limit)
+            .await
+            .map(|rows| pb::MessageList {
+                messages: rows.into_iter().map(message_pb).collect(),
+            }))
+    }
+
+    async fn list_models(&self, request: Request<Empty>) -> Reply<pb::ModelList> {
+        caller(&request)?;
+        let default = self.registry.default_chat_model().map(|m| m.name.clone());
+        Ok(Response::new(pb::ModelList {
+            models: self
+                .registry
+                .chat_models()
+                .map(|m| pb::Model {
+                    id: m.name.clone(),
+                    display_name: m.display_name().to_owned(),
+                    base_model: m.base_model().to_owned(),
+                    context_length: m.context_length,
+                    input_price: m.input_price,
+                    output_price: m.output_price,
+                    vision: m.vision,
+                    is_default: default.as_deref() == Some(m.name.as_str()),
+                    provider: m.provider.clone(),
+                })
+                .collect(),
+        }))
+    }
+}

@@ -1,0 +1,17 @@
+//! Schema of chat-service (SQLite and PostgreSQL).
+
+use sea_orm_migration::prelude::*;
+
+mod m20261121_000001_sessions;
+
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![
+            Box::new(docchat_common::outbox::CreateOutbox),
+            Box::new(m20261121_000001_sessions::Migration),
+        ]
+    }
+}

@@ -1,0 +1,205 @@
+//! Collections: create, list, get, delete, scoped to what the caller may see.
+
+use std::collections::HashMap;
+
+use docchat_common::Caller;
+use docchat_common::bus::envelope;
+use docchat_common::error::{ApiError, ApiResult};
+use docchat_common::outbox;
+use docchat_common::time::now;
+use docchat_proto::events::v1::CollectionDeleted;
+use sea_orm::sea_query::{Expr, Order};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, Condition, DatabaseConnection, EntityTrait, PaginatorTrait,
+    QueryFilter, QueryOrder, QuerySelect, Set, TransactionTrait,
+};
+
+use crate::entities::{collection_sessions, collections};
+
+/// The embedder a collection uses unless it names another.
+pub const DEFAULT_EMBEDDING_MODEL: &str = "all-MiniLM-L6-v2";
+pub const DEFAULT_LIMIT: u64 = 100;
+pub const MAX_LIMIT: u64 = 1000;
+
+/// A collection with the counts derived from other tables.
+#[derive(Debug, Clone)]
+pub struct CollectionView {
+    pub collection: collections::Model,
+    pub sessions_count: i64,
+    pub user_count: i64,
+}
+
+/// Collections the caller can read: its own and public ones.
+fn visible_to(caller: &Caller) -> Condition {
+    Condition::any()
+        .add(collections::Column::OwnerId.eq(caller.user_id.clone()))
+        .add(collections::Column::IsPublic.eq(true))
+}
+
+async fn views(db: &DatabaseConnection, rows: Vec<collections::Model>) -> ApiResult<Vec<CollectionView>> {
+    let ids: Vec<String> = rows.iter().map(|c| c.id.clone()).collect();
+    let counts: HashMap<String, i64> = collection_sessions::Entity::find()
+        .select_only()
+        .column(collection_sessions::Column::CollectionId)
+        .column_as(Expr::col(collection_sessions::Column::SessionId).count(), "n")
+        .filter(collection_sessions::Column::CollectionId.is_in(ids))
+        .filter(collection_sessions::Column::Deleted.eq(false))
+        .group_by(collection_sessions::Column::CollectionId)
+        .into_tuple::<(String, i64)>()
+        .all(db)
+        .await?
+        .into_iter()
+        .collect();
+    Ok(rows
+        .into_iter()
+        .map(|c| CollectionView {
+            sessions_count: counts.get(&c.id).copied().unwrap_or(0),
+            // Sharing arrives with the sharing endpoints; until then only the owner.
+            user_count: 1,
+            collection: c,
+        })
+        .collect())
+}
+
+pub async fn create(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    name: &str,
+    description: &str,
+    embedding_model: &str,
+) -> ApiResult<CollectionView> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(ApiError::bad_request("name must not be empty"));
+    }
+    if name.chars().count() > 255 {
+        return Err(ApiError::bad_request("name must be at most 255 characters"));
+    }
+    if description.chars().count() > 100_000 {
+        return Err(ApiError::bad_request(
+            "description must be at most 100000 characters",
+        ));
+    }
+    let embedding_model = match embedding_model.trim() {
+        "" => DEFAULT_EMBEDDING_MODEL,
+        m => m,
+    };
+    let at = now();
+    let row = collections::ActiveModel {
+        id: Set(uuid::Uuid::new_v4().to_string()),
+        owner_id: Set(caller.user_id.clone()),
+        owner_username: Set(caller.username.clone()),
+        name: Set(name.to_owned()),
+        description: Set(description.to_owned()),
+        embedding_model: Set(embedding_model.to_owned()),
+        is_public: Set(false),
+        status: Set("active".to_owned()),
+        document_count: Set(0),
+        document_size: Set(0),
+        created_at: Set(at),
+        updated_at: Set(at),
+        description_auto_generated: Set(false),
+        description_generated_at: Set(None),
+        description_dirty_at: Set(None),
+        description_generation_started_at: Set(None),
+    }
+    .insert(db)
+    .await?;
+    Ok(CollectionView {
+        collection: row,
+        sessions_count: 0,
+        user_count: 1,
+    })
+}
+
+/// Sort columns a list accepts.
+fn sort_column(name: &str) -> ApiResult<collections::Column> {
+    Ok(match name {
+        "" | "updated_at" => collections::Column::UpdatedAt,
+        "created_at" => collections::Column::CreatedAt,
+        "name" => collections::Column::Name,
+        "document_count" => collections::Column::DocumentCount,
+        "document_size" => collections::Column::DocumentSize,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "invalid sort_column {other:?}: use updated_at, created_at, name, document_count or document_size"
+            )));
+        }
+    })
+}
+
+pub async fn list(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    offset: u64,
+    limit: u64,
+    sort: &str,
+    ascending: bool,
+) -> ApiResult<Vec<CollectionView>> {
+    let column = sort_column(sort)?;
+    let order = if ascending { Order::Asc } else { Order::Desc };
+    let limit = if limit == 0 { DEFAULT_LIMIT } else { limit.min(MAX_LIMIT) };
+    let rows = collections::Entity::find()
+        .filter(visible_to(caller))
+        .order_by(column, order.clone())
+        .order_by(collections::Column::Id, order)
+        .offset(offset)
+        .limit(limit)
+        .all(db)
+        .await?;
+    views(db, rows).await
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::not_found(format!("collection {id} not found"))
+}
+
+pub async fn get(db: &DatabaseConnection, caller: &Caller, id: &str) -> ApiResult<CollectionView> {
+    let row = collections::Entity::find_by_id(id.to_owned())
+        .filter(visible_to(caller))
+        .one(db)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    views(db, vec![row])
+        .await?
+        .pop()
+        .ok_or_else(|| not_found(id))
+}
+
+/// Deletes an owned collection and announces it (`ingest.collection.deleted`) in the same
+/// transaction.
+pub async fn delete(db: &DatabaseConnection, caller: &Caller, id: &str) -> ApiResult<()> {
+    let txn = db.begin().await?;
+    let deleted = collections::Entity::delete_many()
+        .filter(collections::Column::Id.eq(id))
+        .filter(collections::Column::OwnerId.eq(caller.user_id.clone()))
+        .exec(&txn)
+        .await?;
+    if deleted.rows_affected == 0 {
+        return Err(not_found(id));
+    }
+    collection_sessions::Entity::delete_many()
+        .filter(collection_sessions::Column::CollectionId.eq(id))
+        .exec(&txn)
+        .await?;
+    let event = envelope(
+        "ingest.collection.deleted",
+        &caller.user_id,
+        &CollectionDeleted {
+            collection_id: id.to_owned(),
+            user_id: caller.user_id.clone(),
+        },
+    );
+    outbox::enqueue(&txn, &event).await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// Number of live sessions of a collection (for tests and diagnostics).
+pub async fn sessions_count(db: &DatabaseConnection, collection_id: &str) -> ApiResult<u64> {
+    Ok(collection_sessions::Entity::find()
+        .filter(collection_sessions::Column::CollectionId.eq(collection_id))
+        .filter(collection_sessions::Column::Deleted.eq(false))
+        .count(db)
+        .await?)
+}

@@ -1,0 +1,28 @@
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "collections")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub owner_id: String,
+    pub owner_username: String,
+    pub name: String,
+    pub description: String,
+    pub embedding_model: String,
+    pub is_public: bool,
+    pub status: String,
+    pub document_count: i64,
+    pub document_size: i64,
+    pub created_at: ChronoDateTimeUtc,
+    pub updated_at: ChronoDateTimeUtc,
+    pub description_auto_generated: bool,
+    pub description_generated_at: Option<ChronoDateTimeUtc>,
+    pub description_dirty_at: Option<ChronoDateTimeUtc>,
+    pub description_generation_started_at: Option<ChronoDateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
