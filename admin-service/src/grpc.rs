@@ -34,7 +34,11 @@ const DEFAULT_LIMIT: u64 = 100;
 const MAX_LIMIT: u64 = 1000;
 
 fn page(p: &PageRequest) -> (u64, u64) {
-    let limit = if p.limit == 0 { DEFAULT_LIMIT } else { p.limit.min(MAX_LIMIT) };
+    let limit = if p.limit == 0 {
+        DEFAULT_LIMIT
+    } else {
+        p.limit.min(MAX_LIMIT)
+    };
     (p.offset, limit)
 }
 
@@ -154,9 +158,11 @@ impl AdminService for AdminGrpc {
             roles,
             groups,
         } = request.into_inner();
-        ok(identity::create_user(&self.db, &username, &email, &roles, &groups)
-            .await
-            .map(user_pb))
+        ok(
+            identity::create_user(&self.db, &username, &email, &roles, &groups)
+                .await
+                .map(user_pb),
+        )
     }
 
     async fn list_users(&self, request: Request<PageRequest>) -> Reply<pb::UserList> {
@@ -175,14 +181,18 @@ impl AdminService for AdminGrpc {
         ok(identity::user_view(&self.db, user).await.map(user_pb))
     }
 
-    async fn create_api_key(&self, request: Request<pb::CreateApiKeyRequest>) -> Reply<pb::CreateApiKeyResponse> {
+    async fn create_api_key(
+        &self,
+        request: Request<pb::CreateApiKeyRequest>,
+    ) -> Reply<pb::CreateApiKeyResponse> {
         admin(&request)?;
         let pb::CreateApiKeyRequest {
             user_id,
             name,
             expires_in,
         } = request.into_inner();
-        let (secret, key, user) = identity::create_key(&self.db, &user_id, &name, &expires_in).await?;
+        let (secret, key, user) =
+            identity::create_key(&self.db, &user_id, &name, &expires_in).await?;
         Ok(Response::new(pb::CreateApiKeyResponse {
             secret_key: secret,
             api_key: Some(key_pb(key, user.username)),
@@ -209,17 +219,24 @@ impl AdminService for AdminGrpc {
     async fn create_role(&self, request: Request<pb::CreateRoleRequest>) -> Reply<pb::Role> {
         admin(&request)?;
         let pb::CreateRoleRequest { name, description } = request.into_inner();
-        ok(identity::create_role(&self.db, &name, &description).await.map(role_pb))
+        ok(identity::create_role(&self.db, &name, &description)
+            .await
+            .map(role_pb))
     }
 
     async fn list_roles(&self, request: Request<Empty>) -> Reply<pb::RoleList> {
         caller(&request)?;
-        ok(identity::list_roles(&self.db).await.map(|roles| pb::RoleList {
-            roles: roles.into_iter().map(role_pb).collect(),
-        }))
+        ok(identity::list_roles(&self.db)
+            .await
+            .map(|roles| pb::RoleList {
+                roles: roles.into_iter().map(role_pb).collect(),
+            }))
     }
 
-    async fn set_role_priority(&self, request: Request<pb::SetRolePriorityRequest>) -> Reply<pb::Role> {
+    async fn set_role_priority(
+        &self,
+        request: Request<pb::SetRolePriorityRequest>,
+    ) -> Reply<pb::Role> {
         admin(&request)?;
         let pb::SetRolePriorityRequest { role_id, priority } = request.into_inner();
         ok(identity::set_role_priority(&self.db, &role_id, priority)
@@ -227,45 +244,68 @@ impl AdminService for AdminGrpc {
             .map(role_pb))
     }
 
-    async fn assign_permission_to_role(&self, request: Request<pb::RolePermissionRequest>) -> Reply<Empty> {
+    async fn assign_permission_to_role(
+        &self,
+        request: Request<pb::RolePermissionRequest>,
+    ) -> Reply<Empty> {
         admin(&request)?;
         let pb::RolePermissionRequest {
             role_id,
             permission_name,
         } = request.into_inner();
-        ok(identity::assign_permission(&self.db, &role_id, &permission_name)
-            .await
-            .map(|()| Empty {}))
+        ok(
+            identity::assign_permission(&self.db, &role_id, &permission_name)
+                .await
+                .map(|()| Empty {}),
+        )
     }
 
-    async fn remove_permission_from_role(&self, request: Request<pb::RolePermissionRequest>) -> Reply<Empty> {
+    async fn remove_permission_from_role(
+        &self,
+        request: Request<pb::RolePermissionRequest>,
+    ) -> Reply<Empty> {
         admin(&request)?;
         let pb::RolePermissionRequest {
             role_id,
             permission_name,
         } = request.into_inner();
-        ok(identity::remove_permission(&self.db, &role_id, &permission_name)
-            .await
-            .map(|()| Empty {}))
+        ok(
+            identity::remove_permission(&self.db, &role_id, &permission_name)
+                .await
+                .map(|()| Empty {}),
+        )
     }
 
     async fn assign_roles_to_user(&self, request: Request<pb::UserRolesRequest>) -> Reply<Empty> {
         admin(&request)?;
-        let pb::UserRolesRequest { user_id, role_names } = request.into_inner();
-        ok(identity::set_user_roles(&self.db, &user_id, &role_names, true)
-            .await
-            .map(|()| Empty {}))
+        let pb::UserRolesRequest {
+            user_id,
+            role_names,
+        } = request.into_inner();
+        ok(
+            identity::set_user_roles(&self.db, &user_id, &role_names, true)
+                .await
+                .map(|()| Empty {}),
+        )
     }
 
     async fn remove_roles_from_user(&self, request: Request<pb::UserRolesRequest>) -> Reply<Empty> {
         admin(&request)?;
-        let pb::UserRolesRequest { user_id, role_names } = request.into_inner();
-        ok(identity::set_user_roles(&self.db, &user_id, &role_names, false)
-            .await
-            .map(|()| Empty {}))
+        let pb::UserRolesRequest {
+            user_id,
+            role_names,
+        } = request.into_inner();
+        ok(
+            identity::set_user_roles(&self.db, &user_id, &role_names, false)
+                .await
+                .map(|()| Empty {}),
+        )
     }
 
-    async fn get_current_user_permissions(&self, request: Request<Empty>) -> Reply<pb::PermissionList> {
+    async fn get_current_user_permissions(
+        &self,
+        request: Request<Empty>,
+    ) -> Reply<pb::PermissionList> {
         let me = caller(&request)?;
         Ok(Response::new(pb::PermissionList {
             permissions: permissions::ALL
@@ -291,7 +331,10 @@ impl AdminService for AdminGrpc {
         Ok(Response::new(global_pb(items)))
     }
 
-    async fn set_global_setting(&self, request: Request<pb::SetGlobalSettingRequest>) -> Reply<pb::GlobalSettingList> {
+    async fn set_global_setting(
+        &self,
+        request: Request<pb::SetGlobalSettingRequest>,
+    ) -> Reply<pb::GlobalSettingList> {
         admin(&request)?;
         let pb::SetGlobalSettingRequest {
             key_name,
@@ -299,36 +342,51 @@ impl AdminService for AdminGrpc {
             can_overwrite,
             is_public,
         } = request.into_inner();
-        ok(settings::set_global(&self.db, &key_name, &string_value, can_overwrite, is_public)
-            .await
-            .map(global_pb))
+        ok(
+            settings::set_global(&self.db, &key_name, &string_value, can_overwrite, is_public)
+                .await
+                .map(global_pb),
+        )
     }
 
-    async fn set_role_setting(&self, request: Request<pb::SetScopedSettingRequest>) -> Reply<pb::ScopedSettingList> {
+    async fn set_role_setting(
+        &self,
+        request: Request<pb::SetScopedSettingRequest>,
+    ) -> Reply<pb::ScopedSettingList> {
         admin(&request)?;
         let pb::SetScopedSettingRequest {
             scope_id,
             key_name,
             string_value,
         } = request.into_inner();
-        ok(settings::set_role(&self.db, &scope_id, &key_name, &string_value)
-            .await
-            .map(scoped_pb))
+        ok(
+            settings::set_role(&self.db, &scope_id, &key_name, &string_value)
+                .await
+                .map(scoped_pb),
+        )
     }
 
-    async fn set_user_setting(&self, request: Request<pb::SetScopedSettingRequest>) -> Reply<pb::ScopedSettingList> {
+    async fn set_user_setting(
+        &self,
+        request: Request<pb::SetScopedSettingRequest>,
+    ) -> Reply<pb::ScopedSettingList> {
         admin(&request)?;
         let pb::SetScopedSettingRequest {
             scope_id,
             key_name,
             string_value,
         } = request.into_inner();
-        ok(settings::set_user(&self.db, &scope_id, &key_name, &string_value)
-            .await
-            .map(scoped_pb))
+        ok(
+            settings::set_user(&self.db, &scope_id, &key_name, &string_value)
+                .await
+                .map(scoped_pb),
+        )
     }
 
-    async fn list_user_settings(&self, request: Request<pb::ListUserSettingsRequest>) -> Reply<pb::ScopedSettingList> {
+    async fn list_user_settings(
+        &self,
+        request: Request<pb::ListUserSettingsRequest>,
+    ) -> Reply<pb::ScopedSettingList> {
         let me = caller(&request)?;
         let user_id = match request.into_inner().user_id {
             id if id.is_empty() || id == me.user_id => me.user_id.clone(),
@@ -342,13 +400,18 @@ impl AdminService for AdminGrpc {
             .map(scoped_pb))
     }
 
-    async fn resolve_settings(&self, request: Request<pb::ResolveSettingsRequest>) -> Reply<pb::ResolvedSettings> {
+    async fn resolve_settings(
+        &self,
+        request: Request<pb::ResolveSettingsRequest>,
+    ) -> Reply<pb::ResolvedSettings> {
         let me = caller(&request)?;
         let user_id = match request.into_inner().user_id {
             id if id.is_empty() || id == me.user_id => me.user_id.clone(),
             id => {
                 if !(me.is_admin || me.is_service) {
-                    return Err(ApiError::forbidden("cannot resolve another user's settings").into());
+                    return Err(
+                        ApiError::forbidden("cannot resolve another user's settings").into(),
+                    );
                 }
                 id
             }

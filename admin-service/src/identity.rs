@@ -101,14 +101,22 @@ pub fn parse_interval(text: &str) -> ApiResult<Duration> {
     Ok(d)
 }
 
-pub async fn role_by_name<C: ConnectionTrait>(db: &C, name: &str) -> ApiResult<Option<roles::Model>> {
+pub async fn role_by_name<C: ConnectionTrait>(
+    db: &C,
+    name: &str,
+) -> ApiResult<Option<roles::Model>> {
     Ok(roles::Entity::find()
         .filter(roles::Column::Name.eq(name))
         .one(db)
         .await?)
 }
 
-async fn ensure_role<C: ConnectionTrait>(db: &C, name: &str, description: &str, priority: i32) -> ApiResult<roles::Model> {
+async fn ensure_role<C: ConnectionTrait>(
+    db: &C,
+    name: &str,
+    description: &str,
+    priority: i32,
+) -> ApiResult<roles::Model> {
     if let Some(role) = role_by_name(db, name).await? {
         return Ok(role);
     }
@@ -125,9 +133,13 @@ async fn ensure_role<C: ConnectionTrait>(db: &C, name: &str, description: &str, 
 
 /// Creates the built-in roles and the `admin` user; the bootstrap key (or a generated one,
 /// returned so it can be shown once) becomes the admin's key.
-pub async fn bootstrap(db: &DatabaseConnection, bootstrap_key: Option<&str>) -> ApiResult<Option<String>> {
+pub async fn bootstrap(
+    db: &DatabaseConnection,
+    bootstrap_key: Option<&str>,
+) -> ApiResult<Option<String>> {
     let txn = db.begin().await?;
-    let admin_role = ensure_role(&txn, ADMIN_ROLE, "administrators: every permission", 1000).await?;
+    let admin_role =
+        ensure_role(&txn, ADMIN_ROLE, "administrators: every permission", 1000).await?;
     ensure_role(&txn, USER_ROLE, "regular users", 0).await?;
     let existing = users::Entity::find()
         .filter(users::Column::Username.eq(ADMIN_USERNAME))
@@ -204,7 +216,10 @@ async fn insert_key<C: ConnectionTrait>(
     .await?)
 }
 
-async fn memberships<C: ConnectionTrait>(db: &C, user_id: &str) -> ApiResult<(Vec<roles::Model>, Vec<String>)> {
+async fn memberships<C: ConnectionTrait>(
+    db: &C,
+    user_id: &str,
+) -> ApiResult<(Vec<roles::Model>, Vec<String>)> {
     let role_ids: Vec<String> = user_roles::Entity::find()
         .filter(user_roles::Column::UserId.eq(user_id))
         .all(db)
@@ -229,7 +244,10 @@ async fn memberships<C: ConnectionTrait>(db: &C, user_id: &str) -> ApiResult<(Ve
 }
 
 /// The user's roles, highest priority first.
-pub async fn user_roles_by_priority<C: ConnectionTrait>(db: &C, user_id: &str) -> ApiResult<Vec<roles::Model>> {
+pub async fn user_roles_by_priority<C: ConnectionTrait>(
+    db: &C,
+    user_id: &str,
+) -> ApiResult<Vec<roles::Model>> {
     Ok(memberships(db, user_id).await?.0)
 }
 
@@ -255,13 +273,19 @@ pub async fn authenticate(db: &DatabaseConnection, secret: &str) -> ApiResult<Op
     if !key.is_active || key.expires_at.is_some_and(|e| e <= at) {
         return Ok(None);
     }
-    let Some(user) = users::Entity::find_by_id(key.user_id.clone()).one(db).await? else {
+    let Some(user) = users::Entity::find_by_id(key.user_id.clone())
+        .one(db)
+        .await?
+    else {
         return Ok(None);
     };
     let (roles, groups) = memberships(db, &user.id).await?;
     let is_admin = roles.iter().any(|r| r.name == ADMIN_ROLE);
     let permissions = if is_admin {
-        permissions::ALL.iter().map(|(p, _)| (*p).to_owned()).collect()
+        permissions::ALL
+            .iter()
+            .map(|(p, _)| (*p).to_owned())
+            .collect()
     } else {
         let role_ids: Vec<String> = roles.iter().map(|r| r.id.clone()).collect();
         role_permissions::Entity::find()
@@ -279,7 +303,10 @@ pub async fn authenticate(db: &DatabaseConnection, secret: &str) -> ApiResult<Op
             api_keys::Column::TotalCalls,
             sea_orm::sea_query::Expr::col(api_keys::Column::TotalCalls).add(1),
         )
-        .col_expr(api_keys::Column::LastUsedAt, sea_orm::sea_query::Expr::value(at))
+        .col_expr(
+            api_keys::Column::LastUsedAt,
+            sea_orm::sea_query::Expr::value(at),
+        )
         .filter(api_keys::Column::Id.eq(key.id.clone()))
         .exec(db)
         .await?;
@@ -321,7 +348,9 @@ pub async fn create_user(
         return Err(ApiError::bad_request("email must be an address"));
     }
     if groups.iter().any(|g| g.trim().is_empty() || g.len() > 255) {
-        return Err(ApiError::bad_request("group ids must be 1 to 255 characters"));
+        return Err(ApiError::bad_request(
+            "group ids must be 1 to 255 characters",
+        ));
     }
     let txn = db.begin().await?;
     if users::Entity::find()
@@ -330,7 +359,9 @@ pub async fn create_user(
         .await?
         .is_some()
     {
-        return Err(ApiError::conflict(format!("user {username} already exists")));
+        return Err(ApiError::conflict(format!(
+            "user {username} already exists"
+        )));
     }
     let mut wanted: Vec<String> = role_names.to_vec();
     if wanted.is_empty() {
@@ -377,7 +408,11 @@ pub async fn create_user(
     Ok(view)
 }
 
-pub async fn list_users(db: &DatabaseConnection, offset: u64, limit: u64) -> ApiResult<Vec<UserView>> {
+pub async fn list_users(
+    db: &DatabaseConnection,
+    offset: u64,
+    limit: u64,
+) -> ApiResult<Vec<UserView>> {
     let users = users::Entity::find()
         .order_by_asc(users::Column::CreatedAt)
         .order_by_asc(users::Column::Id)
@@ -414,13 +449,21 @@ pub async fn create_key(
     if name.len() > 255 {
         return Err(ApiError::bad_request("name must be at most 255 characters"));
     }
-    let name = if name.trim().is_empty() { "api key" } else { name.trim() };
+    let name = if name.trim().is_empty() {
+        "api key"
+    } else {
+        name.trim()
+    };
     let secret = new_secret();
     let key = insert_key(db, &user.id, name, &secret, expires_at).await?;
     Ok((secret, key, user))
 }
 
-pub async fn list_keys(db: &DatabaseConnection, offset: u64, limit: u64) -> ApiResult<Vec<(api_keys::Model, String)>> {
+pub async fn list_keys(
+    db: &DatabaseConnection,
+    offset: u64,
+    limit: u64,
+) -> ApiResult<Vec<(api_keys::Model, String)>> {
     let keys = api_keys::Entity::find()
         .order_by_desc(api_keys::Column::CreatedAt)
         .order_by_asc(api_keys::Column::Id)
@@ -446,14 +489,20 @@ pub async fn list_keys(db: &DatabaseConnection, offset: u64, limit: u64) -> ApiR
 }
 
 pub async fn delete_key(db: &DatabaseConnection, key_id: &str) -> ApiResult<()> {
-    let result = api_keys::Entity::delete_by_id(key_id.to_owned()).exec(db).await?;
+    let result = api_keys::Entity::delete_by_id(key_id.to_owned())
+        .exec(db)
+        .await?;
     if result.rows_affected == 0 {
         return Err(ApiError::not_found(format!("api key {key_id} not found")));
     }
     Ok(())
 }
 
-pub async fn create_role(db: &DatabaseConnection, name: &str, description: &str) -> ApiResult<roles::Model> {
+pub async fn create_role(
+    db: &DatabaseConnection,
+    name: &str,
+    description: &str,
+) -> ApiResult<roles::Model> {
     let name = name.trim();
     if name.is_empty() || name.len() > 255 || name.contains(',') {
         return Err(ApiError::bad_request(
@@ -489,7 +538,11 @@ pub async fn find_role(db: &DatabaseConnection, role_id: &str) -> ApiResult<role
         .ok_or_else(|| ApiError::not_found(format!("role {role_id} not found")))
 }
 
-pub async fn set_role_priority(db: &DatabaseConnection, role_id: &str, priority: i32) -> ApiResult<roles::Model> {
+pub async fn set_role_priority(
+    db: &DatabaseConnection,
+    role_id: &str,
+    priority: i32,
+) -> ApiResult<roles::Model> {
     let role = find_role(db, role_id).await?;
     let mut active: roles::ActiveModel = role.into();
     active.priority = Set(priority);
@@ -504,7 +557,11 @@ fn known_permission(name: &str) -> ApiResult<()> {
     }
 }
 
-pub async fn assign_permission(db: &DatabaseConnection, role_id: &str, permission: &str) -> ApiResult<()> {
+pub async fn assign_permission(
+    db: &DatabaseConnection,
+    role_id: &str,
+    permission: &str,
+) -> ApiResult<()> {
     find_role(db, role_id).await?;
     known_permission(permission)?;
     role_permissions::Entity::insert(role_permissions::ActiveModel {
@@ -512,9 +569,12 @@ pub async fn assign_permission(db: &DatabaseConnection, role_id: &str, permissio
         permission: Set(permission.to_owned()),
     })
     .on_conflict(
-        OnConflict::columns([role_permissions::Column::RoleId, role_permissions::Column::Permission])
-            .do_nothing()
-            .to_owned(),
+        OnConflict::columns([
+            role_permissions::Column::RoleId,
+            role_permissions::Column::Permission,
+        ])
+        .do_nothing()
+        .to_owned(),
     )
     .do_nothing()
     .exec(db)
@@ -522,7 +582,11 @@ pub async fn assign_permission(db: &DatabaseConnection, role_id: &str, permissio
     Ok(())
 }
 
-pub async fn remove_permission(db: &DatabaseConnection, role_id: &str, permission: &str) -> ApiResult<()> {
+pub async fn remove_permission(
+    db: &DatabaseConnection,
+    role_id: &str,
+    permission: &str,
+) -> ApiResult<()> {
     find_role(db, role_id).await?;
     known_permission(permission)?;
     role_permissions::Entity::delete_many()
@@ -534,10 +598,20 @@ pub async fn remove_permission(db: &DatabaseConnection, role_id: &str, permissio
 }
 
 /// `names` may hold several comma-separated role names (as the client sends them).
-pub async fn set_user_roles(db: &DatabaseConnection, user_id: &str, names: &[String], add: bool) -> ApiResult<()> {
+pub async fn set_user_roles(
+    db: &DatabaseConnection,
+    user_id: &str,
+    names: &[String],
+    add: bool,
+) -> ApiResult<()> {
     find_user(db, user_id).await?;
     let txn = db.begin().await?;
-    for name in names.iter().flat_map(|n| n.split(',')).map(str::trim).filter(|n| !n.is_empty()) {
+    for name in names
+        .iter()
+        .flat_map(|n| n.split(','))
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    {
         let role = role_by_name(&txn, name)
             .await?
             .ok_or_else(|| ApiError::not_found(format!("role {name} not found")))?;

@@ -23,10 +23,18 @@ pub async fn migrate(_config: Arc<Config>, url: String) -> anyhow::Result<()> {
 }
 
 /// Runs admin-service on `listener` until `shutdown`.
-pub async fn serve(ctx: ServiceContext, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn serve(
+    ctx: ServiceContext,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let db = docchat_common::db::connect(&ctx.database_url(Service::Admin)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "admin").await?;
-    let bootstrap_key = ctx.config.bootstrap_admin_key.as_ref().map(|k| k.expose_secret().to_owned());
+    let bootstrap_key = ctx
+        .config
+        .bootstrap_admin_key
+        .as_ref()
+        .map(|k| k.expose_secret().to_owned());
     if let Some(generated) = identity::bootstrap(&db, bootstrap_key.as_deref()).await? {
         // Shown once: only the hash is stored.
         tracing::warn!(api_key = %generated, "generated the admin API key; store it now, it will not be shown again");

@@ -134,7 +134,11 @@ pub async fn set_global(
     list_global(db).await
 }
 
-pub async fn list_scoped(db: &DatabaseConnection, scope: &str, scope_id: &str) -> ApiResult<Vec<settings::Model>> {
+pub async fn list_scoped(
+    db: &DatabaseConnection,
+    scope: &str,
+    scope_id: &str,
+) -> ApiResult<Vec<settings::Model>> {
     Ok(settings::Entity::find()
         .filter(settings::Column::Scope.eq(scope))
         .filter(settings::Column::ScopeId.eq(scope_id))
@@ -143,14 +147,24 @@ pub async fn list_scoped(db: &DatabaseConnection, scope: &str, scope_id: &str) -
         .await?)
 }
 
-pub async fn set_role(db: &DatabaseConnection, role_id: &str, key: &str, value: &str) -> ApiResult<Vec<settings::Model>> {
+pub async fn set_role(
+    db: &DatabaseConnection,
+    role_id: &str,
+    key: &str,
+    value: &str,
+) -> ApiResult<Vec<settings::Model>> {
     identity::find_role(db, role_id).await?;
     let value = overridable(key)?.validate(value)?;
     upsert(db, ROLE, role_id, key, value, true, false).await?;
     list_scoped(db, ROLE, role_id).await
 }
 
-pub async fn set_user(db: &DatabaseConnection, user_id: &str, key: &str, value: &str) -> ApiResult<Vec<settings::Model>> {
+pub async fn set_user(
+    db: &DatabaseConnection,
+    user_id: &str,
+    key: &str,
+    value: &str,
+) -> ApiResult<Vec<settings::Model>> {
     identity::find_user(db, user_id).await?;
     let value = overridable(key)?.validate(value)?;
     upsert(db, USER, user_id, key, value, true, false).await?;

@@ -88,7 +88,10 @@ fn message_pb(m: messages::Model) -> pb::Message {
 
 #[tonic::async_trait]
 impl ChatService for ChatGrpc {
-    async fn create_session(&self, request: Request<pb::CreateSessionRequest>) -> Reply<pb::ChatSession> {
+    async fn create_session(
+        &self,
+        request: Request<pb::CreateSessionRequest>,
+    ) -> Reply<pb::ChatSession> {
         let me = caller(&request)?;
         let collection = match request.into_inner().collection_id {
             Some(id) => {
@@ -137,18 +140,23 @@ impl ChatService for ChatGrpc {
         Ok(Response::new(Empty {}))
     }
 
-    async fn list_messages(&self, request: Request<pb::ListMessagesRequest>) -> Reply<pb::MessageList> {
+    async fn list_messages(
+        &self,
+        request: Request<pb::ListMessagesRequest>,
+    ) -> Reply<pb::MessageList> {
         let me = caller(&request)?;
         let pb::ListMessagesRequest {
             session_id,
             offset,
             limit,
         } = request.into_inner();
-        ok(sessions::messages(&self.db, &me, &session_id, offset, limit)
-            .await
-            .map(|rows| pb::MessageList {
-                messages: rows.into_iter().map(message_pb).collect(),
-            }))
+        ok(
+            sessions::messages(&self.db, &me, &session_id, offset, limit)
+                .await
+                .map(|rows| pb::MessageList {
+                    messages: rows.into_iter().map(message_pb).collect(),
+                }),
+        )
     }
 
     async fn list_models(&self, request: Request<Empty>) -> Reply<pb::ModelList> {

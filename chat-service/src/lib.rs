@@ -26,7 +26,11 @@ pub async fn migrate(_config: Arc<Config>, url: String) -> anyhow::Result<()> {
 }
 
 /// Runs chat-service on `listener` until `shutdown`, then drains its background tasks.
-pub async fn serve(ctx: ServiceContext, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn serve(
+    ctx: ServiceContext,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let registry = Arc::new(Registry::load(ctx.config.models_file.as_deref())?);
     let db = docchat_common::db::connect(&ctx.database_url(Service::Chat)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "chat").await?;
@@ -35,7 +39,10 @@ pub async fn serve(ctx: ServiceContext, listener: TcpListener, shutdown: Cancell
     let background = CancellationToken::new();
     ctx.bus
         .subscribe(
-            Subscription::new(events::COLLECTION_EVENTS_GROUP, &["ingest.collection.deleted"]),
+            Subscription::new(
+                events::COLLECTION_EVENTS_GROUP,
+                &["ingest.collection.deleted"],
+            ),
             Arc::new(events::CollectionCleanup { db: db.clone() }),
             &tracker,
             background.clone(),
@@ -45,7 +52,9 @@ pub async fn serve(ctx: ServiceContext, listener: TcpListener, shutdown: Cancell
     tracker.spawn(relay.clone().run(background.clone()));
 
     let (health, health_service) = tonic_health::server::health_reporter();
-    health.set_serving::<ChatServiceServer<grpc::ChatGrpc>>().await;
+    health
+        .set_serving::<ChatServiceServer<grpc::ChatGrpc>>()
+        .await;
     let service = ChatServiceServer::with_interceptor(
         grpc::ChatGrpc {
             db: db.clone(),

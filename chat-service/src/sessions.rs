@@ -18,7 +18,11 @@ pub const DEFAULT_LIMIT: u64 = 100;
 pub const MAX_LIMIT: u64 = 1000;
 
 fn clamp(limit: u64) -> u64 {
-    if limit == 0 { DEFAULT_LIMIT } else { limit.min(MAX_LIMIT) }
+    if limit == 0 {
+        DEFAULT_LIMIT
+    } else {
+        limit.min(MAX_LIMIT)
+    }
 }
 
 fn not_found(id: &str) -> ApiError {
@@ -69,7 +73,12 @@ pub async fn create(
     Ok(session)
 }
 
-pub async fn list(db: &DatabaseConnection, caller: &Caller, offset: u64, limit: u64) -> ApiResult<Vec<chat_sessions::Model>> {
+pub async fn list(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    offset: u64,
+    limit: u64,
+) -> ApiResult<Vec<chat_sessions::Model>> {
     Ok(chat_sessions::Entity::find()
         .filter(chat_sessions::Column::OwnerId.eq(caller.user_id.clone()))
         .order_by_desc(chat_sessions::Column::UpdatedAt)
@@ -80,7 +89,11 @@ pub async fn list(db: &DatabaseConnection, caller: &Caller, offset: u64, limit: 
         .await?)
 }
 
-pub async fn get(db: &DatabaseConnection, caller: &Caller, id: &str) -> ApiResult<chat_sessions::Model> {
+pub async fn get(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    id: &str,
+) -> ApiResult<chat_sessions::Model> {
     chat_sessions::Entity::find_by_id(id.to_owned())
         .filter(chat_sessions::Column::OwnerId.eq(caller.user_id.clone()))
         .one(db)

@@ -36,12 +36,18 @@ fn visible_to(caller: &Caller) -> Condition {
         .add(collections::Column::IsPublic.eq(true))
 }
 
-async fn views(db: &DatabaseConnection, rows: Vec<collections::Model>) -> ApiResult<Vec<CollectionView>> {
+async fn views(
+    db: &DatabaseConnection,
+    rows: Vec<collections::Model>,
+) -> ApiResult<Vec<CollectionView>> {
     let ids: Vec<String> = rows.iter().map(|c| c.id.clone()).collect();
     let counts: HashMap<String, i64> = collection_sessions::Entity::find()
         .select_only()
         .column(collection_sessions::Column::CollectionId)
-        .column_as(Expr::col(collection_sessions::Column::SessionId).count(), "n")
+        .column_as(
+            Expr::col(collection_sessions::Column::SessionId).count(),
+            "n",
+        )
         .filter(collection_sessions::Column::CollectionId.is_in(ids))
         .filter(collection_sessions::Column::Deleted.eq(false))
         .group_by(collection_sessions::Column::CollectionId)
@@ -138,7 +144,11 @@ pub async fn list(
 ) -> ApiResult<Vec<CollectionView>> {
     let column = sort_column(sort)?;
     let order = if ascending { Order::Asc } else { Order::Desc };
-    let limit = if limit == 0 { DEFAULT_LIMIT } else { limit.min(MAX_LIMIT) };
+    let limit = if limit == 0 {
+        DEFAULT_LIMIT
+    } else {
+        limit.min(MAX_LIMIT)
+    };
     let rows = collections::Entity::find()
         .filter(visible_to(caller))
         .order_by(column, order.clone())

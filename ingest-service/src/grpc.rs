@@ -66,16 +66,21 @@ pub fn collection_pb(view: CollectionView) -> pb::Collection {
 
 #[tonic::async_trait]
 impl IngestService for IngestGrpc {
-    async fn create_collection(&self, request: Request<pb::CreateCollectionRequest>) -> Reply<pb::Collection> {
+    async fn create_collection(
+        &self,
+        request: Request<pb::CreateCollectionRequest>,
+    ) -> Reply<pb::Collection> {
         let me = caller(&request)?;
         let pb::CreateCollectionRequest {
             name,
             description,
             embedding_model,
         } = request.into_inner();
-        ok(collections::create(&self.db, &me, &name, &description, &embedding_model)
-            .await
-            .map(collection_pb))
+        ok(
+            collections::create(&self.db, &me, &name, &description, &embedding_model)
+                .await
+                .map(collection_pb),
+        )
     }
 
     async fn list_collections(&self, request: Request<PageRequest>) -> Reply<pb::CollectionList> {

@@ -24,7 +24,11 @@ pub async fn migrate(_config: Arc<Config>, url: String) -> anyhow::Result<()> {
 }
 
 /// Runs ingest-service on `listener` until `shutdown`, then drains its background tasks.
-pub async fn serve(ctx: ServiceContext, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn serve(
+    ctx: ServiceContext,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let db = docchat_common::db::connect(&ctx.database_url(Service::Ingest)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "ingest").await?;
 

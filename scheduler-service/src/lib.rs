@@ -17,7 +17,11 @@ pub async fn migrate(_config: Arc<Config>, url: String) -> anyhow::Result<()> {
 }
 
 /// Runs scheduler-service on `listener` until `shutdown`.
-pub async fn serve(ctx: ServiceContext, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn serve(
+    ctx: ServiceContext,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let db = docchat_common::db::connect(&ctx.database_url(Service::Scheduler)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "scheduler").await?;
     let background = CancellationToken::new();

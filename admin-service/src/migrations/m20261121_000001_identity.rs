@@ -75,7 +75,10 @@ fn id(col: impl IntoIden) -> ColumnDef {
 }
 
 fn ts(col: impl IntoIden) -> ColumnDef {
-    ColumnDef::new(col).timestamp_with_time_zone().not_null().to_owned()
+    ColumnDef::new(col)
+        .timestamp_with_time_zone()
+        .not_null()
+        .to_owned()
 }
 
 #[async_trait::async_trait]
@@ -86,7 +89,12 @@ impl MigrationTrait for Migration {
                 .table(Users::Table)
                 .if_not_exists()
                 .col(id(Users::Id).primary_key())
-                .col(ColumnDef::new(Users::Username).string_len(255).not_null().unique_key())
+                .col(
+                    ColumnDef::new(Users::Username)
+                        .string_len(255)
+                        .not_null()
+                        .unique_key(),
+                )
                 .col(ColumnDef::new(Users::Email).string_len(255).not_null())
                 .col(ts(Users::CreatedAt))
                 .to_owned(),
@@ -99,13 +107,36 @@ impl MigrationTrait for Migration {
                 .col(id(ApiKeys::Id).primary_key())
                 .col(id(ApiKeys::UserId))
                 .col(ColumnDef::new(ApiKeys::Name).string_len(255).not_null())
-                .col(ColumnDef::new(ApiKeys::KeyHash).string_len(64).not_null().unique_key())
+                .col(
+                    ColumnDef::new(ApiKeys::KeyHash)
+                        .string_len(64)
+                        .not_null()
+                        .unique_key(),
+                )
                 .col(ColumnDef::new(ApiKeys::Hint).string_len(32).not_null())
                 .col(ts(ApiKeys::CreatedAt))
-                .col(ColumnDef::new(ApiKeys::ExpiresAt).timestamp_with_time_zone().null())
-                .col(ColumnDef::new(ApiKeys::LastUsedAt).timestamp_with_time_zone().null())
-                .col(ColumnDef::new(ApiKeys::TotalCalls).big_integer().not_null().default(0))
-                .col(ColumnDef::new(ApiKeys::IsActive).boolean().not_null().default(true))
+                .col(
+                    ColumnDef::new(ApiKeys::ExpiresAt)
+                        .timestamp_with_time_zone()
+                        .null(),
+                )
+                .col(
+                    ColumnDef::new(ApiKeys::LastUsedAt)
+                        .timestamp_with_time_zone()
+                        .null(),
+                )
+                .col(
+                    ColumnDef::new(ApiKeys::TotalCalls)
+                        .big_integer()
+                        .not_null()
+                        .default(0),
+                )
+                .col(
+                    ColumnDef::new(ApiKeys::IsActive)
+                        .boolean()
+                        .not_null()
+                        .default(true),
+                )
                 .foreign_key(
                     ForeignKey::create()
                         .from(ApiKeys::Table, ApiKeys::UserId)
@@ -129,9 +160,19 @@ impl MigrationTrait for Migration {
                 .table(Roles::Table)
                 .if_not_exists()
                 .col(id(Roles::Id).primary_key())
-                .col(ColumnDef::new(Roles::Name).string_len(255).not_null().unique_key())
+                .col(
+                    ColumnDef::new(Roles::Name)
+                        .string_len(255)
+                        .not_null()
+                        .unique_key(),
+                )
                 .col(ColumnDef::new(Roles::Description).text().not_null())
-                .col(ColumnDef::new(Roles::Priority).integer().not_null().default(0))
+                .col(
+                    ColumnDef::new(Roles::Priority)
+                        .integer()
+                        .not_null()
+                        .default(0),
+                )
                 .col(ts(Roles::CreatedAt))
                 .to_owned(),
         )
@@ -141,7 +182,11 @@ impl MigrationTrait for Migration {
                 .table(RolePermissions::Table)
                 .if_not_exists()
                 .col(id(RolePermissions::RoleId))
-                .col(ColumnDef::new(RolePermissions::Permission).string_len(255).not_null())
+                .col(
+                    ColumnDef::new(RolePermissions::Permission)
+                        .string_len(255)
+                        .not_null(),
+                )
                 .primary_key(
                     Index::create()
                         .col(RolePermissions::RoleId)
@@ -162,7 +207,11 @@ impl MigrationTrait for Migration {
                 .if_not_exists()
                 .col(id(UserRoles::UserId))
                 .col(id(UserRoles::RoleId))
-                .primary_key(Index::create().col(UserRoles::UserId).col(UserRoles::RoleId))
+                .primary_key(
+                    Index::create()
+                        .col(UserRoles::UserId)
+                        .col(UserRoles::RoleId),
+                )
                 .foreign_key(
                     ForeignKey::create()
                         .from(UserRoles::Table, UserRoles::UserId)
@@ -183,8 +232,16 @@ impl MigrationTrait for Migration {
                 .table(UserGroups::Table)
                 .if_not_exists()
                 .col(id(UserGroups::UserId))
-                .col(ColumnDef::new(UserGroups::GroupId).string_len(255).not_null())
-                .primary_key(Index::create().col(UserGroups::UserId).col(UserGroups::GroupId))
+                .col(
+                    ColumnDef::new(UserGroups::GroupId)
+                        .string_len(255)
+                        .not_null(),
+                )
+                .primary_key(
+                    Index::create()
+                        .col(UserGroups::UserId)
+                        .col(UserGroups::GroupId),
+                )
                 .foreign_key(
                     ForeignKey::create()
                         .from(UserGroups::Table, UserGroups::UserId)
@@ -202,8 +259,18 @@ impl MigrationTrait for Migration {
                 .col(ColumnDef::new(Settings::ScopeId).string_len(64).not_null())
                 .col(ColumnDef::new(Settings::KeyName).string_len(128).not_null())
                 .col(ColumnDef::new(Settings::StringValue).text().not_null())
-                .col(ColumnDef::new(Settings::CanOverwrite).boolean().not_null().default(true))
-                .col(ColumnDef::new(Settings::IsPublic).boolean().not_null().default(false))
+                .col(
+                    ColumnDef::new(Settings::CanOverwrite)
+                        .boolean()
+                        .not_null()
+                        .default(true),
+                )
+                .col(
+                    ColumnDef::new(Settings::IsPublic)
+                        .boolean()
+                        .not_null()
+                        .default(false),
+                )
                 .col(ts(Settings::UpdatedAt))
                 .primary_key(
                     Index::create()
@@ -227,7 +294,8 @@ impl MigrationTrait for Migration {
             ApiKeys::Table.into_iden(),
             Users::Table.into_iden(),
         ] {
-            m.drop_table(Table::drop().table(t).if_exists().to_owned()).await?;
+            m.drop_table(Table::drop().table(t).if_exists().to_owned())
+                .await?;
         }
         Ok(())
     }

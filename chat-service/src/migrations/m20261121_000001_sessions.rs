@@ -40,15 +40,48 @@ impl MigrationTrait for Migration {
             Table::create()
                 .table(ChatSessions::Table)
                 .if_not_exists()
-                .col(ColumnDef::new(ChatSessions::Id).string_len(64).not_null().primary_key())
-                .col(ColumnDef::new(ChatSessions::OwnerId).string_len(64).not_null())
-                .col(ColumnDef::new(ChatSessions::OwnerUsername).string_len(255).not_null())
+                .col(
+                    ColumnDef::new(ChatSessions::Id)
+                        .string_len(64)
+                        .not_null()
+                        .primary_key(),
+                )
+                .col(
+                    ColumnDef::new(ChatSessions::OwnerId)
+                        .string_len(64)
+                        .not_null(),
+                )
+                .col(
+                    ColumnDef::new(ChatSessions::OwnerUsername)
+                        .string_len(255)
+                        .not_null(),
+                )
                 .col(ColumnDef::new(ChatSessions::Name).string_len(255).null())
-                .col(ColumnDef::new(ChatSessions::CollectionId).string_len(64).null())
-                .col(ColumnDef::new(ChatSessions::CollectionName).string_len(255).null())
-                .col(ColumnDef::new(ChatSessions::LatestMessageContent).text().null())
-                .col(ColumnDef::new(ChatSessions::CreatedAt).timestamp_with_time_zone().not_null())
-                .col(ColumnDef::new(ChatSessions::UpdatedAt).timestamp_with_time_zone().not_null())
+                .col(
+                    ColumnDef::new(ChatSessions::CollectionId)
+                        .string_len(64)
+                        .null(),
+                )
+                .col(
+                    ColumnDef::new(ChatSessions::CollectionName)
+                        .string_len(255)
+                        .null(),
+                )
+                .col(
+                    ColumnDef::new(ChatSessions::LatestMessageContent)
+                        .text()
+                        .null(),
+                )
+                .col(
+                    ColumnDef::new(ChatSessions::CreatedAt)
+                        .timestamp_with_time_zone()
+                        .not_null(),
+                )
+                .col(
+                    ColumnDef::new(ChatSessions::UpdatedAt)
+                        .timestamp_with_time_zone()
+                        .not_null(),
+                )
                 .to_owned(),
         )
         .await?;
@@ -66,17 +99,49 @@ impl MigrationTrait for Migration {
             Table::create()
                 .table(Messages::Table)
                 .if_not_exists()
-                .col(ColumnDef::new(Messages::Id).string_len(64).not_null().primary_key())
-                .col(ColumnDef::new(Messages::SessionId).string_len(64).not_null())
+                .col(
+                    ColumnDef::new(Messages::Id)
+                        .string_len(64)
+                        .not_null()
+                        .primary_key(),
+                )
+                .col(
+                    ColumnDef::new(Messages::SessionId)
+                        .string_len(64)
+                        .not_null(),
+                )
                 .col(ColumnDef::new(Messages::OwnerId).string_len(64).not_null())
-                .col(ColumnDef::new(Messages::Username).string_len(255).not_null())
+                .col(
+                    ColumnDef::new(Messages::Username)
+                        .string_len(255)
+                        .not_null(),
+                )
                 .col(ColumnDef::new(Messages::Content).text().not_null())
                 .col(ColumnDef::new(Messages::ReplyTo).string_len(64).null())
-                .col(ColumnDef::new(Messages::Votes).big_integer().not_null().default(0))
-                .col(ColumnDef::new(Messages::HasReferences).boolean().not_null().default(false))
-                .col(ColumnDef::new(Messages::TotalReferences).big_integer().not_null().default(0))
+                .col(
+                    ColumnDef::new(Messages::Votes)
+                        .big_integer()
+                        .not_null()
+                        .default(0),
+                )
+                .col(
+                    ColumnDef::new(Messages::HasReferences)
+                        .boolean()
+                        .not_null()
+                        .default(false),
+                )
+                .col(
+                    ColumnDef::new(Messages::TotalReferences)
+                        .big_integer()
+                        .not_null()
+                        .default(0),
+                )
                 .col(ColumnDef::new(Messages::Error).text().null())
-                .col(ColumnDef::new(Messages::CreatedAt).timestamp_with_time_zone().not_null())
+                .col(
+                    ColumnDef::new(Messages::CreatedAt)
+                        .timestamp_with_time_zone()
+                        .not_null(),
+                )
                 .foreign_key(
                     ForeignKey::create()
                         .from(Messages::Table, Messages::SessionId)
@@ -101,7 +166,12 @@ impl MigrationTrait for Migration {
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
         m.drop_table(Table::drop().table(Messages::Table).if_exists().to_owned())
             .await?;
-        m.drop_table(Table::drop().table(ChatSessions::Table).if_exists().to_owned())
-            .await
+        m.drop_table(
+            Table::drop()
+                .table(ChatSessions::Table)
+                .if_exists()
+                .to_owned(),
+        )
+        .await
     }
 }

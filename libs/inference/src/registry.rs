@@ -69,7 +69,9 @@ impl ModelEntry {
     }
 
     pub fn base_model(&self) -> &str {
-        self.base_model.as_deref().unwrap_or_else(|| self.upstream_model())
+        self.base_model
+            .as_deref()
+            .unwrap_or_else(|| self.upstream_model())
     }
 }
 
@@ -129,7 +131,10 @@ impl Registry {
                 return Err(format!("model {} is listed twice", m.name));
             }
             if m.provider != "openai" {
-                return Err(format!("model {}: unknown provider {:?}", m.name, m.provider));
+                return Err(format!(
+                    "model {}: unknown provider {:?}",
+                    m.name, m.provider
+                ));
             }
             if !(m.base_url.starts_with("http://") || m.base_url.starts_with("https://")) {
                 return Err(format!("model {}: base_url must be http(s)", m.name));
@@ -158,7 +163,9 @@ impl Registry {
 
     /// Embedding upstreams, in file order.
     pub fn embedding_models(&self) -> impl Iterator<Item = &ModelEntry> {
-        self.models.iter().filter(|m| m.kind == ModelKind::Embedding)
+        self.models
+            .iter()
+            .filter(|m| m.kind == ModelKind::Embedding)
     }
 
     /// The model `auto` routes to: the one marked default, else the first.
@@ -216,7 +223,10 @@ base_url = "http://127.0.0.1:9999/v1"
         assert_eq!(small.base_model(), "small-2026");
         assert_eq!(small.context_length, 32768);
         assert_eq!(r.resolve("big").unwrap().base_model(), "llama-3-70b");
-        assert!(r.resolve("embed").is_none(), "embedders are not chat models");
+        assert!(
+            r.resolve("embed").is_none(),
+            "embedders are not chat models"
+        );
         assert!(r.resolve("nope").is_none());
     }
 
@@ -228,7 +238,10 @@ base_url = "http://127.0.0.1:9999/v1"
             Registry::parse("[[models]]\nname = \"a\"\nbase_url = \"http://x\"\n[[models]]\nname = \"a\"\nbase_url = \"http://x\"")
                 .is_err()
         );
-        assert!(Registry::parse("[[models]]\nname = \"a\"\nbase_url = \"http://x\"\ncolour = 1").is_err());
+        assert!(
+            Registry::parse("[[models]]\nname = \"a\"\nbase_url = \"http://x\"\ncolour = 1")
+                .is_err()
+        );
     }
 
     #[test]

@@ -1,0 +1,110 @@
+//! Bearer-key authentication as a typed extractor: a handler that takes [`Authed`] only runs
+//! for a valid key, and nothing reaches a service before that.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use actix_web::{FromRequest, HttpRequest, dev::Payload, web};
+use docchat_common::Caller;
+use docchat_common::config::Service;
+use docchat_common::error::{ApiError, ErrorCode};
+use docchat_proto::admin::v1::AuthenticateRequest;
+use sha2::{Digest, Sha256};
+
+use crate::error::HttpError;
+use crate::state::AppState;
+
+/// The authenticated caller of a request.
+pub struct Authed(pub Arc<Caller>);
+
+impl std::ops::Deref for Authed {
+    type Target = Caller;
+
+    fn deref(&self) -> &Caller {
+        &self.0
+    }
+}
+
+fn bearer(req: &HttpRequest) -> Result<String, HttpError> {
+    let header = req
+        .headers()
+        .get(actix_web::http::header::AUTHORIZATION)
+        .ok_or_else(|| {
+            HttpError(ApiError::unauthenticated(
+                "missing Authorization header: send Authorization: Bearer <API key>",
+            ))
+        })?;
+    let value = header
+        .to_str()
+        .map_err(|_| HttpError(ApiError::unauthenticated("malformed Authorization header")))?;
+    let (scheme, key) = value.split_once(' ').ok_or_else(|| {
+        HttpError(ApiError::unauthenticated(
+            "Authorization must be Bearer <API key>",
+        ))
+    })?;
+    let key = key.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || key.is_empty() {
+        return Err(HttpError(ApiError::unauthenticated(
+            "Authorization must be Bearer <API key>",
+        )));
+    }
+    Ok(key.to_owned())
+}
+
+/// Resolves a key through admin-service, with a short cache so a hot client costs one
+/// lookup per TTL and a deleted key stops working within that TTL.
+pub async fn resolve(state: &AppState, key: &str) -> Result<Arc<Caller>, HttpError> {
+    let digest = hex::encode(Sha256::digest(key.as_bytes()));
+    if let Some(hit) = state.auth_cache.get(&digest) {
+        return Ok(hit);
+    }
+    let request = state.request(
+        &state.gateway_identity,
+        Service::Admin,
+        AuthenticateRequest {
+            api_key: key.to_owned(),
+        },
+    )?;
+    let identity = match state.admin.clone().authenticate(request).await {
+        Ok(r) => r.into_inner(),
+        Err(status) => {
+            let err = ApiError::from_status(&status);
+            return Err(HttpError(if err.code == ErrorCode::Unauthenticated {
+                ApiError::unauthenticated("invalid API key")
+            } else {
+                err
+            }));
+        }
+    };
+    let caller = Arc::new(Caller {
+        user_id: identity.user_id,
+        username: identity.username,
+        email: identity.email,
+        roles: identity.roles,
+        groups: identity.groups,
+        permissions: identity.permissions,
+        is_admin: identity.is_admin,
+        is_service: false,
+    });
+    state
+        .auth_cache
+        .insert(digest, caller.clone(), state.auth_ttl);
+    Ok(caller)
+}
+
+impl FromRequest for Authed {
+    type Error = HttpError;
+    type Future = Pin<Box<dyn Future<Output = Result<Authed, HttpError>>>>;
+
+    fn from_request(req: &HttpRequest, _payload: &mut Payload) -> Self::Future {
+        let key = bearer(req);
+        let state = req.app_data::<web::Data<AppState>>().cloned();
+        Box::pin(async move {
+            let key = key?;
+            let state =
+                state.ok_or_else(|| HttpError(ApiError::internal("gateway state", "missing")))?;
+            Ok(Authed(resolve(&state, &key).await?))
+        })
+    }
+}

@@ -1,0 +1,243 @@
+//! /api/v1/chats
+
+use actix_web::{HttpResponse, delete, get, post, web};
+use chrono::{DateTime, Utc};
+use docchat_common::config::Service;
+use docchat_proto::chat::v1 as pb;
+use docchat_proto::common::v1::PageRequest;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::{PageQuery, ts_req};
+use crate::auth::Authed;
+use crate::error::{ErrorBody, HttpResult};
+use crate::state::AppState;
+
+/// A chat session.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ChatSession {
+    pub id: String,
+    pub name: Option<String>,
+    /// Absent for sessions without a collection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collection_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collection_name: Option<String>,
+    pub latest_message_content: Option<String>,
+    pub updated_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+    /// Owner.
+    pub username: String,
+}
+
+impl From<pb::ChatSession> for ChatSession {
+    fn from(s: pb::ChatSession) -> Self {
+        let pb::ChatSession {
+            id,
+            name,
+            collection_id,
+            collection_name,
+            latest_message_content,
+            updated_at,
+            username,
+            created_at,
+        } = s;
+        ChatSession {
+            id,
+            name,
+            collection_id,
+            collection_name,
+            latest_message_content,
+            updated_at: ts_req(updated_at),
+            created_at: ts_req(created_at),
+            username,
+        }
+    }
+}
+
+/// A question (no `reply_to`) or the model's reply to one.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ChatMessage {
+    pub id: String,
+    pub content: String,
+    pub reply_to: Option<String>,
+    pub votes: i64,
+    pub created_at: DateTime<Utc>,
+    pub has_references: bool,
+    pub total_references: i64,
+    pub username: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl From<pb::Message> for ChatMessage {
+    fn from(m: pb::Message) -> Self {
+        let pb::Message {
+            id,
+            content,
+            reply_to,
+            has_references,
+            votes,
+            created_at,
+            total_references,
+            username,
+            error,
+        } = m;
+        ChatMessage {
+            id,
+            content,
+            reply_to,
+            votes,
+            created_at: ts_req(created_at),
+            has_references,
+            total_references,
+            username,
+            error,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct CreateQuery {
+    /// Link the session to this collection (RAG); without it the session has no collection.
+    pub collection_id: Option<String>,
+}
+
+#[utoipa::path(
+    tag = "Chat",
+    params(CreateQuery),
+    responses((status = 201, body = ChatSession), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+#[post("/chats")]
+pub async fn create_chat_session(
+    state: web::Data<AppState>,
+    caller: Authed,
+    query: web::Query<CreateQuery>,
+) -> HttpResult<HttpResponse> {
+    // The body is an empty object (or a client's optional fields); nothing in it is used.
+    let collection_id = query.into_inner().collection_id.filter(|c| !c.is_empty());
+    let request = state.request(
+        &caller,
+        Service::Chat,
+        pb::CreateSessionRequest { collection_id },
+    )?;
+    let session = state
+        .chat
+        .clone()
+        .create_session(request)
+        .await?
+        .into_inner();
+    Ok(HttpResponse::Created().json(ChatSession::from(session)))
+}
+
+#[utoipa::path(
+    tag = "Chat",
+    params(PageQuery),
+    responses((status = 200, body = Vec<ChatSession>), (status = 401, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+#[get("/chats")]
+pub async fn list_chat_sessions(
+    state: web::Data<AppState>,
+    caller: Authed,
+    query: web::Query<PageQuery>,
+) -> HttpResult<web::Json<Vec<ChatSession>>> {
+    let request = state.request(
+        &caller,
+        Service::Chat,
+        PageRequest {
+            offset: query.offset.unwrap_or(0),
+            limit: query.limit.unwrap_or(0),
+            ..PageRequest::default()
+        },
+    )?;
+    let list = state
+        .chat
+        .clone()
+        .list_sessions(request)
+        .await?
+        .into_inner();
+    Ok(web::Json(
+        list.sessions.into_iter().map(ChatSession::from).collect(),
+    ))
+}
+
+#[utoipa::path(
+    tag = "Chat",
+    params(("session_id" = String, Path)),
+    responses((status = 200, body = ChatSession), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+#[get("/chats/{session_id}")]
+pub async fn get_chat_session(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<String>,
+) -> HttpResult<web::Json<ChatSession>> {
+    let request = state.request(
+        &caller,
+        Service::Chat,
+        pb::SessionRef {
+            id: path.into_inner(),
+        },
+    )?;
+    let session = state.chat.clone().get_session(request).await?.into_inner();
+    Ok(web::Json(session.into()))
+}
+
+#[utoipa::path(
+    tag = "Chat",
+    params(("session_id" = String, Path)),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+#[delete("/chats/{session_id}")]
+pub async fn delete_chat_session(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<String>,
+) -> HttpResult<HttpResponse> {
+    let request = state.request(
+        &caller,
+        Service::Chat,
+        pb::SessionRef {
+            id: path.into_inner(),
+        },
+    )?;
+    state.chat.clone().delete_session(request).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[utoipa::path(
+    tag = "Chat",
+    params(("session_id" = String, Path), PageQuery),
+    responses((status = 200, body = Vec<ChatMessage>), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+#[get("/chats/{session_id}/messages")]
+pub async fn get_chat_session_messages(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<String>,
+    query: web::Query<PageQuery>,
+) -> HttpResult<web::Json<Vec<ChatMessage>>> {
+    let request = state.request(
+        &caller,
+        Service::Chat,
+        pb::ListMessagesRequest {
+            session_id: path.into_inner(),
+            offset: query.offset.unwrap_or(0),
+            limit: query.limit.unwrap_or(0),
+        },
+    )?;
+    let list = state
+        .chat
+        .clone()
+        .list_messages(request)
+        .await?
+        .into_inner();
+    Ok(web::Json(
+        list.messages.into_iter().map(ChatMessage::from).collect(),
+    ))
+}

@@ -1,0 +1,238 @@
+//! /api/v1/collections
+
+use actix_web::{HttpResponse, delete, get, post, web};
+use chrono::{DateTime, Utc};
+use docchat_common::config::Service;
+use docchat_proto::common::v1::PageRequest;
+use docchat_proto::ingest::v1 as pb;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::{ts, ts_req};
+use crate::auth::Authed;
+use crate::error::{ErrorBody, HttpResult};
+use crate::state::AppState;
+
+/// A collection of documents.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Collection {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub embedding_model: String,
+    pub document_count: i64,
+    pub document_size: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub user_count: i64,
+    pub is_public: bool,
+    /// Owner.
+    pub username: String,
+    pub sessions_count: i64,
+    pub status: String,
+    /// Read-only.
+    pub description_auto_generated: bool,
+    /// Read-only; absent if never generated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description_generated_at: Option<DateTime<Utc>>,
+    /// Read-only; absent when the description is current.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description_dirty_at: Option<DateTime<Utc>>,
+    /// Read-only; absent when no regeneration runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description_generation_started_at: Option<DateTime<Utc>>,
+}
+
+impl From<pb::Collection> for Collection {
+    fn from(c: pb::Collection) -> Self {
+        let pb::Collection {
+            id,
+            name,
+            description,
+            embedding_model,
+            document_count,
+            document_size,
+            created_at,
+            updated_at,
+            user_count,
+            is_public,
+            username,
+            sessions_count,
+            status,
+            description_auto_generated,
+            description_generated_at,
+            description_dirty_at,
+            description_generation_started_at,
+        } = c;
+        Collection {
+            id,
+            name,
+            description,
+            embedding_model,
+            document_count,
+            document_size,
+            created_at: ts_req(created_at),
+            updated_at: ts_req(updated_at),
+            user_count,
+            is_public,
+            username,
+            sessions_count,
+            status,
+            description_auto_generated,
+            description_generated_at: ts(description_generated_at),
+            description_dirty_at: ts(description_dirty_at),
+            description_generation_started_at: ts(description_generation_started_at),
+        }
+    }
+}
+
+/// Create-collection body; unknown fields (and the read-only description_* fields) are
+/// ignored.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateCollection {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub embedding_model: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ListQuery {
+    pub offset: Option<u64>,
+    /// Rows to return (default 100, at most 1000).
+    pub limit: Option<u64>,
+    /// updated_at (default), created_at, name, document_count or document_size.
+    pub sort_column: Option<String>,
+    /// Default false (newest first).
+    pub ascending: Option<bool>,
+}
+
+#[utoipa::path(
+    tag = "Collections",
+    request_body = CreateCollection,
+    responses(
+        (status = 201, body = Collection),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+#[post("/collections")]
+pub async fn create_collection(
+    state: web::Data<AppState>,
+    caller: Authed,
+    body: web::Json<CreateCollection>,
+) -> HttpResult<HttpResponse> {
+    let CreateCollection {
+        name,
+        description,
+        embedding_model,
+    } = body.into_inner();
+    let request = state.request(
+        &caller,
+        Service::Ingest,
+        pb::CreateCollectionRequest {
+            name,
+            description,
+            embedding_model: embedding_model.unwrap_or_default(),
+        },
+    )?;
+    let created = state
+        .ingest
+        .clone()
+        .create_collection(request)
+        .await?
+        .into_inner();
+    Ok(HttpResponse::Created().json(Collection::from(created)))
+}
+
+#[utoipa::path(
+    tag = "Collections",
+    params(ListQuery),
+    responses((status = 200, body = Vec<Collection>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+#[get("/collections")]
+pub async fn list_collections(
+    state: web::Data<AppState>,
+    caller: Authed,
+    query: web::Query<ListQuery>,
+) -> HttpResult<web::Json<Vec<Collection>>> {
+    let ListQuery {
+        offset,
+        limit,
+        sort_column,
+        ascending,
+    } = query.into_inner();
+    let request = state.request(
+        &caller,
+        Service::Ingest,
+        PageRequest {
+            offset: offset.unwrap_or(0),
+            limit: limit.unwrap_or(0),
+            sort_column: sort_column.unwrap_or_default(),
+            ascending: ascending.unwrap_or(false),
+        },
+    )?;
+    let list = state
+        .ingest
+        .clone()
+        .list_collections(request)
+        .await?
+        .into_inner();
+    Ok(web::Json(
+        list.collections.into_iter().map(Collection::from).collect(),
+    ))
+}
+
+#[utoipa::path(
+    tag = "Collections",
+    params(("collection_id" = String, Path)),
+    responses((status = 200, body = Collection), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+#[get("/collections/{collection_id}")]
+pub async fn get_collection(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<String>,
+) -> HttpResult<web::Json<Collection>> {
+    let request = state.request(
+        &caller,
+        Service::Ingest,
+        pb::CollectionRef {
+            id: path.into_inner(),
+        },
+    )?;
+    let found = state
+        .ingest
+        .clone()
+        .get_collection(request)
+        .await?
+        .into_inner();
+    Ok(web::Json(found.into()))
+}
+
+#[utoipa::path(
+    tag = "Collections",
+    params(("collection_id" = String, Path)),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+#[delete("/collections/{collection_id}")]
+pub async fn delete_collection(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<String>,
+) -> HttpResult<HttpResponse> {
+    let request = state.request(
+        &caller,
+        Service::Ingest,
+        pb::CollectionRef {
+            id: path.into_inner(),
+        },
+    )?;
+    state.ingest.clone().delete_collection(request).await?;
+    Ok(HttpResponse::NoContent().finish())
+}

@@ -1,0 +1,69 @@
+//! Health probes: /rpc/health/* (authenticated, SPEC.md) and the orchestrator's /livez and
+//! /readyz on the separate probe listener.
+
+use actix_web::{HttpResponse, get, web};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::auth::Authed;
+use crate::error::ErrorBody;
+use crate::state::AppState;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok`, `ready` or `not_ready`.
+    pub status: String,
+    /// Services that do not answer their health check.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<String>,
+}
+
+/// Services that are not serving.
+pub async fn unavailable(state: &AppState) -> Vec<String> {
+    let checks = state.channels.iter().map(|(service, channel)| async move {
+        (
+            *service,
+            docchat_common::grpc::check_health(channel.clone()).await,
+        )
+    });
+    futures::future::join_all(checks)
+        .await
+        .into_iter()
+        .filter(|(_, up)| !up)
+        .map(|(s, _)| format!("{}-service", s.name()))
+        .collect()
+}
+
+pub async fn readiness_response(state: &AppState) -> HttpResponse {
+    let down = unavailable(state).await;
+    if down.is_empty() {
+        HttpResponse::Ok().json(Health {
+            status: "ready".into(),
+            unavailable: down,
+        })
+    } else {
+        HttpResponse::ServiceUnavailable().json(Health {
+            status: "not_ready".into(),
+            unavailable: down,
+        })
+    }
+}
+
+#[utoipa::path(tag = "Health",
+    responses((status = 200, body = Health), (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/liveness")]
+pub async fn liveness(_caller: Authed) -> HttpResponse {
+    HttpResponse::Ok().json(Health {
+        status: "ok".into(),
+        unavailable: Vec::new(),
+    })
+}
+
+#[utoipa::path(tag = "Health",
+    responses((status = 200, body = Health), (status = 401, body = ErrorBody), (status = 503, body = Health)),
+    security(("bearer" = [])))]
+#[get("/readiness")]
+pub async fn readiness(state: web::Data<AppState>, _caller: Authed) -> HttpResponse {
+    readiness_response(&state).await
+}

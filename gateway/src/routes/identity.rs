@@ -1,0 +1,514 @@
+//! Identity (ARCHITECTURE.md §9): users, API keys, roles, permissions.
+
+use actix_web::{HttpResponse, delete, get, post, put, web};
+use chrono::{DateTime, Utc};
+use docchat_common::config::Service;
+use docchat_proto::admin::v1 as pb;
+use docchat_proto::common::v1::{Empty, PageRequest};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{PageQuery, ts, ts_req};
+use crate::auth::Authed;
+use crate::error::{ErrorBody, HttpResult};
+use crate::state::AppState;
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct UserInfo {
+    pub id: String,
+    pub username: String,
+    pub email: String,
+    pub roles: Vec<String>,
+    pub groups: Vec<String>,
+}
+
+impl From<pb::User> for UserInfo {
+    fn from(u: pb::User) -> Self {
+        let pb::User {
+            id,
+            username,
+            email,
+            roles,
+            groups,
+            created_at: _,
+        } = u;
+        UserInfo {
+            id,
+            username,
+            email,
+            roles,
+            groups,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateUser {
+    pub username: String,
+    #[serde(default)]
+    pub email: String,
+    /// Role names; default `user`.
+    #[serde(default)]
+    pub roles: Vec<String>,
+    /// Identity-provider group ids.
+    #[serde(default)]
+    pub groups: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ApiKeyInfo {
+    pub id: String,
+    pub user_id: String,
+    pub username: String,
+    pub name: String,
+    pub hint: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub total_calls: i64,
+    pub is_active: bool,
+    pub is_global_key: bool,
+    pub collection_id: Option<String>,
+    pub collection_name: Option<String>,
+}
+
+impl From<pb::ApiKey> for ApiKeyInfo {
+    fn from(k: pb::ApiKey) -> Self {
+        let pb::ApiKey {
+            id,
+            user_id,
+            username,
+            name,
+            hint,
+            created_at,
+            expires_at,
+            last_used_at,
+            total_calls,
+            is_active,
+        } = k;
+        ApiKeyInfo {
+            id,
+            user_id,
+            username,
+            name,
+            hint,
+            created_at: ts_req(created_at),
+            expires_at: ts(expires_at),
+            last_used_at: ts(last_used_at),
+            total_calls,
+            is_active,
+            is_global_key: true,
+            collection_id: None,
+            collection_name: None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateApiKey {
+    pub user_id: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    /// For example `30 days`; omitted means no expiry.
+    #[serde(default)]
+    pub expires_in: Option<String>,
+}
+
+/// The secret is shown once: only its hash is stored.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ApiKeyResult {
+    pub secret_key: String,
+    pub api_key: ApiKeyInfo,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RoleInfo {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    /// Higher wins when roles override the same setting.
+    pub priority: i32,
+}
+
+impl From<pb::Role> for RoleInfo {
+    fn from(r: pb::Role) -> Self {
+        let pb::Role {
+            id,
+            name,
+            description,
+            priority,
+        } = r;
+        RoleInfo {
+            id,
+            name,
+            description,
+            priority,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateRole {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SetRolePriority {
+    pub priority: i32,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct UserPermission {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+}
+
+#[utoipa::path(tag = "Identity", request_body = CreateUser,
+    responses((status = 201, body = UserInfo), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[post("/admin/users")]
+pub async fn create_user(
+    state: web::Data<AppState>,
+    caller: Authed,
+    body: web::Json<CreateUser>,
+) -> HttpResult<HttpResponse> {
+    let CreateUser {
+        username,
+        email,
+        roles,
+        groups,
+    } = body.into_inner();
+    let request = state.request(
+        &caller,
+        Service::Admin,
+        pb::CreateUserRequest {
+            username,
+            email,
+            roles,
+            groups,
+        },
+    )?;
+    let user = state.admin.clone().create_user(request).await?.into_inner();
+    Ok(HttpResponse::Created().json(UserInfo::from(user)))
+}
+
+#[utoipa::path(tag = "Identity", params(PageQuery),
+    responses((status = 200, body = Vec<UserInfo>), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/users")]
+pub async fn list_users(
+    state: web::Data<AppState>,
+    caller: Authed,
+    query: web::Query<PageQuery>,
+) -> HttpResult<web::Json<Vec<UserInfo>>> {
+    let request = state.request(
+        &caller,
+        Service::Admin,
+        PageRequest {
+            offset: query.offset.unwrap_or(0),
+            limit: query.limit.unwrap_or(0),
+            ..PageRequest::default()
+        },
+    )?;
+    let list = state.admin.clone().list_users(request).await?.into_inner();
+    Ok(web::Json(
+        list.users.into_iter().map(UserInfo::from).collect(),
+    ))
+}
+
+#[utoipa::path(tag = "Identity", responses((status = 200, body = UserInfo)), security(("bearer" = [])))]
+#[get("/users/current")]
+pub async fn get_current_user(
+    state: web::Data<AppState>,
+    caller: Authed,
+) -> HttpResult<web::Json<UserInfo>> {
+    let request = state.request(&caller, Service::Admin, Empty {})?;
+    Ok(web::Json(
+        state
+            .admin
+            .clone()
+            .get_current_user(request)
+            .await?
+            .into_inner()
+            .into(),
+    ))
+}
+
+#[utoipa::path(tag = "Identity", responses((status = 200, body = Vec<UserPermission>)), security(("bearer" = [])))]
+#[get("/users/current/permissions")]
+pub async fn get_current_user_permissions(
+    state: web::Data<AppState>,
+    caller: Authed,
+) -> HttpResult<web::Json<Vec<UserPermission>>> {
+    let request = state.request(&caller, Service::Admin, Empty {})?;
+    let list = state
+        .admin
+        .clone()
+        .get_current_user_permissions(request)
+        .await?
+        .into_inner();
+    Ok(web::Json(
+        list.permissions
+            .into_iter()
+            .map(|p| UserPermission {
+                id: p.id,
+                name: p.name,
+                description: p.description,
+            })
+            .collect(),
+    ))
+}
+
+#[utoipa::path(tag = "Identity", request_body = CreateApiKey,
+    responses((status = 201, body = ApiKeyResult), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[post("/admin/api_keys")]
+pub async fn create_api_key(
+    state: web::Data<AppState>,
+    caller: Authed,
+    body: web::Json<CreateApiKey>,
+) -> HttpResult<HttpResponse> {
+    let CreateApiKey {
+        user_id,
+        name,
+        expires_in,
+    } = body.into_inner();
+    let request = state.request(
+        &caller,
+        Service::Admin,
+        pb::CreateApiKeyRequest {
+            user_id,
+            name: name.unwrap_or_default(),
+            expires_in: expires_in.unwrap_or_default(),
+        },
+    )?;
+    let created = state
+        .admin
+        .clone()
+        .create_api_key(request)
+        .await?
+        .into_inner();
+    let api_key = created
+        .api_key
+        .map(ApiKeyInfo::from)
+        .ok_or_else(|| docchat_common::ApiError::internal("create api key", "no key in answer"))?;
+    Ok(HttpResponse::Created().json(ApiKeyResult {
+        secret_key: created.secret_key,
+        api_key,
+    }))
+}
+
+#[utoipa::path(tag = "Identity", params(PageQuery),
+    responses((status = 200, body = Vec<ApiKeyInfo>), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/admin/api_keys")]
+pub async fn list_api_keys(
+    state: web::Data<AppState>,
+    caller: Authed,
+    query: web::Query<PageQuery>,
+) -> HttpResult<web::Json<Vec<ApiKeyInfo>>> {
+    let request = state.request(
+        &caller,
+        Service::Admin,
+        PageRequest {
+            offset: query.offset.unwrap_or(0),
+            limit: query.limit.unwrap_or(0),
+            ..PageRequest::default()
+        },
+    )?;
+    let list = state
+        .admin
+        .clone()
+        .list_api_keys(request)
+        .await?
+        .into_inner();
+    Ok(web::Json(
+        list.api_keys.into_iter().map(ApiKeyInfo::from).collect(),
+    ))
+}
+
+#[utoipa::path(tag = "Identity", params(("key_id" = String, Path)),
+    responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[delete("/admin/api_keys/{key_id}")]
+pub async fn delete_api_key(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<String>,
+) -> HttpResult<HttpResponse> {
+    let request = state.request(
+        &caller,
+        Service::Admin,
+        pb::DeleteApiKeyRequest {
+            key_id: path.into_inner(),
+        },
+    )?;
+    state.admin.clone().delete_api_key(request).await?;
+    // This gateway forgets the key at once; other replicas within their cache TTL.
+    state.auth_cache.clear();
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[utoipa::path(tag = "Identity", request_body = CreateRole,
+    responses((status = 201, body = RoleInfo), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[post("/roles")]
+pub async fn create_role(
+    state: web::Data<AppState>,
+    caller: Authed,
+    body: web::Json<CreateRole>,
+) -> HttpResult<HttpResponse> {
+    let CreateRole { name, description } = body.into_inner();
+    let request = state.request(
+        &caller,
+        Service::Admin,
+        pb::CreateRoleRequest { name, description },
+    )?;
+    let role = state.admin.clone().create_role(request).await?.into_inner();
+    Ok(HttpResponse::Created().json(RoleInfo::from(role)))
+}
+
+#[utoipa::path(tag = "Identity", responses((status = 200, body = Vec<RoleInfo>)), security(("bearer" = [])))]
+#[get("/roles")]
+pub async fn list_roles(
+    state: web::Data<AppState>,
+    caller: Authed,
+) -> HttpResult<web::Json<Vec<RoleInfo>>> {
+    let request = state.request(&caller, Service::Admin, Empty {})?;
+    let list = state.admin.clone().list_roles(request).await?.into_inner();
+    Ok(web::Json(
+        list.roles.into_iter().map(RoleInfo::from).collect(),
+    ))
+}
+
+#[utoipa::path(tag = "Identity", params(("role_id" = String, Path)), request_body = SetRolePriority,
+    responses((status = 200, body = RoleInfo), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[put("/roles/{role_id}/priority")]
+pub async fn set_role_priority(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<String>,
+    body: web::Json<SetRolePriority>,
+) -> HttpResult<web::Json<RoleInfo>> {
+    let request = state.request(
+        &caller,
+        Service::Admin,
+        pb::SetRolePriorityRequest {
+            role_id: path.into_inner(),
+            priority: body.priority,
+        },
+    )?;
+    Ok(web::Json(
+        state
+            .admin
+            .clone()
+            .set_role_priority(request)
+            .await?
+            .into_inner()
+            .into(),
+    ))
+}
+
+#[utoipa::path(tag = "Identity", params(("role_id" = String, Path), ("permission_name" = String, Path)),
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[put("/roles/{role_id}/permissions/{permission_name}")]
+pub async fn assign_permission_to_role(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<(String, String)>,
+) -> HttpResult<HttpResponse> {
+    let (role_id, permission_name) = path.into_inner();
+    let request = state.request(
+        &caller,
+        Service::Admin,
+        pb::RolePermissionRequest {
+            role_id,
+            permission_name,
+        },
+    )?;
+    state
+        .admin
+        .clone()
+        .assign_permission_to_role(request)
+        .await?;
+    state.auth_cache.clear();
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[utoipa::path(tag = "Identity", params(("role_id" = String, Path), ("permission_name" = String, Path)),
+    responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[delete("/roles/{role_id}/permissions/{permission_name}")]
+pub async fn remove_permission_from_role(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<(String, String)>,
+) -> HttpResult<HttpResponse> {
+    let (role_id, permission_name) = path.into_inner();
+    let request = state.request(
+        &caller,
+        Service::Admin,
+        pb::RolePermissionRequest {
+            role_id,
+            permission_name,
+        },
+    )?;
+    state
+        .admin
+        .clone()
+        .remove_permission_from_role(request)
+        .await?;
+    state.auth_cache.clear();
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[utoipa::path(tag = "Identity", params(("user_id" = String, Path), ("role_names" = String, Path, description = "comma-separated role names")),
+    responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[put("/users/{user_id}/roles/{role_names}")]
+pub async fn assign_roles_to_user(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<(String, String)>,
+) -> HttpResult<HttpResponse> {
+    let (user_id, role_names) = path.into_inner();
+    let request = state.request(
+        &caller,
+        Service::Admin,
+        pb::UserRolesRequest {
+            user_id,
+            role_names: vec![role_names],
+        },
+    )?;
+    state.admin.clone().assign_roles_to_user(request).await?;
+    state.auth_cache.clear();
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[utoipa::path(tag = "Identity", params(("user_id" = String, Path), ("role_names" = String, Path, description = "comma-separated role names")),
+    responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[delete("/users/{user_id}/roles/{role_names}")]
+pub async fn remove_roles_from_user(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<(String, String)>,
+) -> HttpResult<HttpResponse> {
+    let (user_id, role_names) = path.into_inner();
+    let request = state.request(
+        &caller,
+        Service::Admin,
+        pb::UserRolesRequest {
+            user_id,
+            role_names: vec![role_names],
+        },
+    )?;
+    state.admin.clone().remove_roles_from_user(request).await?;
+    state.auth_cache.clear();
+    Ok(HttpResponse::NoContent().finish())
+}
