@@ -63,6 +63,10 @@ pub struct Config {
     pub database_url: Option<String>,
     /// RabbitMQ; unset means the in-process bus.
     pub amqp_url: Option<String>,
+    /// Prefix of every exchange and queue on the broker (lets deployments share one).
+    pub bus_namespace: String,
+    /// Queues unused this long are deleted by the broker; for throwaway namespaces.
+    pub bus_queue_expiry_seconds: Option<u64>,
     /// Shared secret for the gateway→service JWT. Required when services run apart.
     pub internal_jwt_secret: Option<SecretString>,
     pub admin_url: String,
@@ -94,6 +98,8 @@ impl Default for Config {
             bootstrap_admin_key: None,
             database_url: None,
             amqp_url: None,
+            bus_namespace: String::new(),
+            bus_queue_expiry_seconds: None,
             internal_jwt_secret: None,
             admin_url: "http://127.0.0.1:50051".into(),
             ingest_url: "http://127.0.0.1:50052".into(),

@@ -11,6 +11,7 @@ pub mod grpc;
 pub mod outbox;
 pub mod settings;
 pub mod telemetry;
+pub mod testing;
 pub mod time;
 pub mod ttl_cache;
 

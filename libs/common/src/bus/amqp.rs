@@ -43,15 +43,38 @@ async fn connect(url: &str, name: &str) -> Result<Connection, BusError> {
         .map_err(unavailable)
 }
 
+/// Exchange and queue names, optionally prefixed so independent deployments (or parallel
+/// tests) can share one broker.
+#[derive(Clone)]
+struct Names {
+    prefix: String,
+    /// Queues unused this long are deleted by the broker (test namespaces only).
+    expiry_ms: Option<u32>,
+}
+
+impl Names {
+    fn exchange(&self) -> String {
+        format!("{}{EXCHANGE}", self.prefix)
+    }
+
+    fn dead_letter_exchange(&self) -> String {
+        format!("{}{DEAD_LETTER_EXCHANGE}", self.prefix)
+    }
+
+    fn queue(&self, group: &str) -> String {
+        format!("{}{group}", self.prefix)
+    }
+}
+
 /// Declares the exchanges every party relies on.
-async fn declare_exchanges(channel: &Channel) -> Result<(), BusError> {
+async fn declare_exchanges(channel: &Channel, names: &Names) -> Result<(), BusError> {
     let durable = ExchangeDeclareOptions {
         durable: true,
         ..ExchangeDeclareOptions::default()
     };
     channel
         .exchange_declare(
-            EXCHANGE,
+            &names.exchange(),
             ExchangeKind::Topic,
             durable,
             FieldTable::default(),
@@ -60,7 +83,7 @@ async fn declare_exchanges(channel: &Channel) -> Result<(), BusError> {
         .map_err(unavailable)?;
     channel
         .exchange_declare(
-            DEAD_LETTER_EXCHANGE,
+            &names.dead_letter_exchange(),
             ExchangeKind::Direct,
             durable,
             FieldTable::default(),
@@ -71,22 +94,31 @@ async fn declare_exchanges(channel: &Channel) -> Result<(), BusError> {
 }
 
 /// Declares `<group>` (dead-lettering to `<group>.dlq`) and binds it.
-async fn declare_group(channel: &Channel, subscription: &Subscription) -> Result<(), BusError> {
-    declare_exchanges(channel).await?;
+async fn declare_group(
+    channel: &Channel,
+    names: &Names,
+    subscription: &Subscription,
+) -> Result<(), BusError> {
+    declare_exchanges(channel, names).await?;
+    let queue = names.queue(&subscription.group);
     let durable = QueueDeclareOptions {
         durable: true,
         ..QueueDeclareOptions::default()
     };
-    let dlq = format!("{}.dlq", subscription.group);
+    let dlq = format!("{queue}.dlq");
+    let mut dlq_args = FieldTable::default();
+    if let Some(ms) = names.expiry_ms {
+        dlq_args.insert("x-expires".into(), AMQPValue::LongUInt(ms));
+    }
     channel
-        .queue_declare(&dlq, durable, FieldTable::default())
+        .queue_declare(&dlq, durable, dlq_args)
         .await
         .map_err(unavailable)?;
     channel
         .queue_bind(
             &dlq,
-            DEAD_LETTER_EXCHANGE,
-            &subscription.group,
+            &names.dead_letter_exchange(),
+            &queue,
             QueueBindOptions::default(),
             FieldTable::default(),
         )
@@ -95,21 +127,24 @@ async fn declare_group(channel: &Channel, subscription: &Subscription) -> Result
     let mut args = FieldTable::default();
     args.insert(
         "x-dead-letter-exchange".into(),
-        AMQPValue::LongString(DEAD_LETTER_EXCHANGE.into()),
+        AMQPValue::LongString(names.dead_letter_exchange().into()),
     );
     args.insert(
         "x-dead-letter-routing-key".into(),
-        AMQPValue::LongString(subscription.group.as_str().into()),
+        AMQPValue::LongString(queue.as_str().into()),
     );
+    if let Some(ms) = names.expiry_ms {
+        args.insert("x-expires".into(), AMQPValue::LongUInt(ms));
+    }
     channel
-        .queue_declare(&subscription.group, durable, args)
+        .queue_declare(&queue, durable, args)
         .await
         .map_err(unavailable)?;
     for binding in &subscription.bindings {
         channel
             .queue_bind(
-                &subscription.group,
-                EXCHANGE,
+                &queue,
+                &names.exchange(),
                 binding,
                 QueueBindOptions::default(),
                 FieldTable::default(),
@@ -157,15 +192,29 @@ struct PublisherState {
 /// RabbitMQ bus. Cheap to share: one publishing connection, one connection per subscription.
 pub struct AmqpBus {
     url: String,
+    names: Names,
     publisher: Mutex<Option<PublisherState>>,
 }
 
 impl AmqpBus {
-    pub fn new(url: &str) -> Self {
+    /// A bus on `url`; `namespace` prefixes every exchange and queue name (empty in
+    /// production, unique per test).
+    pub fn new(url: &str, namespace: &str) -> Self {
         AmqpBus {
             url: url.to_owned(),
+            names: Names {
+                prefix: namespace.to_owned(),
+                expiry_ms: None,
+            },
             publisher: Mutex::new(None),
         }
+    }
+
+    /// Lets the broker delete this bus's queues once unused for `expiry` (for throwaway
+    /// namespaces such as tests').
+    pub fn with_queue_expiry(mut self, expiry: Duration) -> Self {
+        self.names.expiry_ms = Some(u32::try_from(expiry.as_millis()).unwrap_or(u32::MAX));
+        self
     }
 
     async fn publisher_channel(&self) -> Result<Channel, BusError> {
@@ -182,7 +231,7 @@ impl AmqpBus {
             .confirm_select(ConfirmSelectOptions::default())
             .await
             .map_err(unavailable)?;
-        declare_exchanges(&channel).await?;
+        declare_exchanges(&channel, &self.names).await?;
         *state = Some(PublisherState {
             connection,
             channel: channel.clone(),
@@ -258,10 +307,10 @@ async fn consume_once(
         .basic_qos(PREFETCH, BasicQosOptions::default())
         .await
         .map_err(unavailable)?;
-    declare_group(&channel, subscription).await?;
+    declare_group(&channel, &bus.names, subscription).await?;
     let mut consumer = channel
         .basic_consume(
-            &subscription.group,
+            &bus.names.queue(&subscription.group),
             "",
             BasicConsumeOptions::default(),
             FieldTable::default(),
@@ -296,7 +345,7 @@ async fn consume_once(
         };
         let span = tracing::info_span!("event", group = %subscription.group, r#type = %event.r#type, id = %event.id);
         crate::telemetry::set_parent_from_map(&span, &event.trace_context);
-        let result = tracing::Instrument::instrument(handler.handle(&event), span).await;
+        let result = super::handle_guarded(handler.as_ref(), &event, span).await;
         match result {
             Ok(()) => delivery
                 .ack(BasicAckOptions::default())
@@ -317,8 +366,13 @@ async fn consume_once(
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 // Requeue a copy carrying the attempt count (a plain requeue cannot), then
                 // ack the original; if we die in between, the broker redelivers the original.
-                bus.publish_raw("", &subscription.group, &event, attempt + 1)
-                    .await?;
+                bus.publish_raw(
+                    "",
+                    &bus.names.queue(&subscription.group),
+                    &event,
+                    attempt + 1,
+                )
+                .await?;
                 delivery
                     .ack(BasicAckOptions::default())
                     .await
@@ -331,7 +385,8 @@ async fn consume_once(
 #[async_trait]
 impl EventBus for AmqpBus {
     async fn publish(&self, event: &Envelope) -> Result<(), BusError> {
-        self.publish_raw(EXCHANGE, &event.r#type, event, 0).await
+        self.publish_raw(&self.names.exchange(), &event.r#type, event, 0)
+            .await
     }
 
     async fn subscribe(
@@ -345,10 +400,14 @@ impl EventBus for AmqpBus {
         {
             let connection = connect(&self.url, "docchat-declare").await?;
             let channel = connection.create_channel().await.map_err(unavailable)?;
-            declare_group(&channel, &subscription).await?;
+            declare_group(&channel, &self.names, &subscription).await?;
             let _ = connection.close(200, "declared").await;
         }
-        let bus = AmqpBus::new(&self.url);
+        let bus = AmqpBus {
+            url: self.url.clone(),
+            names: self.names.clone(),
+            publisher: Mutex::new(None),
+        };
         tracker.spawn(async move {
             let mut backoff = Duration::from_millis(200);
             while !shutdown.is_cancelled() {
@@ -372,7 +431,7 @@ impl EventBus for AmqpBus {
     async fn take_dead_letters(&self, group: &str) -> Result<Vec<Envelope>, BusError> {
         let connection = connect(&self.url, "docchat-dlq").await?;
         let channel = connection.create_channel().await.map_err(unavailable)?;
-        let dlq = format!("{group}.dlq");
+        let dlq = format!("{}.dlq", self.names.queue(group));
         let mut out = Vec::new();
         while let Some(message) = channel
             .basic_get(&dlq, BasicGetOptions::default())

@@ -81,7 +81,7 @@ async fn consume(
         };
         let span = tracing::info_span!("event", group = %subscription.group, r#type = %delivery.event.r#type, id = %delivery.event.id);
         crate::telemetry::set_parent_from_map(&span, &delivery.event.trace_context);
-        let result = tracing::Instrument::instrument(handler.handle(&delivery.event), span).await;
+        let result = super::handle_guarded(handler.as_ref(), &delivery.event, span).await;
         match result {
             Ok(()) => {}
             Err(e) if delivery.attempt + 1 >= subscription.max_attempts => {

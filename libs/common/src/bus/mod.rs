@@ -74,6 +74,21 @@ pub trait EventBus: Send + Sync + 'static {
     async fn take_dead_letters(&self, group: &str) -> Result<Vec<Envelope>, BusError>;
 }
 
+/// Runs a handler inside its span; a panic counts as a failure (redelivery), so one bad
+/// event cannot kill a consumer.
+pub(crate) async fn handle_guarded(
+    handler: &dyn EventHandler,
+    event: &Envelope,
+    span: tracing::Span,
+) -> anyhow::Result<()> {
+    use futures::FutureExt;
+    let fut = tracing::Instrument::instrument(handler.handle(event), span);
+    match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(result) => result,
+        Err(_) => Err(anyhow::anyhow!("event handler panicked")),
+    }
+}
+
 /// Builds an envelope for `payload`, stamped with a new id, the time and the trace context.
 pub fn envelope(event_type: &str, actor: &str, payload: &impl Message) -> Envelope {
     Envelope {
@@ -105,7 +120,13 @@ pub fn topic_matches(pattern: &str, key: &str) -> bool {
 /// The bus a process uses: RabbitMQ when `amqp_url` is set, otherwise in-process.
 pub fn from_config(config: &crate::Config) -> Arc<dyn EventBus> {
     match &config.amqp_url {
-        Some(url) => Arc::new(amqp::AmqpBus::new(url)),
+        Some(url) => {
+            let bus = amqp::AmqpBus::new(url, &config.bus_namespace);
+            match config.bus_queue_expiry_seconds {
+                Some(s) => Arc::new(bus.with_queue_expiry(std::time::Duration::from_secs(s))),
+                None => Arc::new(bus),
+            }
+        }
         None => Arc::new(memory::InProcessBus::new()),
     }
 }

@@ -1,0 +1,6 @@
+//! End-to-end REST tests: the gateway in standalone mode (every service in-process, real
+//! gRPC on loopback), on SQLite + in-process bus and on PostgreSQL + RabbitMQ.
+
+mod harness;
+mod identity;
+mod slice;
