@@ -133,11 +133,11 @@ impl ChatService for ChatGrpc {
             .map(session_pb))
     }
 
-    async fn delete_session(&self, request: Request<pb::SessionRef>) -> Reply<Empty> {
+    async fn delete_session(&self, request: Request<pb::SessionRef>) -> Reply<pb::ChatSession> {
         let me = caller(&request)?;
-        sessions::delete(&self.db, &me, &request.get_ref().id).await?;
+        let deleted = sessions::delete(&self.db, &me, &request.get_ref().id).await?;
         self.relay.notify();
-        Ok(Response::new(Empty {}))
+        Ok(Response::new(session_pb(deleted)))
     }
 
     async fn list_messages(

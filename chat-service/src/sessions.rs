@@ -101,7 +101,12 @@ pub async fn get(
         .ok_or_else(|| not_found(id))
 }
 
-pub async fn delete(db: &DatabaseConnection, caller: &Caller, id: &str) -> ApiResult<()> {
+/// Deletes an owned session with its messages; answers the deleted session.
+pub async fn delete(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    id: &str,
+) -> ApiResult<chat_sessions::Model> {
     let txn = db.begin().await?;
     let session = chat_sessions::Entity::find_by_id(id.to_owned())
         .filter(chat_sessions::Column::OwnerId.eq(caller.user_id.clone()))
@@ -119,14 +124,14 @@ pub async fn delete(db: &DatabaseConnection, caller: &Caller, id: &str) -> ApiRe
         "chat.session.deleted",
         &caller.user_id,
         &ChatSessionDeleted {
-            session_id: session.id,
+            session_id: session.id.clone(),
             user_id: caller.user_id.clone(),
-            collection_id: session.collection_id.unwrap_or_default(),
+            collection_id: session.collection_id.clone().unwrap_or_default(),
         },
     );
     outbox::enqueue(&txn, &event).await?;
     txn.commit().await?;
-    Ok(())
+    Ok(session)
 }
 
 pub async fn messages(

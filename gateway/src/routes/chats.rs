@@ -189,7 +189,7 @@ pub async fn get_chat_session(
 #[utoipa::path(
     tag = "Chat",
     params(("session_id" = String, Path)),
-    responses((status = 204), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses((status = 200, description = "the deleted session", body = ChatSession), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = []))
 )]
 #[delete("/chats/{session_id}")]
@@ -205,8 +205,15 @@ pub async fn delete_chat_session(
             id: path.into_inner(),
         },
     )?;
-    state.chat.clone().delete_session(request).await?;
-    Ok(HttpResponse::NoContent().finish())
+    // 200 with the deleted session rather than 204: the h2oGPTe client parses a
+    // ChatSession from this response, and a 204 cannot carry one.
+    let deleted = state
+        .chat
+        .clone()
+        .delete_session(request)
+        .await?
+        .into_inner();
+    Ok(HttpResponse::Ok().json(ChatSession::from(deleted)))
 }
 
 #[utoipa::path(

@@ -259,7 +259,8 @@ async fn collections_and_sessions_end_to_end() {
                 None,
             )
             .await;
-        assert_eq!((s, b), (204, Value::Null));
+        assert_eq!(s, 200, "delete answers the deleted session: {b}");
+        assert_eq!(b["id"], Value::String(sid.clone()));
         let (s, b) = app
             .call(
                 Method::DELETE,

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Creates (once) the virtualenv the tests use: the h2ogpte client and PyYAML, from PyPI.
+# Prints the venv's python path.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="${DOCCHAT_VENV:-$HOME/.cache/docchat/venv}"
+req="$root/tests/client_compat/requirements.txt"
+stamp="$venv/.requirements"
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv" >&2
+fi
+if ! cmp -s "$req" "$stamp"; then
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req" >&2
+  cp "$req" "$stamp"
+fi
+echo "$venv/bin/python"

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The whole test suite (README's test command; .ci/run calls it):
+#   formatting and lints, every crate's unit and integration tests on SQLite + in-process
+#   bus and on PostgreSQL + RabbitMQ, the broker-restart test on its own, the official
+#   h2oGPTe client against a running standalone docchat, and the deploy manifest checks.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docchat/target}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "backends"
+scripts/ensure-services.sh
+export DOCCHAT_TEST_DATABASE_URL="${DOCCHAT_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
+export DOCCHAT_TEST_AMQP_URL="${DOCCHAT_TEST_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}"
+# Databases left by earlier runs (tests make a fresh one each).
+psql "$DOCCHAT_TEST_DATABASE_URL" -tAc "select datname from pg_database where datname like 'dctest\_%'" \
+  | while read -r db; do [ -n "$db" ] && psql "$DOCCHAT_TEST_DATABASE_URL" -qc "drop database if exists \"$db\"" >/dev/null || true; done
+
+step "format and lints"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "tests (SQLite + in-process bus, PostgreSQL + RabbitMQ)"
+cargo nextest run --workspace --locked --profile ci -E 'not test(broker_restart)'
+
+step "broker restart (alone: it restarts RabbitMQ)"
+DOCCHAT_TEST_BROKER_RESTART=1 cargo nextest run -p docchat-common --locked --profile ci -E 'test(broker_restart)'
+
+step "official h2oGPTe client against standalone docchat"
+python="$(scripts/python-env.sh)"
+cargo build -p docchat-gateway --locked --bin gateway
+data="$(mktemp -d)"
+port="$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+key="sk-compat-$(date +%s)"
+DOCCHAT_DATA_DIR="$data" DOCCHAT_HTTP_ADDR="127.0.0.1:$port" DOCCHAT_BOOTSTRAP_ADMIN_KEY="$key" \
+  "$CARGO_TARGET_DIR/debug/gateway" --standalone >"$data/gateway.log" 2>&1 &
+gw=$!
+trap 'kill $gw 2>/dev/null || true; rm -rf "$data"' EXIT
+for _ in $(seq 1 100); do
+  curl -fs -H "Authorization: Bearer $key" "http://127.0.0.1:$port/rpc/health/readiness" >/dev/null && break
+  sleep 0.2
+done
+if ! "$python" tests/client_compat/check_h2ogpte_client.py "http://127.0.0.1:$port" "$key"; then
+  cat "$data/gateway.log"; exit 1
+fi
+kill -TERM $gw; wait $gw || { echo "gateway did not shut down cleanly"; cat "$data/gateway.log"; exit 1; }
+
+step "deploy manifests"
+"$python" deploy/check_manifests.py

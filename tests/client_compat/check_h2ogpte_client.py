@@ -1,0 +1,188 @@
+"""Points the official h2oGPTe Python client (h2ogpte==1.7.5, its generated REST layer) at a
+running docchat and checks that every call of the implemented slice returns what the
+client's pydantic models accept, with the status codes it expects.
+
+Usage: check_h2ogpte_client.py BASE_URL ADMIN_KEY
+Prints one line per check and ends with `N passed, M failed`.
+"""
+
+import json
+import sys
+import traceback
+import urllib.request
+import uuid
+
+from h2ogpte.rest_sync import ApiClient, Configuration
+from h2ogpte.rest_sync.api.api_keys_api import APIKeysApi
+from h2ogpte.rest_sync.api.chat_api import ChatApi
+from h2ogpte.rest_sync.api.collections_api import CollectionsApi
+from h2ogpte.rest_sync.api.configurations_api import ConfigurationsApi
+from h2ogpte.rest_sync.api.models_api import ModelsApi
+from h2ogpte.rest_sync.api.permissions_api import PermissionsApi
+from h2ogpte.rest_sync.exceptions import ApiException
+from h2ogpte.rest_sync.models.api_key_create_request import APIKeyCreateRequest
+from h2ogpte.rest_sync.models.collection_create_request import CollectionCreateRequest
+from h2ogpte.rest_sync.models.role_create_request import RoleCreateRequest
+from h2ogpte.rest_sync.models.set_global_configuration_request import (
+    SetGlobalConfigurationRequest,
+)
+
+BASE, ADMIN_KEY = sys.argv[1].rstrip("/"), sys.argv[2]
+results = []
+
+
+def client(key):
+    return ApiClient(Configuration(host=f"{BASE}/api/v1", access_token=key))
+
+
+def check(name):
+    def wrap(fn):
+        try:
+            fn()
+            results.append((name, None))
+            print(f"PASS {name}")
+        except Exception:  # noqa: BLE001 - report every failure, keep going
+            results.append((name, traceback.format_exc()))
+            print(f"FAIL {name}\n{traceback.format_exc()}")
+        return fn
+
+    return wrap
+
+
+def raw(method, path, key, body=None):
+    req = urllib.request.Request(
+        f"{BASE}{path}",
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req) as r:
+        return r.status, json.loads(r.read() or b"null")
+
+
+admin = client(ADMIN_KEY)
+state = {}
+
+
+@check("admin creates a user (docchat extension) and the client creates its key")
+def _():
+    name = f"compat-{uuid.uuid4().hex[:8]}"
+    status, user = raw("POST", "/api/v1/admin/users", ADMIN_KEY, {"username": name, "email": f"{name}@example.com"})
+    assert status == 201, status
+    result = APIKeysApi(admin).create_api_key_for_user(APIKeyCreateRequest(user_id=user["id"], name="compat"))
+    assert result.secret_key.startswith("sk-")
+    assert result.api_key.username == name and result.api_key.is_global_key
+    state["user"] = client(result.secret_key)
+
+
+@check("list_all_api_keys validates")
+def _():
+    keys = APIKeysApi(admin).list_all_api_keys()
+    assert keys and all(k.hint.startswith("sk-") for k in keys)
+
+
+@check("create_collection → 201 Collection")
+def _():
+    c = CollectionsApi(state["user"]).create_collection(
+        CollectionCreateRequest(name="compat", description="client check")
+    )
+    assert c.document_count == 0 and c.sessions_count == 0 and c.status
+    assert c.description_generated_at is None
+    state["collection"] = c.id
+
+
+@check("list_collections with limit, sort_column, ascending")
+def _():
+    api = CollectionsApi(state["user"])
+    api.create_collection(CollectionCreateRequest(name="another", description=""))
+    rows = api.list_collections(limit=10, sort_column="name", ascending=True)
+    assert [r.name for r in rows] == ["another", "compat"], [r.name for r in rows]
+
+
+@check("get_collection")
+def _():
+    c = CollectionsApi(state["user"]).get_collection(state["collection"])
+    assert c.id == state["collection"]
+
+
+@check("create_chat_session with and without a collection → 201 ChatSession")
+def _():
+    api = ChatApi(state["user"])
+    s = api.create_chat_session(collection_id=state["collection"])
+    assert s.collection_id == state["collection"]
+    plain = api.create_chat_session()
+    assert plain.collection_id is None
+    state["session"] = s.id
+
+
+@check("list_chat_sessions, get_chat_session, get_chat_session_messages")
+def _():
+    api = ChatApi(state["user"])
+    assert len(api.list_chat_sessions(limit=1)) == 1
+    assert len(api.list_chat_sessions(limit=10)) == 2
+    assert api.get_chat_session(state["session"]).id == state["session"]
+    assert api.get_chat_session_messages(state["session"]) == []
+
+
+@check("another user's collection is 404 for the client")
+def _():
+    try:
+        CollectionsApi(admin).get_collection(state["collection"])
+    except ApiException as e:
+        assert e.status == 404, e.status
+        assert json.loads(e.body)["code"] == 404
+    else:
+        raise AssertionError("expected 404")
+
+
+@check("delete_chat_session (200, the session) and delete_collection (204); repeat → 404")
+def _():
+    ChatApi(state["user"]).delete_chat_session(state["session"])
+    CollectionsApi(state["user"]).delete_collection(state["collection"])
+    try:
+        CollectionsApi(state["user"]).delete_collection(state["collection"])
+    except ApiException as e:
+        assert e.status == 404
+    else:
+        raise AssertionError("expected 404")
+
+
+@check("list_models validates")
+def _():
+    models = ModelsApi(state["user"]).list_models()
+    assert isinstance(models, list)
+
+
+@check("set_global_configuration / list_global_configurations")
+def _():
+    api = ConfigurationsApi(admin)
+    items = api.set_global_configuration(
+        "crawl_max_concurrent_per_user",
+        SetGlobalConfigurationRequest(string_value="30", can_overwrite=True, is_public=True),
+    )
+    item = next(i for i in items if i.key_name == "crawl_max_concurrent_per_user")
+    assert item.string_value == "30" and item.is_public
+    try:
+        api.set_global_configuration(
+            "crawl_max_concurrent_per_user",
+            SetGlobalConfigurationRequest(string_value="0", can_overwrite=True, is_public=True),
+        )
+    except ApiException as e:
+        assert e.status == 400
+    else:
+        raise AssertionError("expected 400")
+    assert any(i.key_name == "config_cache_ttl_seconds" for i in api.list_global_configurations())
+
+
+@check("roles and permissions validate")
+def _():
+    api = PermissionsApi(admin)
+    role = api.create_role(RoleCreateRequest(name=f"r-{uuid.uuid4().hex[:6]}", description="d"))
+    assert role.id and any(r.id == role.id for r in api.list_roles())
+    perms = api.get_current_user_permissions()
+    assert any(p.name == "EditExtractors" for p in perms)
+
+
+failed = [n for n, err in results if err]
+print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+sys.exit(1 if failed else 0)
