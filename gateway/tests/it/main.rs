@@ -1,6 +1,8 @@
 //! End-to-end REST tests: the gateway in standalone mode (every service in-process, real
 //! gRPC on loopback), on SQLite + in-process bus and on PostgreSQL + RabbitMQ.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: fail loudly
+
 mod harness;
 mod identity;
 mod slice;

@@ -201,6 +201,7 @@ impl Config {
 }
 
 #[cfg(test)]
+#[allow(clippy::result_large_err)] // figment's Jail closure signature
 mod tests {
     use super::*;
 

@@ -80,3 +80,119 @@ impl Backend {
         config
     }
 }
+
+/// A loopback listener on a free port and its gRPC URL.
+pub async fn bind() -> (tokio::net::TcpListener, String) {
+    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+        Ok(l) => l,
+        Err(e) => panic_free_abort(&format!("binding a test port: {e}")),
+    };
+    let url = match listener.local_addr() {
+        Ok(a) => format!("http://{a}"),
+        Err(e) => panic_free_abort(&format!("reading a test port: {e}")),
+    };
+    (listener, url)
+}
+
+#[allow(clippy::print_stderr)]
+fn panic_free_abort(message: &str) -> ! {
+    eprintln!("{message}");
+    std::process::abort()
+}
+
+/// The context services get in a test: standalone-style database naming (one server, a
+/// database per service), the backend's bus, a fixed JWT secret.
+pub fn context(config: Config) -> crate::grpc::ServiceContext {
+    let config = std::sync::Arc::new(config);
+    let secret = config
+        .internal_jwt_secret
+        .clone()
+        .unwrap_or_else(|| secrecy::SecretString::from("test-secret-of-enough-length-0123456789"));
+    crate::grpc::ServiceContext {
+        bus: crate::bus::from_config(&config),
+        keys: std::sync::Arc::new(crate::auth::JwtKeys::new(&secret, 120)),
+        config,
+        standalone: true,
+    }
+}
+
+/// A service started by a test; stopped (gracefully) by [`Spawned::stop`].
+pub struct Spawned {
+    pub url: String,
+    pub shutdown: tokio_util::sync::CancellationToken,
+    handle: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Spawned {
+    /// Starts `serve` on `listener` and waits until it reports healthy.
+    pub async fn start<S, SF>(
+        ctx: crate::grpc::ServiceContext,
+        listener: tokio::net::TcpListener,
+        url: String,
+        serve: S,
+    ) -> anyhow::Result<Spawned>
+    where
+        S: FnOnce(
+            crate::grpc::ServiceContext,
+            tokio::net::TcpListener,
+            tokio_util::sync::CancellationToken,
+        ) -> SF,
+        SF: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let handle = tokio::spawn(serve(ctx, listener, shutdown.clone()));
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            if handle.is_finished() {
+                return match handle.await {
+                    Ok(Ok(())) => Err(anyhow::anyhow!("service exited during start")),
+                    Ok(Err(e)) => Err(e),
+                    Err(e) => Err(anyhow::anyhow!("service panicked: {e}")),
+                };
+            }
+            if crate::grpc::check_health(crate::grpc::channel(&url)?).await {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                anyhow::bail!("service at {url} not healthy after 60s");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        Ok(Spawned {
+            url,
+            shutdown,
+            handle,
+        })
+    }
+
+    pub fn channel(&self) -> tonic::transport::Channel {
+        match crate::grpc::channel(&self.url) {
+            Ok(c) => c,
+            Err(e) => panic_free_abort(&format!("channel to {}: {e}", self.url)),
+        }
+    }
+
+    /// Cancels and waits for a clean exit.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        match tokio::time::timeout(std::time::Duration::from_secs(30), self.handle).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => Err(anyhow::anyhow!("service panicked: {e}")),
+            Err(_) => Err(anyhow::anyhow!("service did not stop within 30s")),
+        }
+    }
+}
+
+/// A caller for tests.
+pub fn user(id: &str, admin: bool) -> crate::Caller {
+    crate::Caller {
+        user_id: id.to_owned(),
+        username: id.to_owned(),
+        email: format!("{id}@example.com"),
+        roles: vec![if admin { "admin" } else { "user" }.to_owned()],
+        groups: Vec::new(),
+        permissions: Vec::new(),
+        is_admin: admin,
+        is_service: false,
+    }
+}

@@ -1,0 +1,331 @@
+//! admin-service over real gRPC on loopback, on SQLite and on PostgreSQL.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: fail loudly
+
+use docchat_common::Caller;
+use docchat_common::auth::authorized;
+use docchat_common::config::Service;
+use docchat_common::testing::{Spawned, backends, bind, context, user};
+use docchat_proto::admin::v1 as pb;
+use docchat_proto::admin::v1::admin_service_client::AdminServiceClient;
+use docchat_proto::common::v1::Empty;
+use tonic::Code;
+use tonic::transport::Channel;
+
+const BOOTSTRAP: &str = "sk-bootstrap-0123456789";
+
+struct Admin {
+    svc: Spawned,
+    keys: std::sync::Arc<docchat_common::JwtKeys>,
+    client: AdminServiceClient<Channel>,
+}
+
+impl Admin {
+    fn req<T>(&self, caller: &Caller, msg: T) -> tonic::Request<T> {
+        authorized(&self.keys, caller, Service::Admin, msg).unwrap()
+    }
+}
+
+async fn start(config: docchat_common::Config) -> Admin {
+    let (listener, url) = bind().await;
+    let ctx = context(config);
+    let keys = ctx.keys.clone();
+    let svc = Spawned::start(ctx, listener, url, docchat_admin_service::serve)
+        .await
+        .unwrap();
+    let client = AdminServiceClient::new(svc.channel());
+    Admin { svc, keys, client }
+}
+
+fn gateway() -> Caller {
+    Caller::service("gateway")
+}
+
+#[tokio::test]
+async fn bootstrap_authenticate_and_restart() {
+    for backend in backends() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = backend.config(dir.path());
+        config.bootstrap_admin_key = Some(secrecy::SecretString::from(BOOTSTRAP));
+        let admin = start(config.clone()).await;
+        let mut c = admin.client.clone();
+
+        let id = c
+            .authenticate(admin.req(
+                &gateway(),
+                pb::AuthenticateRequest {
+                    api_key: BOOTSTRAP.into(),
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(id.username, "admin", "{}", backend.name);
+        assert!(id.is_admin);
+        assert_eq!(id.permissions.len(), 6);
+
+        let bad = c
+            .authenticate(admin.req(
+                &gateway(),
+                pb::AuthenticateRequest {
+                    api_key: "sk-nope".into(),
+                },
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(bad.code(), Code::Unauthenticated);
+        // Only docchat components may resolve keys.
+        let who = user("u1", true);
+        let denied = c
+            .authenticate(admin.req(
+                &who,
+                pb::AuthenticateRequest {
+                    api_key: BOOTSTRAP.into(),
+                },
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(denied.code(), Code::PermissionDenied);
+        // Without a token, or with one for another service: refused before any handler.
+        let no_token = c
+            .list_roles(tonic::Request::new(Empty {}))
+            .await
+            .unwrap_err();
+        assert_eq!(no_token.code(), Code::Unauthenticated);
+        let wrong_aud = authorized(&admin.keys, &who, Service::Chat, Empty {}).unwrap();
+        assert_eq!(
+            c.list_roles(wrong_aud).await.unwrap_err().code(),
+            Code::Unauthenticated
+        );
+
+        admin.svc.stop().await.unwrap();
+        // A restart with the same key neither duplicates the admin nor its key.
+        let admin = start(config).await;
+        let mut c = admin.client.clone();
+        let boss = Caller {
+            is_admin: true,
+            ..user(&id.user_id, true)
+        };
+        let users = c
+            .list_users(admin.req(&boss, Default::default()))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(users.users.len(), 1, "{}", backend.name);
+        let keys = c
+            .list_api_keys(admin.req(&boss, Default::default()))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(keys.api_keys.len(), 1, "{}", backend.name);
+        assert_eq!(
+            keys.api_keys[0].total_calls, 1,
+            "{}: one successful authentication",
+            backend.name
+        );
+        admin.svc.stop().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn settings_resolve_user_then_roles_by_priority_then_global() {
+    for backend in backends() {
+        let dir = tempfile::tempdir().unwrap();
+        let admin = start(backend.config(dir.path())).await;
+        let mut c = admin.client.clone();
+        let boss = user("boss", true);
+
+        let u = c
+            .create_user(admin.req(
+                &boss,
+                pb::CreateUserRequest {
+                    username: "gina".into(),
+                    email: "g@example.com".into(),
+                    roles: vec![],
+                    groups: vec!["team-a".into()],
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(u.roles, ["user"]);
+        assert_eq!(u.groups, ["team-a"]);
+        let low = c
+            .create_role(admin.req(
+                &boss,
+                pb::CreateRoleRequest {
+                    name: "low".into(),
+                    description: String::new(),
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        let high = c
+            .create_role(admin.req(
+                &boss,
+                pb::CreateRoleRequest {
+                    name: "high".into(),
+                    description: String::new(),
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        c.set_role_priority(admin.req(
+            &boss,
+            pb::SetRolePriorityRequest {
+                role_id: high.id.clone(),
+                priority: 10,
+            },
+        ))
+        .await
+        .unwrap();
+        c.assign_roles_to_user(admin.req(
+            &boss,
+            pb::UserRolesRequest {
+                user_id: u.id.clone(),
+                role_names: vec!["low,high".into()],
+            },
+        ))
+        .await
+        .unwrap();
+
+        let set_role = |role: &str, v: &str| pb::SetScopedSettingRequest {
+            scope_id: role.into(),
+            key_name: "crawl_max_concurrent_per_user".into(),
+            string_value: v.into(),
+        };
+        c.set_global_setting(admin.req(
+            &boss,
+            pb::SetGlobalSettingRequest {
+                key_name: "crawl_max_concurrent_per_user".into(),
+                string_value: "30".into(),
+                can_overwrite: None,
+                is_public: None,
+            },
+        ))
+        .await
+        .unwrap();
+        let me = Caller {
+            user_id: u.id.clone(),
+            ..user("gina", false)
+        };
+        let resolve = |c: &mut AdminServiceClient<Channel>, a: &Admin| {
+            let req = a.req(
+                &me,
+                pb::ResolveSettingsRequest {
+                    user_id: String::new(),
+                },
+            );
+            let mut c = c.clone();
+            async move { c.resolve_settings(req).await.unwrap().into_inner() }
+        };
+        let r = resolve(&mut c, &admin).await;
+        assert_eq!(
+            r.values["crawl_max_concurrent_per_user"], "30",
+            "{}: global",
+            backend.name
+        );
+        assert_eq!(
+            r.values["chat_max_concurrent_per_user"], "100000",
+            "default"
+        );
+        assert_eq!(r.cache_ttl_seconds, 60);
+
+        c.set_role_setting(admin.req(&boss, set_role(&low.id, "5")))
+            .await
+            .unwrap();
+        c.set_role_setting(admin.req(&boss, set_role(&high.id, "9")))
+            .await
+            .unwrap();
+        assert_eq!(
+            resolve(&mut c, &admin).await.values["crawl_max_concurrent_per_user"],
+            "9",
+            "higher priority role wins"
+        );
+        c.set_role_priority(admin.req(
+            &boss,
+            pb::SetRolePriorityRequest {
+                role_id: low.id.clone(),
+                priority: 20,
+            },
+        ))
+        .await
+        .unwrap();
+        assert_eq!(
+            resolve(&mut c, &admin).await.values["crawl_max_concurrent_per_user"],
+            "5"
+        );
+        c.set_user_setting(admin.req(
+            &boss,
+            pb::SetScopedSettingRequest {
+                scope_id: u.id.clone(),
+                key_name: "crawl_max_concurrent_per_user".into(),
+                string_value: "2".into(),
+            },
+        ))
+        .await
+        .unwrap();
+        assert_eq!(
+            resolve(&mut c, &admin).await.values["crawl_max_concurrent_per_user"],
+            "2",
+            "user override wins"
+        );
+        // A global that may not be overwritten wins over every override.
+        c.set_global_setting(admin.req(
+            &boss,
+            pb::SetGlobalSettingRequest {
+                key_name: "crawl_max_concurrent_per_user".into(),
+                string_value: "31".into(),
+                can_overwrite: Some(false),
+                is_public: None,
+            },
+        ))
+        .await
+        .unwrap();
+        assert_eq!(
+            resolve(&mut c, &admin).await.values["crawl_max_concurrent_per_user"],
+            "31"
+        );
+
+        // Another user's settings: only administrators and components.
+        let other = c
+            .resolve_settings(admin.req(
+                &user("someone", false),
+                pb::ResolveSettingsRequest {
+                    user_id: u.id.clone(),
+                },
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(other.code(), Code::PermissionDenied);
+        let by_service = c
+            .resolve_settings(admin.req(
+                &Caller::service("ingest"),
+                pb::ResolveSettingsRequest {
+                    user_id: u.id.clone(),
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(by_service.values["crawl_max_concurrent_per_user"], "31");
+
+        // Non-administrators cannot write settings (403).
+        let denied = c
+            .set_global_setting(admin.req(
+                &me,
+                pb::SetGlobalSettingRequest {
+                    key_name: "collection_limit".into(),
+                    string_value: "1".into(),
+                    can_overwrite: None,
+                    is_public: None,
+                },
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(denied.code(), Code::PermissionDenied);
+        admin.svc.stop().await.unwrap();
+    }
+}

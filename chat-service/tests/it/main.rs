@@ -1,0 +1,180 @@
+//! chat-service over real gRPC on loopback with ingest-service beside it, on SQLite +
+//! in-process bus and on PostgreSQL + RabbitMQ.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: fail loudly
+
+use std::time::Duration;
+
+use docchat_common::auth::authorized;
+use docchat_common::config::Service;
+use docchat_common::testing::{Spawned, backends, bind, context, user};
+use docchat_proto::chat::v1 as pb;
+use docchat_proto::chat::v1::chat_service_client::ChatServiceClient;
+use docchat_proto::common::v1::{Empty, PageRequest};
+use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
+use docchat_proto::ingest::v1::{CollectionRef, CreateCollectionRequest};
+use tonic::Code;
+
+fn req<T>(
+    keys: &docchat_common::JwtKeys,
+    service: Service,
+    who: &docchat_common::Caller,
+    msg: T,
+) -> tonic::Request<T> {
+    authorized(keys, who, service, msg).unwrap()
+}
+
+#[tokio::test]
+async fn sessions_link_collections_and_announce_themselves() {
+    for backend in backends() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = backend.config(dir.path());
+        let (ingest_listener, ingest_url) = bind().await;
+        let (chat_listener, chat_url) = bind().await;
+        config.ingest_url = ingest_url.clone();
+        let models = dir.path().join("models.toml");
+        std::fs::write(&models, "[[models]]\nname = \"m1\"\ndisplay_name = \"Model One\"\nbase_url = \"http://127.0.0.1:1/v1\"\ndefault = true\n").unwrap();
+        config.models_file = Some(models);
+        let ctx = context(config);
+        let keys = ctx.keys.clone();
+        let ingest = Spawned::start(
+            ctx.clone(),
+            ingest_listener,
+            ingest_url,
+            docchat_ingest_service::serve,
+        )
+        .await
+        .unwrap();
+        let chat = Spawned::start(ctx, chat_listener, chat_url, docchat_chat_service::serve)
+            .await
+            .unwrap();
+        let mut ic = IngestServiceClient::new(ingest.channel());
+        let mut cc = ChatServiceClient::new(chat.channel());
+        let alice = user("alice", false);
+        let bob = user("bob", false);
+
+        let col = ic
+            .create_collection(req(
+                &keys,
+                Service::Ingest,
+                &alice,
+                CreateCollectionRequest {
+                    name: "c".into(),
+                    description: String::new(),
+                    embedding_model: String::new(),
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        let denied = cc
+            .create_session(req(
+                &keys,
+                Service::Chat,
+                &bob,
+                pb::CreateSessionRequest {
+                    collection_id: Some(col.id.clone()),
+                },
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            denied.code(),
+            Code::NotFound,
+            "{}: bob cannot link alice's collection",
+            backend.name
+        );
+        let s = cc
+            .create_session(req(
+                &keys,
+                Service::Chat,
+                &alice,
+                pb::CreateSessionRequest {
+                    collection_id: Some(col.id.clone()),
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(s.collection_name.as_deref(), Some("c"));
+
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let got = ic
+                .get_collection(req(
+                    &keys,
+                    Service::Ingest,
+                    &alice,
+                    CollectionRef { id: col.id.clone() },
+                ))
+                .await
+                .unwrap()
+                .into_inner();
+            if got.sessions_count == 1 {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{}: sessions_count never reached 1",
+                backend.name
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+
+        let listed = cc
+            .list_sessions(req(&keys, Service::Chat, &bob, PageRequest::default()))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(listed.sessions.is_empty());
+        let msgs = cc
+            .list_messages(req(
+                &keys,
+                Service::Chat,
+                &alice,
+                pb::ListMessagesRequest {
+                    session_id: s.id.clone(),
+                    offset: 0,
+                    limit: 0,
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(msgs.messages.is_empty());
+        let models = cc
+            .list_models(req(&keys, Service::Chat, &alice, Empty {}))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(models.models.len(), 1);
+        assert_eq!(models.models[0].display_name, "Model One");
+        assert!(models.models[0].is_default);
+
+        let deleted = cc
+            .delete_session(req(
+                &keys,
+                Service::Chat,
+                &alice,
+                pb::SessionRef { id: s.id.clone() },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(deleted.id, s.id);
+        assert_eq!(
+            cc.get_session(req(
+                &keys,
+                Service::Chat,
+                &alice,
+                pb::SessionRef { id: s.id.clone() }
+            ))
+            .await
+            .unwrap_err()
+            .code(),
+            Code::NotFound
+        );
+        chat.stop().await.unwrap();
+        ingest.stop().await.unwrap();
+    }
+}

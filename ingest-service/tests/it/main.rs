@@ -1,0 +1,213 @@
+//! ingest-service over real gRPC on loopback, on SQLite and on PostgreSQL.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: fail loudly
+
+use docchat_common::auth::authorized;
+use docchat_common::bus::{EventHandler, envelope};
+use docchat_common::config::Service;
+use docchat_common::testing::{Spawned, backends, bind, context, user};
+use docchat_proto::common::v1::PageRequest;
+use docchat_proto::events::v1::{ChatSessionCreated, ChatSessionDeleted};
+use docchat_proto::ingest::v1 as pb;
+use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
+use tonic::Code;
+
+fn req<T>(
+    keys: &docchat_common::JwtKeys,
+    service: Service,
+    who: &docchat_common::Caller,
+    msg: T,
+) -> tonic::Request<T> {
+    authorized(keys, who, service, msg).unwrap()
+}
+
+#[tokio::test]
+async fn collections_are_scoped_to_their_owner() {
+    for backend in backends() {
+        let dir = tempfile::tempdir().unwrap();
+        let (listener, url) = bind().await;
+        let ctx = context(backend.config(dir.path()));
+        let keys = ctx.keys.clone();
+        let svc = Spawned::start(ctx, listener, url, docchat_ingest_service::serve)
+            .await
+            .unwrap();
+        let mut c = IngestServiceClient::new(svc.channel());
+        let (alice, bob) = (user("alice", false), user("bob", false));
+
+        let created = c
+            .create_collection(req(
+                &keys,
+                Service::Ingest,
+                &alice,
+                pb::CreateCollectionRequest {
+                    name: "A".into(),
+                    description: "d".into(),
+                    embedding_model: String::new(),
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(created.username, "alice");
+        assert_eq!(created.embedding_model, "all-MiniLM-L6-v2");
+        assert!(created.description_generated_at.is_none());
+        let bad = c
+            .create_collection(req(
+                &keys,
+                Service::Ingest,
+                &alice,
+                pb::CreateCollectionRequest {
+                    name: String::new(),
+                    description: String::new(),
+                    embedding_model: String::new(),
+                },
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(bad.code(), Code::InvalidArgument, "{}", backend.name);
+
+        let mine = c
+            .list_collections(req(&keys, Service::Ingest, &alice, PageRequest::default()))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(mine.collections.len(), 1);
+        let theirs = c
+            .list_collections(req(&keys, Service::Ingest, &bob, PageRequest::default()))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(theirs.collections.is_empty());
+        for status in [
+            c.get_collection(req(
+                &keys,
+                Service::Ingest,
+                &bob,
+                pb::CollectionRef {
+                    id: created.id.clone(),
+                },
+            ))
+            .await
+            .unwrap_err(),
+            c.delete_collection(req(
+                &keys,
+                Service::Ingest,
+                &bob,
+                pb::CollectionRef {
+                    id: created.id.clone(),
+                },
+            ))
+            .await
+            .unwrap_err(),
+        ] {
+            assert_eq!(status.code(), Code::NotFound, "{}", backend.name);
+        }
+        c.delete_collection(req(
+            &keys,
+            Service::Ingest,
+            &alice,
+            pb::CollectionRef {
+                id: created.id.clone(),
+            },
+        ))
+        .await
+        .unwrap();
+        let again = c
+            .delete_collection(req(
+                &keys,
+                Service::Ingest,
+                &alice,
+                pb::CollectionRef {
+                    id: created.id.clone(),
+                },
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(again.code(), Code::NotFound);
+        svc.stop().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn session_counting_is_idempotent_and_order_tolerant() {
+    for backend in backends() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = backend.database_url(dir.path(), "ingest");
+        let db = docchat_common::db::connect(&url).await.unwrap();
+        docchat_common::db::migrate::<docchat_ingest_service::migrations::Migrator>(&db, "ingest")
+            .await
+            .unwrap();
+        let counter = docchat_ingest_service::events::SessionCounter { db: db.clone() };
+        let created = |s: &str| {
+            envelope(
+                "chat.session.created",
+                "u",
+                &ChatSessionCreated {
+                    session_id: s.into(),
+                    user_id: "u".into(),
+                    collection_id: "c1".into(),
+                },
+            )
+        };
+        let deleted = |s: &str| {
+            envelope(
+                "chat.session.deleted",
+                "u",
+                &ChatSessionDeleted {
+                    session_id: s.into(),
+                    user_id: "u".into(),
+                    collection_id: "c1".into(),
+                },
+            )
+        };
+
+        let c1 = created("s1");
+        counter.handle(&c1).await.unwrap();
+        counter.handle(&c1).await.unwrap(); // redelivered
+        counter.handle(&created("s2")).await.unwrap();
+        assert_eq!(
+            docchat_ingest_service::collections::sessions_count(&db, "c1")
+                .await
+                .unwrap(),
+            2,
+            "{}",
+            backend.name
+        );
+        // A deletion overtaking its creation still ends deleted.
+        counter.handle(&deleted("s3")).await.unwrap();
+        counter.handle(&created("s3")).await.unwrap();
+        counter.handle(&deleted("s1")).await.unwrap();
+        counter.handle(&deleted("s1")).await.unwrap();
+        assert_eq!(
+            docchat_ingest_service::collections::sessions_count(&db, "c1")
+                .await
+                .unwrap(),
+            1,
+            "{}",
+            backend.name
+        );
+        // Sessions without a collection are not counted anywhere.
+        let none = envelope(
+            "chat.session.created",
+            "u",
+            &ChatSessionCreated {
+                session_id: "s9".into(),
+                user_id: "u".into(),
+                collection_id: String::new(),
+            },
+        );
+        counter.handle(&none).await.unwrap();
+        assert_eq!(
+            docchat_ingest_service::collections::sessions_count(&db, "")
+                .await
+                .unwrap(),
+            0
+        );
+        // A payload that is not the announced message is an error (redelivery, then DLQ).
+        let garbage = docchat_proto::events::v1::Envelope {
+            payload: vec![0xff, 0xff, 0xff],
+            ..created("s4")
+        };
+        assert!(counter.handle(&garbage).await.is_err());
+    }
+}

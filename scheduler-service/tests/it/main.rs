@@ -1,0 +1,32 @@
+//! scheduler-service starts on both backends, migrates its store, answers gRPC health and stops
+//! cleanly.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: fail loudly
+
+use docchat_common::testing::{Spawned, backends, bind, context};
+
+#[tokio::test]
+async fn serves_health_and_stops_cleanly() {
+    for backend in backends() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = backend.config(dir.path());
+        for _ in 0..2 {
+            // Twice on the same store: migrations are idempotent.
+            let (listener, url) = bind().await;
+            let svc = Spawned::start(
+                context(config.clone()),
+                listener,
+                url,
+                docchat_scheduler_service::serve,
+            )
+            .await
+            .unwrap();
+            assert!(
+                docchat_common::grpc::check_health(svc.channel()).await,
+                "{}",
+                backend.name
+            );
+            svc.stop().await.unwrap();
+        }
+    }
+}
