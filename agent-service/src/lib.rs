@@ -6,7 +6,7 @@ pub mod migrations;
 use std::sync::Arc;
 
 use docchat_common::config::{Config, Service};
-use docchat_common::grpc::ServiceContext;
+use docchat_common::grpc::{Background, ServiceContext};
 use docchat_common::outbox::OutboxRelay;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -24,14 +24,19 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let db = docchat_common::db::connect(&ctx.database_url(Service::Agent)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "agent").await?;
-    let background = CancellationToken::new();
-    let relay = tokio::spawn(OutboxRelay::new(db.clone(), ctx.bus.clone()).run(background.clone()));
+    let background = Background::new();
+    background
+        .tracker
+        .spawn(OutboxRelay::new(db.clone(), ctx.bus.clone()).run(background.token.clone()));
 
     let (_health, health_service) = tonic_health::server::health_reporter();
     let router = docchat_common::grpc::server().add_service(health_service);
     let served = docchat_common::grpc::serve_router(router, listener, shutdown).await;
-    background.cancel();
-    let _ = relay.await;
+    background
+        .shutdown(std::time::Duration::from_secs(
+            ctx.config.shutdown_grace_seconds,
+        ))
+        .await;
     db.close().await?;
     served
 }

@@ -11,14 +11,13 @@ use std::sync::Arc;
 use docchat_common::auth::AuthInterceptor;
 use docchat_common::bus::Subscription;
 use docchat_common::config::{Config, Service};
-use docchat_common::grpc::ServiceContext;
+use docchat_common::grpc::{Background, ServiceContext};
 use docchat_common::outbox::OutboxRelay;
 use docchat_inference::Registry;
 use docchat_proto::chat::v1::chat_service_server::ChatServiceServer;
 use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 pub async fn migrate(_config: Arc<Config>, url: String) -> anyhow::Result<()> {
     let db = docchat_common::db::connect(&url).await?;
@@ -35,8 +34,7 @@ pub async fn serve(
     let db = docchat_common::db::connect(&ctx.database_url(Service::Chat)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "chat").await?;
 
-    let tracker = TaskTracker::new();
-    let background = CancellationToken::new();
+    let background = Background::new();
     ctx.bus
         .subscribe(
             Subscription::new(
@@ -44,12 +42,14 @@ pub async fn serve(
                 &["ingest.collection.deleted"],
             ),
             Arc::new(events::CollectionCleanup { db: db.clone() }),
-            &tracker,
-            background.clone(),
+            &background.tracker,
+            background.token.clone(),
         )
         .await?;
     let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
-    tracker.spawn(relay.clone().run(background.clone()));
+    background
+        .tracker
+        .spawn(relay.clone().run(background.token.clone()));
 
     let (health, health_service) = tonic_health::server::health_reporter();
     health
@@ -70,12 +70,12 @@ pub async fn serve(
         .add_service(service);
     let served = docchat_common::grpc::serve_router(router, listener, shutdown).await;
 
-    background.cancel();
-    tracker.close();
-    let grace = std::time::Duration::from_secs(ctx.config.shutdown_grace_seconds);
-    if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
-        tracing::warn!("background tasks did not finish within the grace period");
-    }
+    // Requests are drained; now stop consumers and let the relay publish what is left.
+    background
+        .shutdown(std::time::Duration::from_secs(
+            ctx.config.shutdown_grace_seconds,
+        ))
+        .await;
     db.close().await?;
     served
 }

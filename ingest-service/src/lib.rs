@@ -11,12 +11,11 @@ use std::sync::Arc;
 use docchat_common::auth::AuthInterceptor;
 use docchat_common::bus::Subscription;
 use docchat_common::config::{Config, Service};
-use docchat_common::grpc::ServiceContext;
+use docchat_common::grpc::{Background, ServiceContext};
 use docchat_common::outbox::OutboxRelay;
 use docchat_proto::ingest::v1::ingest_service_server::IngestServiceServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 pub async fn migrate(_config: Arc<Config>, url: String) -> anyhow::Result<()> {
     let db = docchat_common::db::connect(&url).await?;
@@ -32,18 +31,19 @@ pub async fn serve(
     let db = docchat_common::db::connect(&ctx.database_url(Service::Ingest)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "ingest").await?;
 
-    let tracker = TaskTracker::new();
-    let background = CancellationToken::new();
+    let background = Background::new();
     ctx.bus
         .subscribe(
             Subscription::new(events::SESSION_EVENTS_GROUP, &["chat.session.*"]),
             Arc::new(events::SessionCounter { db: db.clone() }),
-            &tracker,
-            background.clone(),
+            &background.tracker,
+            background.token.clone(),
         )
         .await?;
     let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
-    tracker.spawn(relay.clone().run(background.clone()));
+    background
+        .tracker
+        .spawn(relay.clone().run(background.token.clone()));
 
     let (health, health_service) = tonic_health::server::health_reporter();
     health
@@ -62,12 +62,11 @@ pub async fn serve(
     let served = docchat_common::grpc::serve_router(router, listener, shutdown).await;
 
     // Requests are drained; now stop consumers and let the relay publish what is left.
-    background.cancel();
-    tracker.close();
-    let grace = std::time::Duration::from_secs(ctx.config.shutdown_grace_seconds);
-    if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
-        tracing::warn!("background tasks did not finish within the grace period");
-    }
+    background
+        .shutdown(std::time::Duration::from_secs(
+            ctx.config.shutdown_grace_seconds,
+        ))
+        .await;
     db.close().await?;
     served
 }

@@ -190,3 +190,37 @@ where
     };
     serve(ctx, listener, shutdown).await
 }
+
+/// A service's background work (event consumers, outbox relay): spawned on one tracker,
+/// stopped after the gRPC server has drained its requests, within the grace period.
+pub struct Background {
+    pub tracker: tokio_util::task::TaskTracker,
+    pub token: CancellationToken,
+}
+
+impl Default for Background {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Background {
+    pub fn new() -> Self {
+        Background {
+            tracker: tokio_util::task::TaskTracker::new(),
+            token: CancellationToken::new(),
+        }
+    }
+
+    /// Stops consumers and lets the relay publish what is left, waiting at most `grace`.
+    pub async fn shutdown(self, grace: Duration) {
+        self.token.cancel();
+        self.tracker.close();
+        if tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("background tasks did not finish within the grace period");
+        }
+    }
+}
