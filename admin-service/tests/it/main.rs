@@ -329,3 +329,58 @@ async fn settings_resolve_user_then_roles_by_priority_then_global() {
         admin.svc.stop().await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn settings_client_caches_for_config_cache_ttl_seconds() {
+    let backend = &backends()[0];
+    let dir = tempfile::tempdir().unwrap();
+    let admin = start(backend.config(dir.path())).await;
+    let mut c = admin.client.clone();
+    let boss = user("boss", true);
+    let set = |key: &str, value: &str| pb::SetGlobalSettingRequest {
+        key_name: key.into(),
+        string_value: value.into(),
+        can_overwrite: None,
+        is_public: None,
+    };
+    c.set_global_setting(admin.req(&boss, set("config_cache_ttl_seconds", "1")))
+        .await
+        .unwrap();
+    c.set_global_setting(admin.req(&boss, set("collection_limit_per_user", "3")))
+        .await
+        .unwrap();
+
+    let settings =
+        docchat_common::settings::SettingsClient::new(admin.svc.channel(), admin.keys.clone());
+    let me = user("u-cache", false);
+    assert_eq!(
+        settings
+            .resolve(&me)
+            .await
+            .unwrap()
+            .limit("collection_limit_per_user"),
+        Some(3)
+    );
+    c.set_global_setting(admin.req(&boss, set("collection_limit_per_user", "4")))
+        .await
+        .unwrap();
+    assert_eq!(
+        settings
+            .resolve(&me)
+            .await
+            .unwrap()
+            .limit("collection_limit_per_user"),
+        Some(3),
+        "served from the cache within the TTL"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(
+        settings
+            .resolve(&me)
+            .await
+            .unwrap()
+            .limit("collection_limit_per_user"),
+        Some(4)
+    );
+    admin.svc.stop().await.unwrap();
+}

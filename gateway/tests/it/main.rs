@@ -5,4 +5,5 @@
 
 mod harness;
 mod identity;
+mod readiness;
 mod slice;
