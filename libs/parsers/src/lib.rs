@@ -1,0 +1,1 @@
+//! Document parsers and chunking (being written).
