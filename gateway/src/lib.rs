@@ -81,7 +81,10 @@ fn app(
     >,
     utoipa::openapi::OpenApi,
 ) {
-    use routes::{chats, collections, configuration, health, identity, models};
+    use routes::{
+        chats, collections, configuration, documents, extractors, health, identity, models, tags,
+        uploads,
+    };
     let max_body = state.config.max_body_bytes;
     let json = web::JsonConfig::default()
         .limit(max_body)
@@ -103,6 +106,28 @@ fn app(
                 .service(collections::list_collections)
                 .service(collections::get_collection)
                 .service(collections::delete_collection)
+                .service(documents::list_documents_for_collection)
+                .service(documents::get_document_count_for_collection)
+                .service(uploads::upload_file)
+                .service(uploads::ingest_upload)
+                .service(documents::list_documents)
+                .service(documents::get_document_count)
+                .service(documents::get_document)
+                .service(documents::delete_document)
+                .service(documents::get_audio_timestamps)
+                .service(tags::create_tag)
+                .service(tags::list_tags)
+                .service(tags::list_documents_for_tags)
+                .service(tags::get_tag)
+                .service(tags::update_tag)
+                .service(tags::delete_tag)
+                .service(tags::create_tag_on_document)
+                .service(tags::delete_tag_from_document)
+                .service(extractors::create_extractor)
+                .service(extractors::list_extractors)
+                .service(extractors::get_extractor)
+                .service(extractors::update_extractor)
+                .service(extractors::delete_extractor)
                 .service(chats::create_chat_session)
                 .service(chats::list_chat_sessions)
                 .service(chats::get_chat_session)

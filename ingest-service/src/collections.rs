@@ -14,7 +14,7 @@ use sea_orm::{
     QueryFilter, QueryOrder, QuerySelect, Set, TransactionTrait,
 };
 
-use crate::entities::{collection_sessions, collections};
+use crate::entities::{chunks, collection_sessions, collections, documents};
 
 /// The embedder a collection uses unless it names another.
 pub const DEFAULT_EMBEDDING_MODEL: &str = "all-MiniLM-L6-v2";
@@ -108,6 +108,7 @@ pub async fn create(
         description_generated_at: Set(None),
         description_dirty_at: Set(None),
         description_generation_started_at: Set(None),
+        index_version: Set(0),
     }
     .insert(db)
     .await?;
@@ -190,6 +191,26 @@ pub async fn delete(db: &DatabaseConnection, caller: &Caller, id: &str) -> ApiRe
     }
     collection_sessions::Entity::delete_many()
         .filter(collection_sessions::Column::CollectionId.eq(id))
+        .exec(&txn)
+        .await?;
+    // Its documents go with it: chunks (and so vectors and the lexical index) first.
+    chunks::Entity::delete_many()
+        .filter(chunks::Column::CollectionId.eq(id))
+        .exec(&txn)
+        .await?;
+    let doc_ids: Vec<String> = documents::Entity::find()
+        .select_only()
+        .column(documents::Column::Id)
+        .filter(documents::Column::CollectionId.eq(id))
+        .into_tuple()
+        .all(&txn)
+        .await?;
+    crate::entities::document_tags::Entity::delete_many()
+        .filter(crate::entities::document_tags::Column::DocumentId.is_in(doc_ids))
+        .exec(&txn)
+        .await?;
+    documents::Entity::delete_many()
+        .filter(documents::Column::CollectionId.eq(id))
         .exec(&txn)
         .await?;
     let event = envelope(

@@ -1,21 +1,218 @@
 //! The tonic implementation of `docchat.ingest.v1.IngestService`.
 
+use std::sync::Arc;
+
 use docchat_common::auth::caller;
 use docchat_common::error::ApiResult;
 use docchat_common::outbox::OutboxRelay;
+use docchat_common::settings::SettingsClient;
 use docchat_common::time::{opt_to_proto, to_proto};
 use docchat_proto::common::v1::{Empty, PageRequest};
 use docchat_proto::ingest::v1 as pb;
 use docchat_proto::ingest::v1::ingest_service_server::IngestService;
 use sea_orm::DatabaseConnection;
+use tokio::sync::Notify;
+use tonic::Streaming;
 use tonic::{Request, Response, Status};
 
+use crate::blobs::BlobStore;
 use crate::collections::{self, CollectionView};
+use crate::documents::{self, ListFilter};
 use crate::entities::collections as entity;
+use crate::entities::{documents as doc_entity, jobs as job_entity};
+use crate::ingestion;
+use crate::jobs::{Fairness, IngestParams, errors_of};
+use crate::search::Searcher;
 
 pub struct IngestGrpc {
     pub db: DatabaseConnection,
     pub relay: OutboxRelay,
+    pub blobs: BlobStore,
+    pub settings: Option<SettingsClient>,
+    pub fairness: Fairness,
+    pub searcher: Searcher,
+    pub max_upload_bytes: u64,
+    /// Wakes this replica's workers right after a local enqueue.
+    pub wake: Arc<Notify>,
+}
+
+fn job_pb(job: job_entity::Model) -> pb::Job {
+    let errors = errors_of(&job);
+    let job_entity::Model {
+        id,
+        kind,
+        owner_id,
+        owner_username,
+        status,
+        queue,
+        progress,
+        errors: _,
+        collection_id,
+        collection_name,
+        upload_id: _,
+        document_id,
+        params: _,
+        attempts: _,
+        lease_until: _,
+        created_at,
+        updated_at,
+        started_at,
+        finished_at,
+    } = job;
+    pb::Job {
+        id,
+        kind,
+        status,
+        progress,
+        errors,
+        collection_id,
+        collection_name,
+        document_id,
+        user_id: owner_id,
+        username: owner_username,
+        queue,
+        created_at: Some(to_proto(created_at)),
+        updated_at: Some(to_proto(updated_at)),
+        started_at: opt_to_proto(started_at),
+        finished_at: opt_to_proto(finished_at),
+    }
+}
+
+pub fn document_pb(d: doc_entity::Model) -> pb::Document {
+    let doc_entity::Model {
+        id,
+        owner_id: _,
+        owner_username,
+        collection_id,
+        name,
+        kind,
+        size,
+        page_count,
+        status,
+        upload_id: _,
+        chat_session_id,
+        summary,
+        questions: _,
+        segments: _,
+        created_at,
+        updated_at,
+    } = d;
+    pb::Document {
+        id,
+        name,
+        username: owner_username,
+        r#type: kind,
+        size,
+        page_count,
+        status,
+        created_at: Some(to_proto(created_at)),
+        updated_at: Some(to_proto(updated_at)),
+        collection_id,
+        // Agent-generated documents (and their session's name and visibility) arrive with
+        // the agent issue; uploaded documents have no source chat.
+        chat_session_visible: false,
+        chat_session_name: None,
+        chat_session_id,
+        summary,
+    }
+}
+
+fn tag_pb(t: crate::entities::tags::Model) -> pb::Tag {
+    pb::Tag {
+        id: t.id,
+        name: t.name,
+        description: t.description,
+        format: t.format,
+    }
+}
+
+fn fields_in(f: Option<pb::ExtractorFields>) -> ApiResult<crate::extractors::Fields> {
+    let pb::ExtractorFields {
+        name,
+        description,
+        llm,
+        schema,
+        prompt,
+        pre_prompt_summary,
+        system_prompt,
+        keep_intermediate_results,
+        max_num_chunks,
+        vision,
+        vision_llm,
+        image_batch_image_prompt,
+        image_batch_final_prompt,
+        guardrails_settings_json,
+    } = f.unwrap_or_default();
+    let guardrails_settings = match guardrails_settings_json {
+        Some(json) => Some(serde_json::from_str(&json).map_err(|_| {
+            docchat_common::ApiError::bad_request("guardrails_settings must be a JSON object")
+        })?),
+        None => None,
+    };
+    Ok(crate::extractors::Fields {
+        name,
+        description,
+        llm,
+        schema,
+        prompt,
+        pre_prompt_summary,
+        system_prompt,
+        keep_intermediate_results,
+        max_num_chunks,
+        vision,
+        vision_llm,
+        image_batch_image_prompt,
+        image_batch_final_prompt,
+        guardrails_settings,
+    })
+}
+
+fn extractor_pb(row: crate::entities::extractors::Model) -> ApiResult<pb::Extractor> {
+    let spec = crate::extractors::spec_of(&row)?;
+    let crate::extractors::Spec {
+        name,
+        description,
+        llm,
+        schema,
+        prompt,
+        pre_prompt_summary,
+        system_prompt,
+        keep_intermediate_results,
+        max_num_chunks,
+        vision,
+        vision_llm,
+        image_batch_image_prompt,
+        image_batch_final_prompt,
+        guardrails_settings,
+    } = spec;
+    Ok(pb::Extractor {
+        id: row.id,
+        fields: Some(pb::ExtractorFields {
+            name: Some(name),
+            description: Some(description),
+            llm: Some(llm),
+            schema: Some(schema),
+            prompt: Some(prompt),
+            pre_prompt_summary,
+            system_prompt,
+            keep_intermediate_results: Some(keep_intermediate_results),
+            max_num_chunks,
+            vision: Some(vision),
+            vision_llm,
+            image_batch_image_prompt,
+            image_batch_final_prompt,
+            guardrails_settings_json: guardrails_settings.map(|g| g.to_string()),
+        }),
+        is_public: row.is_public,
+        created_at: Some(to_proto(row.created_at)),
+    })
+}
+
+fn list_filter(r: &pb::ListDocumentsRequest) -> ListFilter {
+    ListFilter {
+        chat_session_id: r.chat_session_id.clone(),
+        collection_id: r.collection_id.clone().filter(|c| !c.is_empty()),
+    }
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -42,6 +239,7 @@ pub fn collection_pb(view: CollectionView) -> pb::Collection {
         description_generated_at,
         description_dirty_at,
         description_generation_started_at,
+        index_version: _,
     } = view.collection;
     pb::Collection {
         id,
@@ -76,6 +274,29 @@ impl IngestService for IngestGrpc {
             description,
             embedding_model,
         } = request.into_inner();
+        let resolved = ingestion::settings_for(self.settings.as_ref(), &me).await?;
+        ingestion::check_collection_limits(&self.db, &me, &resolved).await?;
+        let embedding_model = if embedding_model.trim().is_empty() {
+            self.searcher
+                .embedders
+                .default_name()
+                .unwrap_or(collections::DEFAULT_EMBEDDING_MODEL)
+                .to_owned()
+        } else if self
+            .searcher
+            .embedders
+            .get(embedding_model.trim())
+            .is_none()
+        {
+            return Err(docchat_common::ApiError::bad_request(format!(
+                "unknown embedding_model {:?}; available: {}",
+                embedding_model.trim(),
+                self.searcher.embedders.names().join(", ")
+            ))
+            .into());
+        } else {
+            embedding_model
+        };
         ok(
             collections::create(&self.db, &me, &name, &description, &embedding_model)
                 .await
@@ -110,7 +331,314 @@ impl IngestService for IngestGrpc {
     async fn delete_collection(&self, request: Request<pb::CollectionRef>) -> Reply<Empty> {
         let me = caller(&request)?;
         collections::delete(&self.db, &me, &request.get_ref().id).await?;
+        self.searcher.index.forget(&request.get_ref().id);
         self.relay.notify();
         Ok(Response::new(Empty {}))
+    }
+
+    async fn upload(
+        &self,
+        request: Request<Streaming<pb::UploadChunk>>,
+    ) -> Reply<pb::UploadedFile> {
+        let me = caller(&request)?;
+        let stream = request.into_inner();
+        let row =
+            crate::uploads::receive(&self.db, &self.blobs, &me, stream, self.max_upload_bytes)
+                .await?;
+        Ok(Response::new(pb::UploadedFile {
+            id: row.id,
+            filename: row.filename,
+            size: row.size,
+        }))
+    }
+
+    async fn ingest_upload(&self, request: Request<pb::IngestUploadRequest>) -> Reply<pb::Job> {
+        let me = caller(&request)?;
+        let pb::IngestUploadRequest {
+            upload_id,
+            collection_id,
+            gen_doc_summaries,
+            gen_doc_questions,
+        } = request.into_inner();
+        let resolved = ingestion::settings_for(self.settings.as_ref(), &me).await?;
+        let params = IngestParams {
+            gen_doc_summaries,
+            gen_doc_questions,
+        };
+        let job = ingestion::start(
+            &self.db,
+            &me,
+            &resolved,
+            self.fairness,
+            &upload_id,
+            &collection_id,
+            &params,
+        )
+        .await?;
+        self.relay.notify();
+        self.wake.notify_waiters();
+        Ok(Response::new(job_pb(job)))
+    }
+
+    async fn get_job(&self, request: Request<pb::JobRef>) -> Reply<pb::Job> {
+        let me = caller(&request)?;
+        ok(crate::jobs::get(&self.db, &me, &request.get_ref().id)
+            .await
+            .map(job_pb))
+    }
+
+    async fn list_documents(
+        &self,
+        request: Request<pb::ListDocumentsRequest>,
+    ) -> Reply<pb::DocumentList> {
+        let me = caller(&request)?;
+        let r = request.into_inner();
+        let rows = documents::list(
+            &self.db,
+            &me,
+            &list_filter(&r),
+            r.offset,
+            r.limit,
+            &r.sort_column,
+            r.ascending,
+            r.group_by_source_chat,
+        )
+        .await?;
+        Ok(Response::new(pb::DocumentList {
+            documents: rows.into_iter().map(document_pb).collect(),
+        }))
+    }
+
+    async fn count_documents(
+        &self,
+        request: Request<pb::ListDocumentsRequest>,
+    ) -> Reply<pb::Count> {
+        let me = caller(&request)?;
+        let n = documents::count(&self.db, &me, &list_filter(request.get_ref())).await?;
+        Ok(Response::new(pb::Count {
+            count: i64::try_from(n).unwrap_or(i64::MAX),
+        }))
+    }
+
+    async fn get_document(&self, request: Request<pb::DocumentRef>) -> Reply<pb::Document> {
+        let me = caller(&request)?;
+        ok(documents::get(&self.db, &me, &request.get_ref().id)
+            .await
+            .map(document_pb))
+    }
+
+    async fn delete_document(&self, request: Request<pb::DocumentRef>) -> Reply<Empty> {
+        let me = caller(&request)?;
+        let doc = documents::delete(&self.db, &me, &request.get_ref().id).await?;
+        self.searcher.index.forget(&doc.collection_id);
+        self.relay.notify();
+        Ok(Response::new(Empty {}))
+    }
+
+    async fn get_audio_timestamps(
+        &self,
+        request: Request<pb::DocumentRef>,
+    ) -> Reply<pb::AudioSegmentList> {
+        let me = caller(&request)?;
+        let segments = documents::audio_segments(&self.db, &me, &request.get_ref().id).await?;
+        Ok(Response::new(pb::AudioSegmentList {
+            segments: segments
+                .into_iter()
+                .map(|s| pb::AudioSegment {
+                    start: s.start,
+                    end: s.end,
+                    speaker: s.speaker,
+                    original_speaker: s.original_speaker,
+                    text: s.text,
+                    r#type: None,
+                })
+                .collect(),
+        }))
+    }
+
+    async fn create_tag(&self, request: Request<pb::TagRequest>) -> Reply<pb::Tag> {
+        let me = caller(&request)?;
+        let pb::TagRequest {
+            name,
+            description,
+            format,
+        } = request.into_inner();
+        ok(
+            crate::tags::create(&self.db, &me, &name, description, format)
+                .await
+                .map(tag_pb),
+        )
+    }
+
+    async fn list_tags(&self, request: Request<pb::ListTagsRequest>) -> Reply<pb::TagList> {
+        let me = caller(&request)?;
+        let pb::ListTagsRequest {
+            linked_only,
+            user_scope,
+        } = request.into_inner();
+        ok(crate::tags::list(&self.db, &me, linked_only, user_scope)
+            .await
+            .map(|t| pb::TagList {
+                tags: t.into_iter().map(tag_pb).collect(),
+            }))
+    }
+
+    async fn get_tag(&self, request: Request<pb::TagRequest>) -> Reply<pb::Tag> {
+        caller(&request)?;
+        ok(crate::tags::get(&self.db, &request.get_ref().name)
+            .await
+            .map(tag_pb))
+    }
+
+    async fn update_tag(&self, request: Request<pb::TagRequest>) -> Reply<pb::Tag> {
+        let me = caller(&request)?;
+        let pb::TagRequest {
+            name,
+            description,
+            format,
+        } = request.into_inner();
+        ok(
+            crate::tags::update(&self.db, &me, &name, description, format)
+                .await
+                .map(tag_pb),
+        )
+    }
+
+    async fn delete_tag(&self, request: Request<pb::TagRequest>) -> Reply<pb::Tag> {
+        let me = caller(&request)?;
+        ok(crate::tags::delete(&self.db, &me, &request.get_ref().name)
+            .await
+            .map(tag_pb))
+    }
+
+    async fn tag_document(&self, request: Request<pb::DocumentTagRequest>) -> Reply<pb::Tag> {
+        let me = caller(&request)?;
+        let pb::DocumentTagRequest {
+            document_id,
+            tag_name,
+        } = request.into_inner();
+        ok(
+            crate::tags::tag_document(&self.db, &me, &document_id, &tag_name)
+                .await
+                .map(tag_pb),
+        )
+    }
+
+    async fn untag_document(&self, request: Request<pb::DocumentTagRequest>) -> Reply<pb::Tag> {
+        let me = caller(&request)?;
+        let pb::DocumentTagRequest {
+            document_id,
+            tag_name,
+        } = request.into_inner();
+        ok(
+            crate::tags::untag_document(&self.db, &me, &document_id, &tag_name)
+                .await
+                .map(tag_pb),
+        )
+    }
+
+    async fn list_documents_for_tags(
+        &self,
+        request: Request<pb::DocumentsForTagsRequest>,
+    ) -> Reply<pb::DocumentList> {
+        let me = caller(&request)?;
+        let pb::DocumentsForTagsRequest {
+            tag_names,
+            collection_id,
+        } = request.into_inner();
+        ok(
+            crate::tags::documents_for_tags(&self.db, &me, &tag_names, collection_id.as_deref())
+                .await
+                .map(|d| pb::DocumentList {
+                    documents: d.into_iter().map(document_pb).collect(),
+                }),
+        )
+    }
+
+    async fn create_extractor(
+        &self,
+        request: Request<pb::ExtractorFields>,
+    ) -> Reply<pb::Extractor> {
+        let me = caller(&request)?;
+        let fields = fields_in(Some(request.into_inner()))?;
+        let row = crate::extractors::create(&self.db, &me, fields).await?;
+        ok(extractor_pb(row))
+    }
+
+    async fn list_extractors(
+        &self,
+        request: Request<pb::ListExtractorsRequest>,
+    ) -> Reply<pb::ExtractorList> {
+        let me = caller(&request)?;
+        let pb::ListExtractorsRequest {
+            offset,
+            limit,
+            name_filter,
+        } = request.into_inner();
+        let rows = crate::extractors::list(&self.db, &me, offset, limit, &name_filter).await?;
+        ok(rows
+            .into_iter()
+            .map(extractor_pb)
+            .collect::<ApiResult<Vec<_>>>()
+            .map(|extractors| pb::ExtractorList { extractors }))
+    }
+
+    async fn get_extractor(&self, request: Request<pb::ExtractorRef>) -> Reply<pb::Extractor> {
+        let me = caller(&request)?;
+        let row = crate::extractors::get(&self.db, &me, &request.get_ref().id).await?;
+        ok(extractor_pb(row))
+    }
+
+    async fn update_extractor(
+        &self,
+        request: Request<pb::UpdateExtractorRequest>,
+    ) -> Reply<pb::Extractor> {
+        let me = caller(&request)?;
+        let pb::UpdateExtractorRequest { id, fields } = request.into_inner();
+        let fields = fields_in(fields)?;
+        let row = crate::extractors::update(&self.db, &me, &id, fields).await?;
+        ok(extractor_pb(row))
+    }
+
+    async fn delete_extractor(&self, request: Request<pb::ExtractorRef>) -> Reply<Empty> {
+        let me = caller(&request)?;
+        crate::extractors::delete(&self.db, &me, &request.get_ref().id).await?;
+        Ok(Response::new(Empty {}))
+    }
+
+    async fn search(&self, request: Request<pb::SearchRequest>) -> Reply<pb::SearchResponse> {
+        let me = caller(&request)?;
+        let pb::SearchRequest {
+            collection_ids,
+            document_ids,
+            query,
+            top_k,
+        } = request.into_inner();
+        let hits = self
+            .searcher
+            .search(&me, &collection_ids, &document_ids, &query, top_k as usize)
+            .await?;
+        Ok(Response::new(pb::SearchResponse {
+            hits: hits
+                .into_iter()
+                .map(|h| pb::SearchHit {
+                    chunk_id: h.chunk.id,
+                    document_id: h.chunk.document_id,
+                    document_name: h.document_name,
+                    collection_id: h.chunk.collection_id,
+                    pages: h
+                        .chunk
+                        .pages
+                        .split(',')
+                        .filter_map(|p| p.parse().ok())
+                        .collect(),
+                    text: h.chunk.text,
+                    score: h.score,
+                    chunk_index: u32::try_from(h.chunk.chunk_index).unwrap_or(0),
+                    start_time: h.chunk.start_time,
+                    end_time: h.chunk.end_time,
+                })
+                .collect(),
+        }))
     }
 }

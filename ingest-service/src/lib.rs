@@ -1,10 +1,20 @@
 //! ingest-service: collections, documents, ingestion and retrieval.
 
+pub mod blobs;
 pub mod collections;
+pub mod documents;
 pub mod entities;
 pub mod events;
+pub mod extractors;
 pub mod grpc;
+pub mod index;
+pub mod ingestion;
+pub mod jobs;
 pub mod migrations;
+pub mod search;
+pub mod tags;
+pub mod uploads;
+pub mod worker;
 
 use std::sync::Arc;
 
@@ -13,8 +23,12 @@ use docchat_common::bus::Subscription;
 use docchat_common::config::{Config, Service};
 use docchat_common::grpc::{Background, ServiceContext};
 use docchat_common::outbox::OutboxRelay;
+
+use crate::blobs::BlobStore;
+use docchat_common::settings::SettingsClient;
 use docchat_proto::ingest::v1::ingest_service_server::IngestServiceServer;
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 pub async fn migrate(_config: Arc<Config>, url: String) -> anyhow::Result<()> {
@@ -45,6 +59,48 @@ pub async fn serve(
         .tracker
         .spawn(relay.clone().run(background.token.clone()));
 
+    let registry = docchat_inference::Registry::load(ctx.config.models_file.as_deref())?;
+    let threads = (ctx.config.embed_threads > 0).then_some(ctx.config.embed_threads);
+    let embedders = Arc::new(docchat_inference::Embedders::load(
+        &registry,
+        &ctx.config.models_dir,
+        threads,
+    )?);
+    tracing::info!(embedders = ?embedders.names(), "embedders available");
+    let blobs = BlobStore::new(ctx.config.data_dir.join("blobs"))?;
+    let settings = SettingsClient::new(ctx.channel(Service::Admin)?, ctx.keys.clone());
+    let wake = Arc::new(Notify::new());
+    ctx.bus
+        .subscribe(
+            Subscription::new(worker::WORK_GROUP, &["ingest.work.*"]),
+            Arc::new(worker::Doorbell(wake.clone())),
+            &background.tracker,
+            background.token.clone(),
+        )
+        .await?;
+    let workers = worker::Workers {
+        db: db.clone(),
+        blobs: blobs.clone(),
+        embedders: embedders.clone(),
+        settings: Some(settings.clone()),
+        config: worker::WorkerConfig {
+            workers: ctx.config.ingest_workers,
+            lease: std::time::Duration::from_secs(ctx.config.job_lease_seconds.max(3)),
+            fallback_cap: 25,
+        },
+        wake: wake.clone(),
+    };
+    for n in 0..ctx.config.ingest_workers {
+        background
+            .tracker
+            .spawn(workers.clone().run(n, background.token.clone()));
+    }
+    let fairness = jobs::Fairness {
+        enabled: ctx.config.crawl_fairness_enabled,
+        fresh_window_minutes: ctx.config.crawl_fresh_user_window_minutes,
+        heavy_user_jobs_threshold: ctx.config.crawl_heavy_user_jobs_threshold,
+    };
+
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_serving::<IngestServiceServer<grpc::IngestGrpc>>()
@@ -53,6 +109,16 @@ pub async fn serve(
         grpc::IngestGrpc {
             db: db.clone(),
             relay,
+            blobs,
+            settings: Some(settings),
+            fairness,
+            searcher: search::Searcher {
+                db: db.clone(),
+                index: index::VectorIndex::default(),
+                embedders,
+            },
+            max_upload_bytes: ctx.config.max_body_bytes as u64,
+            wake,
         },
         AuthInterceptor::new(ctx.keys.clone(), Service::Ingest),
     );

@@ -17,6 +17,8 @@ from h2ogpte.rest_sync.api.api_keys_api import APIKeysApi
 from h2ogpte.rest_sync.api.chat_api import ChatApi
 from h2ogpte.rest_sync.api.collections_api import CollectionsApi
 from h2ogpte.rest_sync.api.configurations_api import ConfigurationsApi
+from h2ogpte.rest_sync.api.document_ingestion_api import DocumentIngestionApi
+from h2ogpte.rest_sync.api.documents_api import DocumentsApi
 from h2ogpte.rest_sync.api.models_api import ModelsApi
 from h2ogpte.rest_sync.api.permissions_api import PermissionsApi
 from h2ogpte.rest_sync.exceptions import ApiException
@@ -145,6 +147,34 @@ def _():
         assert e.status == 404
     else:
         raise AssertionError("expected 404")
+
+
+@check("upload_file → 200 UploadedFile; ingest_upload → 204; documents validate")
+def _():
+    import time
+
+    api = CollectionsApi(state["user"])
+    col = api.create_collection(CollectionCreateRequest(name="docs", description=""))
+    ingest = DocumentIngestionApi(state["user"])
+    vtt = "WEBVTT\n\n00:00:01.000 --> 00:00:02.500\n<v Ann>Hello there.</v>\n"
+    up = ingest.upload_file(file=("meeting.vtt", vtt.encode()))
+    assert up.filename == "meeting.vtt" and up.id
+    ingest.ingest_upload(up.id, col.id, gen_doc_summaries=False, gen_doc_questions=False)
+    docs = DocumentsApi(state["user"])
+    for _ in range(600):
+        if docs.get_document_count().count == 1:
+            break
+        time.sleep(0.1)
+    listed = docs.list_documents(limit=10, sort_column="updated_at", ascending=False)
+    assert len(listed) == 1 and listed[0].status == "completed", listed
+    doc = docs.get_document(listed[0].id)
+    assert doc.name == "meeting.vtt" and doc.page_count >= 1
+    segments = docs.get_audio_timestamps(doc.id)
+    assert segments[0].speaker == "Ann" and segments[0].end == 2.5
+    assert api.get_collection(col.id).document_count == 1
+    assert len(api.list_documents_for_collection(col.id)) == 1
+    docs.delete_document(doc.id)
+    assert docs.get_document_count().count == 0
 
 
 @check("list_models validates")

@@ -4,9 +4,13 @@
 pub mod chats;
 pub mod collections;
 pub mod configuration;
+pub mod documents;
+pub mod extractors;
 pub mod health;
 pub mod identity;
 pub mod models;
+pub mod tags;
+pub mod uploads;
 
 use chrono::{DateTime, Utc};
 use docchat_proto::Timestamp;

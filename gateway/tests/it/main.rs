@@ -3,7 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: fail loudly
 
+mod documents;
 mod harness;
 mod identity;
 mod readiness;
 mod slice;
+mod tags_extractors;

@@ -20,6 +20,8 @@ pub struct Model {
     pub description_generated_at: Option<ChronoDateTimeUtc>,
     pub description_dirty_at: Option<ChronoDateTimeUtc>,
     pub description_generation_started_at: Option<ChronoDateTimeUtc>,
+    /// Bumped whenever the collection's chunks change.
+    pub index_version: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

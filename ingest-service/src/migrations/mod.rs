@@ -3,6 +3,8 @@
 use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_collections;
+mod m20261122_000002_documents;
+mod m20261122_000003_tags_extractors;
 
 pub struct Migrator;
 
@@ -12,6 +14,8 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(docchat_common::outbox::CreateOutbox),
             Box::new(m20261121_000001_collections::Migration),
+            Box::new(m20261122_000002_documents::Migration),
+            Box::new(m20261122_000003_tags_extractors::Migration),
         ]
     }
 }

@@ -5,11 +5,12 @@
 use docchat_common::auth::authorized;
 use docchat_common::bus::{EventHandler, envelope};
 use docchat_common::config::Service;
-use docchat_common::testing::{Spawned, backends, bind, context, user};
+use docchat_common::testing::{backends, user};
 use docchat_proto::common::v1::PageRequest;
 use docchat_proto::events::v1::{ChatSessionCreated, ChatSessionDeleted};
 use docchat_proto::ingest::v1 as pb;
-use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
+mod pipeline;
+
 use tonic::Code;
 
 fn req<T>(
@@ -24,14 +25,10 @@ fn req<T>(
 #[tokio::test]
 async fn collections_are_scoped_to_their_owner() {
     for backend in backends() {
-        let dir = tempfile::tempdir().unwrap();
-        let (listener, url) = bind().await;
-        let ctx = context(backend.config(dir.path()));
-        let keys = ctx.keys.clone();
-        let svc = Spawned::start(ctx, listener, url, docchat_ingest_service::serve)
-            .await
-            .unwrap();
-        let mut c = IngestServiceClient::new(svc.channel());
+        // ingest-service reads limits from admin-service, so both run.
+        let stack = pipeline::Stack::start(&backend, |_| {}).await;
+        let keys = stack.keys.clone();
+        let mut c = stack.client.clone();
         let (alice, bob) = (user("alice", false), user("bob", false));
 
         let created = c
@@ -124,7 +121,7 @@ async fn collections_are_scoped_to_their_owner() {
             .await
             .unwrap_err();
         assert_eq!(again.code(), Code::NotFound);
-        svc.stop().await.unwrap();
+        stack.stop().await;
     }
 }
 

@@ -84,6 +84,16 @@ pub struct Config {
     pub shutdown_grace_seconds: u64,
     /// Upper bound of any HTTP request body (SPEC: 140 MB).
     pub max_body_bytes: usize,
+    /// Ingestion workers per ingest-service replica.
+    pub ingest_workers: usize,
+    /// How long a worker's claim on a job lasts without renewal.
+    pub job_lease_seconds: u64,
+    /// Threads of the in-process embedder (0: all cores).
+    pub embed_threads: usize,
+    /// Deployment-time crawl fairness (SPEC.md): priority routing of ingestion.
+    pub crawl_fairness_enabled: bool,
+    pub crawl_fresh_user_window_minutes: i64,
+    pub crawl_heavy_user_jobs_threshold: u64,
 }
 
 impl Default for Config {
@@ -110,7 +120,13 @@ impl Default for Config {
             internal_jwt_ttl_seconds: 120,
             log_format: "text".into(),
             shutdown_grace_seconds: 20,
-            max_body_bytes: 140 * 1024 * 1024,
+            max_body_bytes: 140 * 1000 * 1000,
+            ingest_workers: 2,
+            job_lease_seconds: 30,
+            embed_threads: 0,
+            crawl_fairness_enabled: true,
+            crawl_fresh_user_window_minutes: 60,
+            crawl_heavy_user_jobs_threshold: 50,
         }
     }
 }

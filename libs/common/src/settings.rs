@@ -297,16 +297,31 @@ impl SettingsClient {
 
     /// The settings in force for `caller`.
     pub async fn resolve(&self, caller: &Caller) -> Result<Resolved, ApiError> {
-        if let Some(hit) = self.cache.get(&caller.user_id) {
+        self.resolve_as(caller, &caller.user_id, String::new())
+            .await
+    }
+
+    /// The settings in force for `user_id`, asked by a component acting on its own (a
+    /// worker running that user's job).
+    pub async fn resolve_user(&self, component: &str, user_id: &str) -> Result<Resolved, ApiError> {
+        self.resolve_as(&Caller::service(component), user_id, user_id.to_owned())
+            .await
+    }
+
+    async fn resolve_as(
+        &self,
+        caller: &Caller,
+        user_id: &str,
+        for_user: String,
+    ) -> Result<Resolved, ApiError> {
+        if let Some(hit) = self.cache.get(&user_id.to_owned()) {
             return Ok(hit);
         }
         let request = authorized(
             &self.keys,
             caller,
             Service::Admin,
-            ResolveSettingsRequest {
-                user_id: String::new(),
-            },
+            ResolveSettingsRequest { user_id: for_user },
         )?;
         let response = self
             .client
@@ -318,7 +333,7 @@ impl SettingsClient {
         let resolved = Resolved::new(response.values);
         if response.cache_ttl_seconds > 0 {
             self.cache.insert(
-                caller.user_id.clone(),
+                user_id.to_owned(),
                 resolved.clone(),
                 Duration::from_secs(u64::from(response.cache_ttl_seconds)),
             );

@@ -40,6 +40,15 @@ pub fn backends() -> Vec<Backend> {
     out
 }
 
+/// Where tests find local models: `DOCCHAT_TEST_MODELS_DIR` (scripts/test.sh fetches them
+/// there), else the repository's `models/`.
+pub fn models_dir() -> std::path::PathBuf {
+    match std::env::var_os("DOCCHAT_TEST_MODELS_DIR") {
+        Some(dir) => dir.into(),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models"),
+    }
+}
+
 /// A fresh name for databases and bus namespaces.
 pub fn unique(prefix: &str) -> String {
     let id = uuid::Uuid::new_v4().simple().to_string();
@@ -69,6 +78,7 @@ impl Backend {
     /// databases and bus namespace.
     pub fn config(&self, data_dir: &Path) -> Config {
         let mut config = Config::for_test(data_dir);
+        config.models_dir = models_dir();
         if let Some(server) = &self.postgres {
             config.database_url = Some(postgres_database(server, &unique("dctest_")));
         }

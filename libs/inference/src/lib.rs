@@ -1,6 +1,12 @@
-//! Chat models and embedders for docchat. This first part is the model registry: the
-//! models file of ARCHITECTURE.md §5, read once at start.
+//! Chat models and embedders for docchat: the model registry (the models file of
+//! ARCHITECTURE.md §5, read once at start) and sentence embedders (§6): the local
+//! all-MiniLM-L6-v2 run in-process and any OpenAI-compatible `/v1/embeddings` upstream,
+//! gathered by name in [`Embedders`].
 
+pub mod embed;
 pub mod registry;
 
+pub use embed::{
+    EmbedError, Embedder, Embedders, MINILM_NAME, MiniLmEmbedder, OpenAiEmbedder, l2_normalize,
+};
 pub use registry::{ModelEntry, ModelKind, Registry};

@@ -49,6 +49,10 @@ pub struct ModelEntry {
     pub default: bool,
     #[serde(default)]
     pub kind: ModelKind,
+    /// Embedding upstreams: the vector size, when known in advance (else learned from the
+    /// first answer).
+    #[serde(default)]
+    pub dimensions: Option<usize>,
 }
 
 fn default_provider() -> String {

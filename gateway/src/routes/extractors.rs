@@ -1,0 +1,288 @@
+//! /api/v1/extractors (names of the h2oGPTe client; PATCH rules of SPEC.md).
+
+use actix_web::{HttpResponse, delete, get, patch, post, web};
+use chrono::{DateTime, Utc};
+use docchat_common::config::Service;
+use docchat_proto::ingest::v1 as pb;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::ts_req;
+use crate::auth::Authed;
+use crate::error::{ErrorBody, HttpResult};
+use crate::state::AppState;
+
+/// Create and PATCH bodies: every field optional (null or omitted keeps the value).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct ExtractorBody {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub llm: Option<String>,
+    /// A JSON Schema serialized as a string; empty resets to the default.
+    pub schema: Option<String>,
+    /// Empty resets to the default prompt.
+    pub prompt: Option<String>,
+    pub pre_prompt_summary: Option<String>,
+    pub system_prompt: Option<String>,
+    pub keep_intermediate_results: Option<bool>,
+    /// At least 1.
+    pub max_num_chunks: Option<i64>,
+    /// on, off or auto.
+    pub vision: Option<String>,
+    pub vision_llm: Option<String>,
+    pub image_batch_image_prompt: Option<String>,
+    pub image_batch_final_prompt: Option<String>,
+    /// Replaces the stored settings whole.
+    #[schema(value_type = Option<Object>)]
+    pub guardrails_settings: Option<serde_json::Value>,
+}
+
+impl From<ExtractorBody> for pb::ExtractorFields {
+    fn from(b: ExtractorBody) -> Self {
+        let ExtractorBody {
+            name,
+            description,
+            llm,
+            schema,
+            prompt,
+            pre_prompt_summary,
+            system_prompt,
+            keep_intermediate_results,
+            max_num_chunks,
+            vision,
+            vision_llm,
+            image_batch_image_prompt,
+            image_batch_final_prompt,
+            guardrails_settings,
+        } = b;
+        pb::ExtractorFields {
+            name,
+            description,
+            llm,
+            schema,
+            prompt,
+            pre_prompt_summary,
+            system_prompt,
+            keep_intermediate_results,
+            max_num_chunks,
+            vision,
+            vision_llm,
+            image_batch_image_prompt,
+            image_batch_final_prompt,
+            guardrails_settings_json: guardrails_settings
+                .filter(|g| !g.is_null())
+                .map(|g| g.to_string()),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Extractor {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub llm: String,
+    pub schema: String,
+    pub prompt: String,
+    pub pre_prompt_summary: Option<String>,
+    pub system_prompt: Option<String>,
+    pub keep_intermediate_results: bool,
+    pub max_num_chunks: Option<i64>,
+    pub vision: String,
+    pub vision_llm: Option<String>,
+    pub image_batch_image_prompt: Option<String>,
+    pub image_batch_final_prompt: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub guardrails_settings: Option<serde_json::Value>,
+    pub is_public: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<pb::Extractor> for Extractor {
+    fn from(e: pb::Extractor) -> Self {
+        let pb::Extractor {
+            id,
+            fields,
+            is_public,
+            created_at,
+        } = e;
+        let pb::ExtractorFields {
+            name,
+            description,
+            llm,
+            schema,
+            prompt,
+            pre_prompt_summary,
+            system_prompt,
+            keep_intermediate_results,
+            max_num_chunks,
+            vision,
+            vision_llm,
+            image_batch_image_prompt,
+            image_batch_final_prompt,
+            guardrails_settings_json,
+        } = fields.unwrap_or_default();
+        Extractor {
+            id,
+            name: name.unwrap_or_default(),
+            description: description.unwrap_or_default(),
+            llm: llm.unwrap_or_default(),
+            schema: schema.unwrap_or_default(),
+            prompt: prompt.unwrap_or_default(),
+            pre_prompt_summary,
+            system_prompt,
+            keep_intermediate_results: keep_intermediate_results.unwrap_or(false),
+            max_num_chunks,
+            vision: vision.unwrap_or_else(|| "auto".into()),
+            vision_llm,
+            image_batch_image_prompt,
+            image_batch_final_prompt,
+            guardrails_settings: guardrails_settings_json
+                .and_then(|g| serde_json::from_str(&g).ok()),
+            is_public,
+            created_at: ts_req(created_at),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ListQuery {
+    pub offset: Option<u64>,
+    pub limit: Option<u64>,
+    pub name_filter: Option<String>,
+}
+
+#[utoipa::path(tag = "Extractors", request_body = ExtractorBody,
+    responses((status = 200, body = Extractor), (status = 400, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[post("/extractors")]
+pub async fn create_extractor(
+    state: web::Data<AppState>,
+    caller: Authed,
+    body: web::Json<ExtractorBody>,
+) -> HttpResult<web::Json<Extractor>> {
+    let request = state.request(
+        &caller,
+        Service::Ingest,
+        pb::ExtractorFields::from(body.into_inner()),
+    )?;
+    Ok(web::Json(
+        state
+            .ingest
+            .clone()
+            .create_extractor(request)
+            .await?
+            .into_inner()
+            .into(),
+    ))
+}
+
+#[utoipa::path(tag = "Extractors", params(ListQuery),
+    responses((status = 200, body = Vec<Extractor>)),
+    security(("bearer" = [])))]
+#[get("/extractors")]
+pub async fn list_extractors(
+    state: web::Data<AppState>,
+    caller: Authed,
+    query: web::Query<ListQuery>,
+) -> HttpResult<web::Json<Vec<Extractor>>> {
+    let ListQuery {
+        offset,
+        limit,
+        name_filter,
+    } = query.into_inner();
+    let request = state.request(
+        &caller,
+        Service::Ingest,
+        pb::ListExtractorsRequest {
+            offset: offset.unwrap_or(0),
+            limit: limit.unwrap_or(0),
+            name_filter: name_filter.unwrap_or_default(),
+        },
+    )?;
+    let list = state
+        .ingest
+        .clone()
+        .list_extractors(request)
+        .await?
+        .into_inner();
+    Ok(web::Json(
+        list.extractors.into_iter().map(Extractor::from).collect(),
+    ))
+}
+
+#[utoipa::path(tag = "Extractors", params(("extractor_id" = String, Path)),
+    responses((status = 200, body = Extractor), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/extractors/{extractor_id}")]
+pub async fn get_extractor(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<String>,
+) -> HttpResult<web::Json<Extractor>> {
+    let request = state.request(
+        &caller,
+        Service::Ingest,
+        pb::ExtractorRef {
+            id: path.into_inner(),
+        },
+    )?;
+    Ok(web::Json(
+        state
+            .ingest
+            .clone()
+            .get_extractor(request)
+            .await?
+            .into_inner()
+            .into(),
+    ))
+}
+
+#[utoipa::path(tag = "Extractors", params(("extractor_id" = String, Path)), request_body = ExtractorBody,
+    responses((status = 200, body = Extractor), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[patch("/extractors/{extractor_id}")]
+pub async fn update_extractor(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<String>,
+    body: web::Json<ExtractorBody>,
+) -> HttpResult<web::Json<Extractor>> {
+    let request = state.request(
+        &caller,
+        Service::Ingest,
+        pb::UpdateExtractorRequest {
+            id: path.into_inner(),
+            fields: Some(body.into_inner().into()),
+        },
+    )?;
+    Ok(web::Json(
+        state
+            .ingest
+            .clone()
+            .update_extractor(request)
+            .await?
+            .into_inner()
+            .into(),
+    ))
+}
+
+#[utoipa::path(tag = "Extractors", params(("extractor_id" = String, Path)),
+    responses((status = 204), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[delete("/extractors/{extractor_id}")]
+pub async fn delete_extractor(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<String>,
+) -> HttpResult<HttpResponse> {
+    let request = state.request(
+        &caller,
+        Service::Ingest,
+        pb::ExtractorRef {
+            id: path.into_inner(),
+        },
+    )?;
+    state.ingest.clone().delete_extractor(request).await?;
+    Ok(HttpResponse::NoContent().finish())
+}

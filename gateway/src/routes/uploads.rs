@@ -1,0 +1,163 @@
+//! /api/v1/uploads: files stream from the multipart body into ingest-service's blob store
+//! (client-streaming gRPC) without ever being held whole; ingestion is queued from there.
+
+use actix_multipart::Multipart;
+use actix_web::{HttpRequest, HttpResponse, post, put, web};
+use docchat_common::config::Service;
+use docchat_common::error::{ApiError, ErrorCode};
+use docchat_proto::ingest::v1 as pb;
+use docchat_proto::ingest::v1::upload_chunk::Part;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::auth::Authed;
+use crate::error::{ErrorBody, HttpError, HttpResult, bad_request};
+use crate::state::AppState;
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct UploadedFile {
+    pub id: String,
+    pub filename: String,
+}
+
+fn too_large(max: usize) -> HttpError {
+    HttpError(ApiError::new(
+        ErrorCode::PayloadTooLarge,
+        format!("the request body is larger than {} MB", max / 1_000_000),
+    ))
+}
+
+#[utoipa::path(
+    tag = "Document Ingestion",
+    request_body(content_type = "multipart/form-data", description = "a part named `file`"),
+    responses((status = 200, body = UploadedFile), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+#[put("/uploads")]
+pub async fn upload_file(
+    state: web::Data<AppState>,
+    caller: Authed,
+    req: HttpRequest,
+    mut payload: Multipart,
+) -> HttpResult<HttpResponse> {
+    let max = state.config.max_body_bytes;
+    let declared = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(too_large(max));
+    }
+    while let Some(field) = payload.next().await {
+        let mut field =
+            field.map_err(|e| bad_request(format!("Failed to parse form data. {e}")))?;
+        if field.name() != Some("file") {
+            // Other parts are not ours to keep; read past them.
+            while let Some(chunk) = field.next().await {
+                chunk.map_err(|e| bad_request(format!("Failed to parse form data. {e}")))?;
+            }
+            continue;
+        }
+        let filename = field
+            .content_disposition()
+            .and_then(|cd| cd.get_filename())
+            .unwrap_or("")
+            .to_owned();
+        let (tx, rx) = tokio::sync::mpsc::channel::<pb::UploadChunk>(16);
+        let request = state.request(
+            &caller,
+            Service::Ingest,
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )?;
+        let mut client = state.ingest.clone();
+        let send = async move {
+            let meta = pb::UploadChunk {
+                part: Some(Part::Meta(pb::UploadMeta { filename })),
+            };
+            if tx.send(meta).await.is_err() {
+                return Ok(());
+            }
+            let mut total = 0usize;
+            while let Some(chunk) = field.next().await {
+                let bytes =
+                    chunk.map_err(|e| bad_request(format!("Failed to parse form data. {e}")))?;
+                total += bytes.len();
+                if total > max {
+                    return Err(too_large(max));
+                }
+                let part = pb::UploadChunk {
+                    part: Some(Part::Data(bytes.to_vec())),
+                };
+                if tx.send(part).await.is_err() {
+                    // The service gave up (and says why in its answer).
+                    return Ok(());
+                }
+            }
+            Ok::<(), HttpError>(())
+        };
+        let (sent, answer) = futures::join!(send, client.upload(request));
+        sent?;
+        let uploaded = answer?.into_inner();
+        return Ok(HttpResponse::Ok().json(UploadedFile {
+            id: uploaded.id,
+            filename: uploaded.filename,
+        }));
+    }
+    Err(bad_request("The request does not contain a file."))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct IngestQuery {
+    pub collection_id: Option<String>,
+    pub gen_doc_summaries: Option<bool>,
+    pub gen_doc_questions: Option<bool>,
+}
+
+#[utoipa::path(
+    tag = "Document Ingestion",
+    params(("upload_ids" = String, Path, description = "one upload id, or several comma-separated"), IngestQuery),
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 413, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+#[post("/uploads/{upload_ids}/ingest")]
+pub async fn ingest_upload(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<String>,
+    query: web::Query<IngestQuery>,
+) -> HttpResult<HttpResponse> {
+    let IngestQuery {
+        collection_id,
+        gen_doc_summaries,
+        gen_doc_questions,
+    } = query.into_inner();
+    let collection_id = collection_id.unwrap_or_default();
+    if collection_id.is_empty() {
+        return Err(bad_request("collection_id is required"));
+    }
+    let ids: Vec<String> = path
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if ids.is_empty() {
+        return Err(bad_request("no upload id given"));
+    }
+    for upload_id in ids {
+        let request = state.request(
+            &caller,
+            Service::Ingest,
+            pb::IngestUploadRequest {
+                upload_id,
+                collection_id: collection_id.clone(),
+                gen_doc_summaries: gen_doc_summaries.unwrap_or(false),
+                gen_doc_questions: gen_doc_questions.unwrap_or(false),
+            },
+        )?;
+        state.ingest.clone().ingest_upload(request).await?;
+    }
+    Ok(HttpResponse::NoContent().finish())
+}

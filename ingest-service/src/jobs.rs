@@ -1,0 +1,381 @@
+//! Ingestion jobs. The row is the truth: workers claim queued rows (standard queue before
+//! deprioritized, oldest first, never past a user's crawl_max_concurrent_per_user), hold a
+//! lease they renew while working, and a lapsed lease puts the job back in the queue. Every
+//! change is announced as `job.<status>` through the outbox.
+
+use chrono::Duration;
+use docchat_common::Caller;
+use docchat_common::bus::envelope;
+use docchat_common::error::{ApiError, ApiResult};
+use docchat_common::outbox;
+use docchat_common::time::{now, opt_to_proto, to_proto};
+use docchat_proto::events::v1::{JobChanged, WorkAvailable};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set, Statement, TransactionTrait,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::entities::jobs;
+
+pub const KIND_INGEST_UPLOAD: &str = "ingest_upload";
+pub const STANDARD: &str = "standard";
+pub const DEPRIORITIZED: &str = "deprioritized";
+/// A job whose worker died this many times fails instead of running again.
+pub const MAX_ATTEMPTS: i32 = 3;
+/// SPEC.md: job error lines are at most 300 bytes.
+pub const ERROR_LINE_BYTES: usize = 300;
+
+/// Options of an ingestion job.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct IngestParams {
+    pub gen_doc_summaries: bool,
+    pub gen_doc_questions: bool,
+}
+
+/// One line, at most 300 bytes, cut on a character boundary.
+pub fn error_line(message: &str) -> String {
+    let line = message.lines().next().unwrap_or("").trim();
+    if line.len() <= ERROR_LINE_BYTES {
+        return line.to_owned();
+    }
+    let mut end = ERROR_LINE_BYTES;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    line[..end].to_owned()
+}
+
+pub fn errors_of(job: &jobs::Model) -> Vec<String> {
+    serde_json::from_str(&job.errors).unwrap_or_default()
+}
+
+fn changed(job: &jobs::Model) -> docchat_proto::events::v1::Envelope {
+    envelope(
+        &format!("job.{}", job.status),
+        &job.owner_id,
+        &JobChanged {
+            job_id: job.id.clone(),
+            kind: job.kind.clone(),
+            status: job.status.clone(),
+            progress: job.progress,
+            errors: errors_of(job),
+            user_id: job.owner_id.clone(),
+            username: job.owner_username.clone(),
+            collection_id: job.collection_id.clone(),
+            collection_name: job.collection_name.clone(),
+            created_at: Some(to_proto(job.created_at)),
+            started_at: opt_to_proto(job.started_at),
+            finished_at: opt_to_proto(job.finished_at),
+        },
+    )
+}
+
+/// Announces a job's new state inside the caller's transaction.
+pub async fn announce<C: ConnectionTrait>(
+    conn: &C,
+    job: &jobs::Model,
+) -> Result<(), sea_orm::DbErr> {
+    outbox::enqueue(conn, &changed(job)).await
+}
+
+/// Deployment-time crawl fairness (environment, not runtime settings).
+#[derive(Debug, Clone, Copy)]
+pub struct Fairness {
+    pub enabled: bool,
+    pub fresh_window_minutes: i64,
+    pub heavy_user_jobs_threshold: u64,
+}
+
+/// The queue a new job of `owner` joins: users with many recent jobs go to the
+/// deprioritized queue.
+pub async fn queue_for(
+    db: &DatabaseConnection,
+    owner: &str,
+    fairness: Fairness,
+) -> ApiResult<&'static str> {
+    if !fairness.enabled {
+        return Ok(STANDARD);
+    }
+    let since = now() - Duration::minutes(fairness.fresh_window_minutes.max(0));
+    let recent = jobs::Entity::find()
+        .filter(jobs::Column::OwnerId.eq(owner))
+        .filter(jobs::Column::CreatedAt.gte(since))
+        .count(db)
+        .await?;
+    Ok(if recent >= fairness.heavy_user_jobs_threshold {
+        DEPRIORITIZED
+    } else {
+        STANDARD
+    })
+}
+
+/// A new queued ingestion job, written with its announcement and the workers' doorbell.
+#[allow(clippy::too_many_arguments)]
+pub async fn enqueue<C: ConnectionTrait>(
+    conn: &C,
+    caller: &Caller,
+    queue: &str,
+    collection_id: &str,
+    collection_name: &str,
+    upload_id: &str,
+    params: &IngestParams,
+) -> ApiResult<jobs::Model> {
+    let at = now();
+    let job =
+        jobs::ActiveModel {
+            id: Set(uuid::Uuid::new_v4().to_string()),
+            kind: Set(KIND_INGEST_UPLOAD.to_owned()),
+            owner_id: Set(caller.user_id.clone()),
+            owner_username: Set(caller.username.clone()),
+            status: Set("queued".to_owned()),
+            queue: Set(queue.to_owned()),
+            progress: Set(0.0),
+            errors: Set("[]".to_owned()),
+            collection_id: Set(collection_id.to_owned()),
+            collection_name: Set(collection_name.to_owned()),
+            upload_id: Set(Some(upload_id.to_owned())),
+            document_id: Set(None),
+            params: Set(
+                serde_json::to_string(params).map_err(|e| ApiError::internal("job params", e))?
+            ),
+            attempts: Set(0),
+            lease_until: Set(None),
+            created_at: Set(at),
+            updated_at: Set(at),
+            started_at: Set(None),
+            finished_at: Set(None),
+        }
+        .insert(conn)
+        .await?;
+    announce(conn, &job).await?;
+    outbox::enqueue(
+        conn,
+        &envelope(
+            &format!("ingest.work.{queue}"),
+            &caller.user_id,
+            &WorkAvailable {
+                job_id: job.id.clone(),
+            },
+        ),
+    )
+    .await?;
+    Ok(job)
+}
+
+pub async fn get(db: &DatabaseConnection, caller: &Caller, id: &str) -> ApiResult<jobs::Model> {
+    jobs::Entity::find_by_id(id.to_owned())
+        .filter(jobs::Column::OwnerId.eq(caller.user_id.clone()))
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("job {id} not found")))
+}
+
+/// Running jobs of a user.
+pub async fn running_count(db: &DatabaseConnection, owner: &str) -> ApiResult<u64> {
+    Ok(jobs::Entity::find()
+        .filter(jobs::Column::OwnerId.eq(owner))
+        .filter(jobs::Column::Status.eq("running"))
+        .count(db)
+        .await?)
+}
+
+/// Claims `job_id` if it is still queued and its owner runs fewer than `cap` jobs. The
+/// check and the claim are one statement (serialized per user on PostgreSQL by an advisory
+/// lock), so the cap holds across workers and replicas.
+pub async fn try_claim(
+    db: &DatabaseConnection,
+    job: &jobs::Model,
+    cap: Option<i64>,
+    lease: Duration,
+) -> ApiResult<bool> {
+    let at = now();
+    let until = at + lease;
+    let backend = db.get_database_backend();
+    let cap = cap.unwrap_or(i64::MAX);
+    let txn = db.begin().await?;
+    let sql = match backend {
+        DbBackend::Postgres => {
+            txn.execute(Statement::from_sql_and_values(
+                backend,
+                "SELECT pg_advisory_xact_lock(hashtext($1))",
+                [job.owner_id.clone().into()],
+            ))
+            .await?;
+            "UPDATE jobs SET status = 'running', attempts = attempts + 1, lease_until = $1, \
+             started_at = COALESCE(started_at, $2), updated_at = $2 \
+             WHERE id = $3 AND status = 'queued' AND \
+             (SELECT COUNT(*) FROM jobs r WHERE r.owner_id = $4 AND r.status = 'running') < $5"
+        }
+        _ => {
+            "UPDATE jobs SET status = 'running', attempts = attempts + 1, lease_until = ?, \
+             started_at = COALESCE(started_at, ?), updated_at = ? \
+             WHERE id = ? AND status = 'queued' AND \
+             (SELECT COUNT(*) FROM jobs r WHERE r.owner_id = ? AND r.status = 'running') < ?"
+        }
+    };
+    let values: Vec<sea_orm::Value> = match backend {
+        DbBackend::Postgres => vec![
+            until.into(),
+            at.into(),
+            job.id.clone().into(),
+            job.owner_id.clone().into(),
+            cap.into(),
+        ],
+        _ => vec![
+            until.into(),
+            at.into(),
+            at.into(),
+            job.id.clone().into(),
+            job.owner_id.clone().into(),
+            cap.into(),
+        ],
+    };
+    let claimed = txn
+        .execute(Statement::from_sql_and_values(backend, sql, values))
+        .await?
+        .rows_affected()
+        == 1;
+    if claimed && let Some(row) = jobs::Entity::find_by_id(job.id.clone()).one(&txn).await? {
+        announce(&txn, &row).await?;
+    }
+    txn.commit().await?;
+    Ok(claimed)
+}
+
+/// Queued jobs in the order workers take them: the standard queue first, oldest first.
+pub async fn candidates(db: &DatabaseConnection, limit: u64) -> ApiResult<Vec<jobs::Model>> {
+    let mut rows = jobs::Entity::find()
+        .filter(jobs::Column::Status.eq("queued"))
+        .filter(jobs::Column::Queue.eq(STANDARD))
+        .order_by_asc(jobs::Column::CreatedAt)
+        .limit(limit)
+        .all(db)
+        .await?;
+    if (rows.len() as u64) < limit {
+        rows.extend(
+            jobs::Entity::find()
+                .filter(jobs::Column::Status.eq("queued"))
+                .filter(jobs::Column::Queue.eq(DEPRIORITIZED))
+                .order_by_asc(jobs::Column::CreatedAt)
+                .limit(limit - rows.len() as u64)
+                .all(db)
+                .await?,
+        );
+    }
+    Ok(rows)
+}
+
+/// Extends the lease of a job this worker runs; false when the job is no longer ours.
+pub async fn renew(
+    db: &DatabaseConnection,
+    job_id: &str,
+    lease: Duration,
+    progress: f64,
+) -> ApiResult<bool> {
+    let at = now();
+    let result = jobs::Entity::update_many()
+        .col_expr(
+            jobs::Column::LeaseUntil,
+            sea_orm::sea_query::Expr::value(Some(at + lease)),
+        )
+        .col_expr(
+            jobs::Column::Progress,
+            sea_orm::sea_query::Expr::value(progress),
+        )
+        .col_expr(jobs::Column::UpdatedAt, sea_orm::sea_query::Expr::value(at))
+        .filter(jobs::Column::Id.eq(job_id))
+        .filter(jobs::Column::Status.eq("running"))
+        .exec(db)
+        .await?;
+    Ok(result.rows_affected == 1)
+}
+
+/// Puts running jobs whose lease lapsed (their worker died) back in the queue, or fails
+/// them after [`MAX_ATTEMPTS`].
+pub async fn recover_stale(db: &DatabaseConnection) -> ApiResult<u64> {
+    let at = now();
+    let stale = jobs::Entity::find()
+        .filter(jobs::Column::Status.eq("running"))
+        .filter(jobs::Column::LeaseUntil.lt(at))
+        .all(db)
+        .await?;
+    let mut n = 0;
+    for job in stale {
+        let txn = db.begin().await?;
+        let give_up = job.attempts >= MAX_ATTEMPTS;
+        let mut active: jobs::ActiveModel = job.clone().into();
+        active.lease_until = Set(None);
+        active.updated_at = Set(at);
+        if give_up {
+            let mut errors = errors_of(&job);
+            errors.push(error_line(
+                "the worker stopped repeatedly while running this job",
+            ));
+            active.status = Set("failed".into());
+            active.finished_at = Set(Some(at));
+            active.errors = Set(serde_json::to_string(&errors).unwrap_or_else(|_| "[]".into()));
+        } else {
+            active.status = Set("queued".into());
+            active.progress = Set(0.0);
+        }
+        // Only if nobody touched it meanwhile.
+        let updated = jobs::Entity::update_many()
+            .set(active)
+            .filter(jobs::Column::Id.eq(job.id.clone()))
+            .filter(jobs::Column::Status.eq("running"))
+            .filter(jobs::Column::LeaseUntil.lt(at))
+            .exec(&txn)
+            .await?;
+        if updated.rows_affected == 1 {
+            if let Some(row) = jobs::Entity::find_by_id(job.id.clone()).one(&txn).await? {
+                announce(&txn, &row).await?;
+            }
+            n += 1;
+            tracing::warn!(job_id = %job.id, gave_up = give_up, "recovered a job whose worker stopped");
+        }
+        txn.commit().await?;
+    }
+    Ok(n)
+}
+
+/// Marks a running job failed with a one-line reason.
+pub async fn fail(db: &DatabaseConnection, job_id: &str, reason: &str) -> ApiResult<()> {
+    let txn = db.begin().await?;
+    let Some(job) = jobs::Entity::find_by_id(job_id.to_owned())
+        .one(&txn)
+        .await?
+    else {
+        return Ok(());
+    };
+    if job.status != "running" {
+        return Ok(());
+    }
+    let mut errors = errors_of(&job);
+    errors.push(error_line(reason));
+    let at = now();
+    let mut active: jobs::ActiveModel = job.into();
+    active.status = Set("failed".into());
+    active.errors = Set(serde_json::to_string(&errors).unwrap_or_else(|_| "[]".into()));
+    active.finished_at = Set(Some(at));
+    active.updated_at = Set(at);
+    active.lease_until = Set(None);
+    let row = active.update(&txn).await?;
+    announce(&txn, &row).await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_line;
+
+    #[test]
+    fn error_lines_are_one_line_and_bounded() {
+        assert_eq!(error_line("bad file\nstack trace here"), "bad file");
+        let long = "é".repeat(400);
+        let line = error_line(&long);
+        assert!(line.len() <= 300);
+        assert!(line.chars().all(|c| c == 'é'));
+    }
+}

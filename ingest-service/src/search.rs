@@ -1,0 +1,268 @@
+//! Hybrid retrieval: vector similarity (in-process index) and lexical search (SQLite FTS5 /
+//! PostgreSQL full-text), fused by reciprocal rank.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use docchat_common::Caller;
+use docchat_common::error::{ApiError, ApiResult, ErrorCode};
+use docchat_inference::Embedders;
+use sea_orm::{
+    ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait,
+    QueryFilter, Statement,
+};
+
+use crate::entities::{chunks, collections, documents};
+use crate::index::VectorIndex;
+
+pub const DEFAULT_TOP_K: usize = 8;
+pub const MAX_TOP_K: usize = 100;
+/// Reciprocal-rank-fusion constant (the usual 60).
+const RRF_K: f64 = 60.0;
+
+#[derive(Debug, Clone)]
+pub struct Hit {
+    pub chunk: chunks::Model,
+    pub document_name: String,
+    pub score: f64,
+}
+
+/// The words of a query, safe to splice into FTS5 / tsquery syntax.
+pub fn terms(query: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for word in query.split(|c: char| !c.is_alphanumeric()) {
+        let w = word.to_lowercase();
+        if w.chars().count() >= 2 && !out.contains(&w) {
+            out.push(w);
+        }
+        if out.len() == 32 {
+            break;
+        }
+    }
+    out
+}
+
+/// Fuses rankings: each list contributes 1/(k + rank) to a chunk's score.
+pub fn fuse(rankings: &[Vec<i64>]) -> Vec<(i64, f64)> {
+    let mut scores: HashMap<i64, f64> = HashMap::new();
+    for ranking in rankings {
+        for (rank, id) in ranking.iter().enumerate() {
+            *scores.entry(*id).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
+        }
+    }
+    let mut out: Vec<(i64, f64)> = scores.into_iter().collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    out
+}
+
+fn placeholders(backend: DbBackend, start: usize, n: usize) -> String {
+    (0..n)
+        .map(|i| match backend {
+            DbBackend::Postgres => format!("${}", start + i),
+            _ => "?".to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Chunk ids matching the query's words, best first.
+pub async fn lexical(
+    db: &DatabaseConnection,
+    collection_ids: &[String],
+    document_ids: &[String],
+    query: &str,
+    limit: usize,
+) -> ApiResult<Vec<i64>> {
+    let words = terms(query);
+    if words.is_empty() || collection_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let backend = db.get_database_backend();
+    let mut values: Vec<sea_orm::Value> = Vec::new();
+    let sql = match backend {
+        DbBackend::Postgres => {
+            values.push(words.join(" | ").into());
+            let cols = placeholders(backend, 2, collection_ids.len());
+            values.extend(collection_ids.iter().map(|c| c.clone().into()));
+            let mut sql = format!(
+                "SELECT id FROM chunks WHERE tsv @@ to_tsquery('english', $1) AND collection_id IN ({cols})"
+            );
+            if !document_ids.is_empty() {
+                let docs = placeholders(backend, 2 + collection_ids.len(), document_ids.len());
+                values.extend(document_ids.iter().map(|d| d.clone().into()));
+                sql.push_str(&format!(" AND document_id IN ({docs})"));
+            }
+            sql.push_str(&format!(
+                " ORDER BY ts_rank(tsv, to_tsquery('english', $1)) DESC, id LIMIT {limit}"
+            ));
+            sql
+        }
+        _ => {
+            let fts: Vec<String> = words.iter().map(|w| format!("\"{w}\"")).collect();
+            values.push(fts.join(" OR ").into());
+            values.extend(collection_ids.iter().map(|c| c.clone().into()));
+            let mut sql = format!(
+                "SELECT c.id FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid \
+                 WHERE chunks_fts MATCH ? AND c.collection_id IN ({})",
+                placeholders(backend, 0, collection_ids.len())
+            );
+            if !document_ids.is_empty() {
+                values.extend(document_ids.iter().map(|d| d.clone().into()));
+                sql.push_str(&format!(
+                    " AND c.document_id IN ({})",
+                    placeholders(backend, 0, document_ids.len())
+                ));
+            }
+            sql.push_str(&format!(" ORDER BY bm25(chunks_fts), c.id LIMIT {limit}"));
+            sql
+        }
+    };
+    let rows = db
+        .query_all(Statement::from_sql_and_values(backend, sql, values))
+        .await?;
+    rows.iter()
+        .map(|r| r.try_get_by_index::<i64>(0).map_err(ApiError::from))
+        .collect()
+}
+
+#[derive(Clone)]
+pub struct Searcher {
+    pub db: DatabaseConnection,
+    pub index: VectorIndex,
+    pub embedders: Arc<Embedders>,
+}
+
+impl Searcher {
+    pub async fn search(
+        &self,
+        caller: &Caller,
+        collection_ids: &[String],
+        document_ids: &[String],
+        query: &str,
+        top_k: usize,
+    ) -> ApiResult<Vec<Hit>> {
+        let query = query.trim();
+        if query.is_empty() {
+            return Err(ApiError::bad_request("the search query must not be empty"));
+        }
+        if query.chars().count() > 10_000 {
+            return Err(ApiError::bad_request(
+                "the search query is longer than 10000 characters",
+            ));
+        }
+        if collection_ids.is_empty() {
+            return Err(ApiError::bad_request(
+                "search needs at least one collection",
+            ));
+        }
+        let top_k = if top_k == 0 {
+            DEFAULT_TOP_K
+        } else {
+            top_k.min(MAX_TOP_K)
+        };
+        let candidates = (top_k * 4).max(50);
+
+        let visible = collections::Entity::find()
+            .filter(collections::Column::Id.is_in(collection_ids.iter().cloned()))
+            .filter(
+                Condition::any()
+                    .add(collections::Column::OwnerId.eq(caller.user_id.clone()))
+                    .add(collections::Column::IsPublic.eq(true)),
+            )
+            .all(&self.db)
+            .await?;
+        for id in collection_ids {
+            if !visible.iter().any(|c| &c.id == id) {
+                return Err(ApiError::not_found(format!("collection {id} not found")));
+            }
+        }
+
+        // Vector side: one query embedding per embedder, nearest chunks per collection.
+        let mut by_model: HashMap<&str, Vec<&collections::Model>> = HashMap::new();
+        for c in &visible {
+            by_model
+                .entry(c.embedding_model.as_str())
+                .or_default()
+                .push(c);
+        }
+        let docs_filter = (!document_ids.is_empty()).then_some(document_ids);
+        let mut vector_hits: Vec<(i64, f32)> = Vec::new();
+        for (model, cols) in by_model {
+            let embedder = self.embedders.get(model).ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::Unavailable,
+                    format!("embedding model {model} is not available"),
+                )
+            })?;
+            let query_vec = embedder
+                .embed(&[query.to_owned()])
+                .await
+                .map_err(|e| ApiError::internal("embedding the query", e))?
+                .pop()
+                .unwrap_or_default();
+            for c in cols {
+                let vectors = self.index.collection(&self.db, &c.id).await?;
+                vector_hits.extend(vectors.search(&query_vec, candidates, docs_filter));
+            }
+        }
+        vector_hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        vector_hits.truncate(candidates);
+        let vector_ranking: Vec<i64> = vector_hits.iter().map(|h| h.0).collect();
+        let lexical_ranking =
+            lexical(&self.db, collection_ids, document_ids, query, candidates).await?;
+
+        let fused: Vec<(i64, f64)> = fuse(&[vector_ranking, lexical_ranking])
+            .into_iter()
+            .take(top_k)
+            .collect();
+        let ids: Vec<i64> = fused.iter().map(|f| f.0).collect();
+        let rows: HashMap<i64, chunks::Model> = chunks::Entity::find()
+            .filter(chunks::Column::Id.is_in(ids.clone()))
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|c| (c.id, c))
+            .collect();
+        let doc_ids: Vec<String> = rows.values().map(|c| c.document_id.clone()).collect();
+        let names: HashMap<String, String> = documents::Entity::find()
+            .filter(documents::Column::Id.is_in(doc_ids))
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|d| (d.id, d.name))
+            .collect();
+        Ok(fused
+            .into_iter()
+            .filter_map(|(id, score)| {
+                let chunk = rows.get(&id)?.clone();
+                Some(Hit {
+                    document_name: names.get(&chunk.document_id).cloned().unwrap_or_default(),
+                    chunk,
+                    score,
+                })
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terms_are_sanitized() {
+        assert_eq!(
+            terms("What's \"DROP TABLE\"; x OR y*"),
+            ["what", "drop", "table", "or"]
+        );
+        assert!(terms("a ; '").is_empty());
+    }
+
+    #[test]
+    fn fusion_rewards_agreement() {
+        let fused = fuse(&[vec![1, 2, 3], vec![3, 4, 1]]);
+        assert_eq!(fused[0].0, 1);
+        assert_eq!(fused[1].0, 3);
+        assert!(fused.iter().any(|f| f.0 == 4));
+    }
+}

@@ -1,0 +1,112 @@
+//! Uploads: a client stream of bytes becomes a blob and an `uploads` row owned by the caller.
+
+use docchat_common::Caller;
+use docchat_common::error::{ApiError, ApiResult, ErrorCode};
+use docchat_common::time::now;
+use docchat_proto::ingest::v1::UploadChunk;
+use docchat_proto::ingest::v1::upload_chunk::Part;
+use futures::{Stream, StreamExt};
+use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
+
+use crate::blobs::BlobStore;
+use crate::entities::uploads;
+
+/// The name a file is known by: its last path component, without control characters.
+pub fn clean_filename(name: &str) -> ApiResult<String> {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or("").trim();
+    let clean: String = base.chars().filter(|c| !c.is_control()).collect();
+    if clean.is_empty() || clean == "." || clean == ".." {
+        return Err(ApiError::bad_request("the upload needs a file name"));
+    }
+    if clean.chars().count() > 255 {
+        return Err(ApiError::bad_request(
+            "file names are at most 255 characters",
+        ));
+    }
+    Ok(clean)
+}
+
+pub async fn receive<S>(
+    db: &DatabaseConnection,
+    blobs: &BlobStore,
+    caller: &Caller,
+    mut stream: S,
+    max_bytes: u64,
+) -> ApiResult<uploads::Model>
+where
+    S: Stream<Item = Result<UploadChunk, tonic::Status>> + Unpin,
+{
+    let filename = match stream.next().await {
+        Some(Ok(UploadChunk {
+            part: Some(Part::Meta(meta)),
+        })) => clean_filename(&meta.filename)?,
+        Some(Err(status)) => return Err(ApiError::from_status(&status)),
+        _ => return Err(ApiError::bad_request("an upload starts with its metadata")),
+    };
+    let mut writer = blobs.writer().await?;
+    while let Some(message) = stream.next().await {
+        match message.map_err(|s| ApiError::from_status(&s))?.part {
+            Some(Part::Data(bytes)) => {
+                if writer.size() + bytes.len() as u64 > max_bytes {
+                    return Err(ApiError::new(
+                        ErrorCode::PayloadTooLarge,
+                        format!("file is larger than the {} MB limit", max_bytes / 1_000_000),
+                    ));
+                }
+                writer.write(&bytes).await?;
+            }
+            Some(Part::Meta(_)) => return Err(ApiError::bad_request("metadata sent twice")),
+            None => {}
+        }
+    }
+    let id = uuid::Uuid::new_v4().to_string();
+    let size = writer.size();
+    let sha256 = writer.finish(blobs, &id).await?;
+    let row = uploads::ActiveModel {
+        id: Set(id.clone()),
+        owner_id: Set(caller.user_id.clone()),
+        filename: Set(filename),
+        size: Set(i64::try_from(size).unwrap_or(i64::MAX)),
+        sha256: Set(sha256),
+        created_at: Set(now()),
+    }
+    .insert(db)
+    .await;
+    match row {
+        Ok(row) => Ok(row),
+        Err(e) => {
+            let _ = blobs.delete(&id).await;
+            Err(e.into())
+        }
+    }
+}
+
+/// The caller's upload, or 404.
+pub async fn owned(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    id: &str,
+) -> ApiResult<uploads::Model> {
+    uploads::Entity::find_by_id(id.to_owned())
+        .filter(uploads::Column::OwnerId.eq(caller.user_id.clone()))
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("upload {id} not found")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clean_filename;
+
+    #[test]
+    fn file_names_lose_their_paths() {
+        assert_eq!(clean_filename("../../etc/passwd").unwrap(), "passwd");
+        assert_eq!(
+            clean_filename("C:\\docs\\report.pdf").unwrap(),
+            "report.pdf"
+        );
+        assert_eq!(clean_filename("a\u{0}b.txt").unwrap(), "ab.txt");
+        assert!(clean_filename("dir/").is_err());
+        assert!(clean_filename("..").is_err());
+    }
+}

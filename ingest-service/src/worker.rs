@@ -1,0 +1,430 @@
+//! Ingestion workers: claim a job within its owner's concurrency cap, then parse → chunk →
+//! embed, and store the document, its chunks and the job's completion in one transaction —
+//! so a worker that dies mid-job leaves nothing behind and the job simply runs again.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration as StdDuration;
+
+use chrono::Duration;
+use docchat_common::bus::{EventHandler, envelope};
+use docchat_common::error::{ApiError, ApiResult};
+use docchat_common::outbox;
+use docchat_common::settings::SettingsClient;
+use docchat_common::time::now;
+use docchat_inference::{Embedder, Embedders};
+use docchat_parsers::{ChunkOptions, ParsedDocument};
+use docchat_proto::events::v1::{DocumentChanged, Envelope};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set,
+    TransactionTrait,
+};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::blobs::BlobStore;
+use crate::documents::{Segment, touch_collection};
+use crate::entities::{chunks, collections, documents, jobs, uploads};
+use crate::index::encode;
+use crate::jobs::{self as jobq, IngestParams};
+
+/// Work-queue groups (the doorbell; the job rows are the queue).
+pub const WORK_GROUP: &str = "ingest.workers";
+const EMBED_BATCH: usize = 32;
+/// Chunks aim below the embedder's window, with some overlap.
+const CHUNK_TOKENS: usize = 200;
+const CHUNK_OVERLAP: usize = 32;
+
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerConfig {
+    pub workers: usize,
+    pub lease: StdDuration,
+    /// Cap when admin-service cannot be asked (its default).
+    pub fallback_cap: i64,
+}
+
+#[derive(Clone)]
+pub struct Workers {
+    pub db: DatabaseConnection,
+    pub blobs: BlobStore,
+    pub embedders: Arc<Embedders>,
+    pub settings: Option<SettingsClient>,
+    pub config: WorkerConfig,
+    pub wake: Arc<Notify>,
+}
+
+/// Wakes idle workers when a `ingest.work.*` doorbell rings.
+pub struct Doorbell(pub Arc<Notify>);
+
+#[async_trait::async_trait]
+impl EventHandler for Doorbell {
+    async fn handle(&self, _event: &Envelope) -> anyhow::Result<()> {
+        self.0.notify_waiters();
+        Ok(())
+    }
+}
+
+enum Outcome {
+    Done,
+    /// The job is no longer ours (lease lost or canceled): leave it alone.
+    Lost,
+}
+
+impl Workers {
+    fn lease(&self) -> Duration {
+        Duration::milliseconds(i64::try_from(self.config.lease.as_millis()).unwrap_or(60_000))
+    }
+
+    async fn cap_for(&self, owner: &str) -> Option<i64> {
+        let Some(settings) = &self.settings else {
+            return Some(self.config.fallback_cap);
+        };
+        match settings.resolve_user("ingest-worker", owner).await {
+            Ok(resolved) => resolved.limit("crawl_max_concurrent_per_user"),
+            Err(e) => {
+                tracing::warn!(error = %e.message, "cannot resolve settings, using the default crawl cap");
+                Some(self.config.fallback_cap)
+            }
+        }
+    }
+
+    /// The next job this worker may run, claimed.
+    pub async fn claim(&self) -> ApiResult<Option<jobs::Model>> {
+        for job in jobq::candidates(&self.db, 64).await? {
+            let cap = self.cap_for(&job.owner_id).await;
+            if jobq::try_claim(&self.db, &job, cap, self.lease()).await? {
+                return Ok(jobs::Entity::find_by_id(job.id).one(&self.db).await?);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Runs worker loops until `token` is cancelled.
+    pub async fn run(self, id: usize, token: CancellationToken) {
+        tracing::info!(worker = id, "ingest worker started");
+        loop {
+            if token.is_cancelled() {
+                break;
+            }
+            if let Err(e) = jobq::recover_stale(&self.db).await {
+                tracing::warn!(error = %e.message, "recovering stale jobs failed");
+            }
+            match self.claim().await {
+                Ok(Some(job)) => self.process(job, &token).await,
+                Ok(None) => {
+                    tokio::select! {
+                        () = token.cancelled() => break,
+                        () = self.wake.notified() => {}
+                        () = tokio::time::sleep(StdDuration::from_millis(500)) => {}
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e.message, "claiming a job failed");
+                    tokio::select! {
+                        () = token.cancelled() => break,
+                        () = tokio::time::sleep(StdDuration::from_secs(1)) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    async fn process(&self, job: jobs::Model, token: &CancellationToken) {
+        let progress = Arc::new(AtomicU64::new(0f64.to_bits()));
+        let lost = CancellationToken::new();
+        let heartbeat = {
+            let db = self.db.clone();
+            let id = job.id.clone();
+            let lease = self.lease();
+            let every = self.config.lease / 3;
+            let progress = progress.clone();
+            let lost = lost.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let p = f64::from_bits(progress.load(Ordering::Relaxed));
+                    match jobq::renew(&db, &id, lease, p).await {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            lost.cancel();
+                            return;
+                        }
+                        Err(e) => tracing::warn!(error = %e.message, "renewing a job lease failed"),
+                    }
+                }
+            })
+        };
+        let result = tokio::select! {
+            r = self.ingest(&job, &progress) => Some(r),
+            () = lost.cancelled() => None,
+            () = token.cancelled() => None,
+        };
+        heartbeat.abort();
+        match result {
+            Some(Ok(Outcome::Done)) => tracing::info!(job_id = %job.id, "ingestion completed"),
+            Some(Ok(Outcome::Lost)) | None if lost.is_cancelled() => {
+                tracing::warn!(job_id = %job.id, "lost the job's lease; another worker has it");
+            }
+            Some(Ok(Outcome::Lost)) | None => {
+                // Shutting down: hand the job back now rather than after the lease lapses.
+                if let Err(e) = requeue(&self.db, &job).await {
+                    tracing::warn!(job_id = %job.id, error = %e.message, "could not requeue the job");
+                }
+            }
+            Some(Err(e)) => {
+                tracing::info!(job_id = %job.id, reason = %e.message, "ingestion failed");
+                if let Err(e2) = jobq::fail(&self.db, &job.id, &e.message).await {
+                    tracing::error!(job_id = %job.id, error = %e2.message, "could not record the failure");
+                }
+            }
+        }
+    }
+
+    async fn ingest(&self, job: &jobs::Model, progress: &AtomicU64) -> ApiResult<Outcome> {
+        let set = |p: f64| progress.store(p.to_bits(), Ordering::Relaxed);
+        let _params: IngestParams = serde_json::from_str(&job.params).unwrap_or_default();
+        let upload_id = job.upload_id.clone().unwrap_or_default();
+        let upload = uploads::Entity::find_by_id(upload_id.clone())
+            .one(&self.db)
+            .await?
+            .ok_or_else(|| ApiError::bad_request("the upload no longer exists"))?;
+        let collection = collections::Entity::find_by_id(job.collection_id.clone())
+            .one(&self.db)
+            .await?
+            .ok_or_else(|| ApiError::bad_request("the collection was deleted"))?;
+        let embedder = self
+            .embedders
+            .get(&collection.embedding_model)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "embedding model {} is not available",
+                    collection.embedding_model
+                ))
+            })?;
+        let bytes = self.blobs.read(&upload.id).await?;
+
+        let parsed = parse(&upload.filename, bytes).await?;
+        set(0.15);
+        let pieces = {
+            let embedder = embedder.clone();
+            let options = ChunkOptions {
+                max_tokens: CHUNK_TOKENS.min(embedder.max_tokens()),
+                overlap_tokens: CHUNK_OVERLAP,
+            };
+            let doc = parsed.clone();
+            tokio::task::spawn_blocking(move || {
+                docchat_parsers::chunk(&doc, &options, &|t: &str| embedder.count_tokens(t))
+            })
+            .await
+            .map_err(|e| ApiError::internal("chunking", e))?
+        };
+        if pieces.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "{} contains no text to index",
+                upload.filename
+            )));
+        }
+        let vectors = embed_all(embedder.as_ref(), &pieces, |done| {
+            set(0.15 + 0.8 * done as f64 / pieces.len() as f64);
+        })
+        .await?;
+
+        // One transaction: document, chunks, counters, job completion, events.
+        let txn = self.db.begin().await?;
+        let at = now();
+        let document_id = uuid::Uuid::new_v4().to_string();
+        let segments: Vec<Segment> = parsed
+            .segments
+            .iter()
+            .map(|s| Segment {
+                start: s.start,
+                end: s.end,
+                speaker: s.speaker.clone(),
+                original_speaker: s.original_speaker.clone(),
+                text: s.text.clone(),
+            })
+            .collect();
+        // Fencing: only the worker holding this attempt may complete the job.
+        let completed = jobs::Entity::update_many()
+            .col_expr(
+                jobs::Column::Status,
+                sea_orm::sea_query::Expr::value("completed"),
+            )
+            .col_expr(
+                jobs::Column::Progress,
+                sea_orm::sea_query::Expr::value(1.0f64),
+            )
+            .col_expr(
+                jobs::Column::DocumentId,
+                sea_orm::sea_query::Expr::value(Some(document_id.clone())),
+            )
+            .col_expr(
+                jobs::Column::FinishedAt,
+                sea_orm::sea_query::Expr::value(Some(at)),
+            )
+            .col_expr(jobs::Column::UpdatedAt, sea_orm::sea_query::Expr::value(at))
+            .col_expr(
+                jobs::Column::LeaseUntil,
+                sea_orm::sea_query::Expr::value(Option::<chrono::DateTime<chrono::Utc>>::None),
+            )
+            .filter(jobs::Column::Id.eq(job.id.clone()))
+            .filter(jobs::Column::Status.eq("running"))
+            .filter(jobs::Column::Attempts.eq(job.attempts))
+            .exec(&txn)
+            .await?;
+        if completed.rows_affected != 1 {
+            txn.rollback().await?;
+            return Ok(Outcome::Lost);
+        }
+        if collections::Entity::find_by_id(collection.id.clone())
+            .one(&txn)
+            .await?
+            .is_none()
+        {
+            return Err(ApiError::bad_request("the collection was deleted"));
+        }
+        documents::ActiveModel {
+            id: Set(document_id.clone()),
+            owner_id: Set(job.owner_id.clone()),
+            owner_username: Set(job.owner_username.clone()),
+            collection_id: Set(collection.id.clone()),
+            name: Set(upload.filename.clone()),
+            kind: Set(parsed.kind.as_str().to_owned()),
+            size: Set(upload.size),
+            page_count: Set(i64::from(parsed.page_count)),
+            status: Set("completed".to_owned()),
+            upload_id: Set(Some(upload.id.clone())),
+            chat_session_id: Set(None),
+            summary: Set(None),
+            questions: Set(None),
+            segments: Set((!segments.is_empty())
+                .then(|| serde_json::to_string(&segments).unwrap_or_default())),
+            created_at: Set(at),
+            updated_at: Set(at),
+        }
+        .insert(&txn)
+        .await?;
+        let rows: Vec<chunks::ActiveModel> = pieces
+            .iter()
+            .zip(&vectors)
+            .map(|(c, v)| chunks::ActiveModel {
+                document_id: Set(document_id.clone()),
+                collection_id: Set(collection.id.clone()),
+                chunk_index: Set(i32::try_from(c.index).unwrap_or(i32::MAX)),
+                text: Set(c.text.clone()),
+                pages: Set(c
+                    .pages
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")),
+                heading: Set(c.heading.clone()),
+                start_time: Set(c.start_time),
+                end_time: Set(c.end_time),
+                embedding: Set(encode(v)),
+                ..Default::default()
+            })
+            .collect();
+        for batch in rows.chunks(200) {
+            chunks::Entity::insert_many(batch.to_vec())
+                .exec(&txn)
+                .await?;
+        }
+        touch_collection(&txn, &collection.id, 1, upload.size).await?;
+        if let Some(row) = jobs::Entity::find_by_id(job.id.clone()).one(&txn).await? {
+            jobq::announce(&txn, &row).await?;
+        }
+        outbox::enqueue(
+            &txn,
+            &envelope(
+                "ingest.document.created",
+                &job.owner_id,
+                &DocumentChanged {
+                    document_id,
+                    collection_id: collection.id.clone(),
+                    user_id: job.owner_id.clone(),
+                },
+            ),
+        )
+        .await?;
+        txn.commit().await?;
+        set(1.0);
+        Ok(Outcome::Done)
+    }
+}
+
+/// Parses on a blocking thread; media without a transcription upstream fail clearly.
+async fn parse(filename: &str, bytes: Vec<u8>) -> ApiResult<ParsedDocument> {
+    if docchat_parsers::is_media(filename) {
+        return Err(ApiError::bad_request(format!(
+            "{filename} is audio or video: transcription needs an OpenAI-compatible /v1/audio/transcriptions upstream, and none is configured"
+        )));
+    }
+    let name = filename.to_owned();
+    tokio::task::spawn_blocking(move || docchat_parsers::parse(&name, &bytes))
+        .await
+        .map_err(|e| ApiError::internal("parsing", e))?
+        .map_err(|e| ApiError::bad_request(format!("{filename}: {e}")))
+}
+
+async fn embed_all(
+    embedder: &dyn Embedder,
+    pieces: &[docchat_parsers::Chunk],
+    mut on_progress: impl FnMut(usize),
+) -> ApiResult<Vec<Vec<f32>>> {
+    let mut out = Vec::with_capacity(pieces.len());
+    for batch in pieces.chunks(EMBED_BATCH) {
+        let texts: Vec<String> = batch.iter().map(|c| c.text.clone()).collect();
+        let vectors = embedder
+            .embed(&texts)
+            .await
+            .map_err(|e| ApiError::internal("embedding", e))?;
+        if vectors.len() != texts.len() {
+            return Err(ApiError::internal(
+                "embedding",
+                "the embedder returned a different number of vectors",
+            ));
+        }
+        out.extend(vectors);
+        on_progress(out.len());
+    }
+    Ok(out)
+}
+
+/// Hands a running job back to the queue (graceful shutdown).
+async fn requeue(db: &DatabaseConnection, job: &jobs::Model) -> ApiResult<()> {
+    let txn = db.begin().await?;
+    let updated = jobs::Entity::update_many()
+        .col_expr(
+            jobs::Column::Status,
+            sea_orm::sea_query::Expr::value("queued"),
+        )
+        .col_expr(
+            jobs::Column::Progress,
+            sea_orm::sea_query::Expr::value(0.0f64),
+        )
+        .col_expr(
+            jobs::Column::LeaseUntil,
+            sea_orm::sea_query::Expr::value(Option::<chrono::DateTime<chrono::Utc>>::None),
+        )
+        .col_expr(
+            jobs::Column::Attempts,
+            sea_orm::sea_query::Expr::col(jobs::Column::Attempts).sub(1),
+        )
+        .col_expr(
+            jobs::Column::UpdatedAt,
+            sea_orm::sea_query::Expr::value(now()),
+        )
+        .filter(jobs::Column::Id.eq(job.id.clone()))
+        .filter(jobs::Column::Status.eq("running"))
+        .filter(jobs::Column::Attempts.eq(job.attempts))
+        .exec(&txn)
+        .await?;
+    if updated.rows_affected == 1
+        && let Some(row) = jobs::Entity::find_by_id(job.id.clone()).one(&txn).await?
+    {
+        jobq::announce(&txn, &row).await?;
+    }
+    txn.commit().await?;
+    Ok(())
+}

