@@ -159,7 +159,7 @@ def _():
     vtt = "WEBVTT\n\n00:00:01.000 --> 00:00:02.500\n<v Ann>Hello there.</v>\n"
     up = ingest.upload_file(file=("meeting.vtt", vtt.encode()))
     assert up.filename == "meeting.vtt" and up.id
-    ingest.ingest_upload(up.id, col.id, gen_doc_summaries=False, gen_doc_questions=False)
+    ingest.ingest_upload([up.id], col.id, gen_doc_summaries=False, gen_doc_questions=False)
     docs = DocumentsApi(state["user"])
     for _ in range(600):
         if docs.get_document_count().count == 1:
