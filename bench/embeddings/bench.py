@@ -132,7 +132,7 @@ def cmd_report(args):
         rm, tm = statistics.median(r), statistics.median(t)
         rs = f"{rm:.1f} ({min(r):.1f}-{max(r):.1f})"
         ts = f"{tm:.1f} ({min(t):.1f}-{max(t):.1f})"
-        print(fmt.format(name, n, rs, ts, f"{rm / tm:.2f}x", f"{cmin:.6f}"))
+        print(fmt.format(name, n, rs, ts, f"{rm / tm:.2f}x", f"{cmin:.7f}"))
     print()
     print("sent/s: median (min-max) over rounds; ratio: docchat median / torch median")
 

@@ -156,7 +156,7 @@ fn units_of(doc: &ParsedDocument, ctx: &Ctx<'_>) -> (Vec<Unit>, Vec<Option<Strin
     }
     for page in &doc.pages {
         for block in &page.blocks {
-            if sections.last() != Some(&block.heading) || sections.is_empty() {
+            if sections.last() != Some(&block.heading) {
                 sections.push(block.heading.clone());
             }
             let proto = Unit {
@@ -184,8 +184,9 @@ fn units_of(doc: &ParsedDocument, ctx: &Ctx<'_>) -> (Vec<Unit>, Vec<Option<Strin
 /// Pushes `text` as one unit when it fits, otherwise cut at `level` and below. The first
 /// unit takes `proto.sep`.
 fn split_into(text: &str, level: Level, proto: &Unit, ctx: &Ctx<'_>, out: &mut Vec<Unit>) {
-    let text = text.trim();
-    if text.is_empty() {
+    // indentation stays (code, pretty-printed JSON); trailing whitespace goes
+    let text = text.trim_end().trim_start_matches(['\n', '\r']);
+    if text.trim().is_empty() {
         return;
     }
     let tokens = (ctx.count)(text);
@@ -264,11 +265,17 @@ fn pieces(text: &str, level: Level) -> Vec<(Sep, &str)> {
     let mut out = Vec::new();
     let mut prev_end = 0;
     for (start, piece) in bounds {
-        let trimmed = piece.trim();
-        if trimmed.is_empty() {
+        if piece.trim().is_empty() {
             continue;
         }
+        // lines keep their indentation
+        let trimmed = if level == Level::Lines {
+            piece.trim_end()
+        } else {
+            piece.trim()
+        };
         let lead = piece.len() - piece.trim_start().len();
+        let lead = if level == Level::Lines { 0 } else { lead };
         let begin = start + lead;
         let gap = text.get(prev_end..begin).unwrap_or("");
         let sep = if gap.contains('\n') {
@@ -289,9 +296,14 @@ fn pieces(text: &str, level: Level) -> Vec<(Sep, &str)> {
 fn split_by_tokens(text: &str, proto: &Unit, ctx: &Ctx<'_>, out: &mut Vec<Unit>) {
     let mut rest = text;
     let mut first = true;
+    // characters per piece so far: the next window is twice that, so that the search
+    // does not count far more text than a piece can hold
+    let mut hint = 64usize;
     while !rest.is_empty() {
-        // a window long enough for max tokens of any sane tokenizer
-        let window_chars = ctx.max.saturating_mul(32).max(1);
+        let window_chars = hint
+            .saturating_mul(2)
+            .min(ctx.max.saturating_mul(32))
+            .max(1);
         let window_end = rest
             .char_indices()
             .nth(window_chars)
@@ -321,6 +333,7 @@ fn split_by_tokens(text: &str, proto: &Unit, ctx: &Ctx<'_>, out: &mut Vec<Unit>)
             boundaries[lo - 1]
         };
         let piece = &rest[..end];
+        hint = piece.chars().count().max(32);
         out.push(Unit {
             text: piece.to_owned(),
             tokens: (ctx.count)(piece),
@@ -492,10 +505,16 @@ impl Packer<'_> {
         tail
     }
 
-    /// The longest run of last sentences, else last words, of `unit` within `budget`.
+    /// The longest run of last sentences (lines first for structured text), else last
+    /// words, of `unit` within `budget`.
     fn suffix(&self, unit: &Unit, budget: usize) -> Option<Unit> {
-        for level in [Level::Sentences, Level::Words] {
-            let pieces = pieces(&unit.text, level);
+        let levels: &[Level] = if self.ctx.lines_first {
+            &[Level::Lines, Level::Sentences, Level::Words]
+        } else {
+            &[Level::Sentences, Level::Words]
+        };
+        for level in levels {
+            let pieces = pieces(&unit.text, *level);
             let mut start = pieces.len();
             let mut used = 0;
             while start > 0 {

@@ -138,8 +138,12 @@ pub fn is_media(filename: &str) -> bool {
 /// (`%PDF`, a zip holding `word/`, `ppt/` or `xl/`, WebVTT/SRT, HTML, JSON, text).
 ///
 /// Known extensions are trusted: a `.pdf` that is not a PDF is reported as corrupt by
-/// [`crate::parse`]. Media files and known binary formats are `Unsupported`, as are
-/// files whose bytes match nothing readable.
+/// [`crate::parse`].
+///
+/// # Errors
+///
+/// `Unsupported` for media files, known binary formats (unless the bytes are a PDF or
+/// an Office file under the wrong name) and bytes that match nothing readable.
 pub fn detect(filename: &str, bytes: &[u8]) -> Result<DocumentKind, ParseError> {
     let ext = extension(filename);
     if let Some(ext) = ext.as_deref() {

@@ -39,9 +39,11 @@ pub const MAX_FILE_BYTES: usize = 512 * 1024 * 1024;
 
 /// Parses a file: detects its kind with [`detect`] and extracts its text.
 ///
-/// Errors: `Unsupported` for types docchat cannot read, `Corrupt` for damaged files,
-/// `Encrypted` for password-protected ones, `Empty` when there is no text, `TooLarge`
-/// past the size limits.
+/// # Errors
+///
+/// `Unsupported` for types docchat cannot read (media included), `Corrupt` for damaged
+/// files, `Encrypted` for password-protected ones, `Empty` when there is no text,
+/// `TooLarge` past the size limits.
 pub fn parse(filename: &str, bytes: &[u8]) -> Result<ParsedDocument, ParseError> {
     if bytes.is_empty() {
         // the type still matters: an empty .exe is unsupported, not empty
@@ -54,6 +56,10 @@ pub fn parse(filename: &str, bytes: &[u8]) -> Result<ParsedDocument, ParseError>
 
 /// Parses a file as `kind`, skipping detection (the file name only tells CSV from TSV
 /// and JSON from JSON Lines).
+///
+/// # Errors
+///
+/// As [`parse`], less `Unsupported`.
 pub fn parse_as(
     kind: DocumentKind,
     filename: &str,
@@ -68,6 +74,21 @@ pub fn parse_as(
             MAX_FILE_BYTES / (1024 * 1024)
         )));
     }
+    // the parsers return errors for bad input; this only guards against a bug in one of
+    // them (or in a library they use) taking down the ingestion worker
+    std::panic::catch_unwind(|| parse_kind(kind, filename, bytes)).unwrap_or_else(|_| {
+        Err(ParseError::corrupt(
+            kind.label(),
+            "the file could not be read",
+        ))
+    })
+}
+
+fn parse_kind(
+    kind: DocumentKind,
+    filename: &str,
+    bytes: &[u8],
+) -> Result<ParsedDocument, ParseError> {
     let lower = filename.to_ascii_lowercase();
     match kind {
         DocumentKind::Text => text::parse(bytes),

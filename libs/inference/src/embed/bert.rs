@@ -307,12 +307,6 @@ impl Bert {
         let head_dim = h / heads;
         let q_scale = 1.0 / (head_dim as f32).sqrt();
 
-        let mut prof = [0f64; 8];
-        let mut t0 = std::time::Instant::now();
-        let mut lap = |i: usize, t0: &mut std::time::Instant| {
-            prof[i] += t0.elapsed().as_secs_f64();
-            *t0 = std::time::Instant::now();
-        };
         for layer in &self.layers {
             // Fused query/key/value projection.
             matmul(
@@ -323,13 +317,10 @@ impl Bert {
                 1.0,
                 par,
             );
-            lap(0, &mut t0);
             qkv.par_chunks_mut(ROW_BLOCK * 3 * h)
                 .for_each(|rows| k.qkv_bias_rows(rows, &layer.qkv_b, q_scale));
-            lap(1, &mut t0);
 
             self.attention(&qkv, &mut ctx, &offsets, head_dim);
-            lap(2, &mut t0);
 
             // Output projection, residual, layer norm.
             matmul(
@@ -340,7 +331,6 @@ impl Bert {
                 1.0,
                 par,
             );
-            lap(3, &mut t0);
             x.par_chunks_mut(ROW_BLOCK * h)
                 .zip(tmp.par_chunks(ROW_BLOCK * h))
                 .for_each(|(x, y)| {
@@ -363,10 +353,8 @@ impl Bert {
                 1.0,
                 par,
             );
-            lap(4, &mut t0);
             mid.par_chunks_mut(ROW_BLOCK * inter)
                 .for_each(|rows| k.bias_gelu_rows(rows, &layer.inter_b));
-            lap(5, &mut t0);
             matmul(
                 MatMut::from_row_major_slice_mut(&mut tmp, n, h),
                 Accum::Replace,
@@ -387,13 +375,6 @@ impl Bert {
                         eps,
                     )
                 });
-            lap(6, &mut t0);
-        }
-        if std::env::var_os("DOCCHAT_BERT_PROFILE").is_some() {
-            eprintln!(
-                "n={n} qkv_mm {:.3} qkv_bias {:.3} attn {:.3} o_mm+ln1 {:.3} inter_mm {:.3} gelu {:.3} out_mm+ln2 {:.3}",
-                prof[0], prof[1], prof[2], prof[3], prof[4], prof[5], prof[6]
-            );
         }
 
         Ok(offsets

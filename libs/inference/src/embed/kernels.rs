@@ -7,10 +7,116 @@
 //! level (AVX-512, AVX2 + FMA, baseline) and picks the best one the CPU has at run time,
 //! so the binary needs no `-C target-cpu` and the crate stays free of `unsafe`.
 
-use pulp::Arch;
+use pulp::{Arch, Simd, WithSimd};
 
 /// Width of the independent accumulators of reductions: one AVX-512 register of f32.
 const LANES: usize = 16;
+
+/// Defines a kernel as a struct whose `with_simd` holds the loop. pulp compiles
+/// `with_simd` inside a function with the target's features enabled; it must be inlined
+/// there (`#[inline(always)]`, and so must everything it calls) for the loop to be
+/// vectorized with them. A closure would not do: its body stays a separate function
+/// compiled for the baseline.
+macro_rules! kernel {
+    ($(#[$doc:meta])* $name:ident<$lt:lifetime> { $($field:ident: $ty:ty),* $(,)? } -> $out:ty $body:block) => {
+        $(#[$doc])*
+        struct $name<$lt> {
+            $($field: $ty),*
+        }
+
+        impl WithSimd for $name<'_> {
+            type Output = $out;
+
+            #[inline(always)]
+            fn with_simd<S: Simd>(self, _simd: S) -> $out {
+                let $name { $($field),* } = self;
+                $body
+            }
+        }
+    };
+}
+
+kernel!(
+    /// Row-wise layer norm, in place.
+    LayerNormRows<'a> { x: &'a mut [f32], gamma: &'a [f32], beta: &'a [f32], eps: f32 } -> () {
+        for row in x.chunks_exact_mut(gamma.len()) {
+            layer_norm(row, gamma, beta, eps);
+        }
+    }
+);
+
+kernel!(
+    /// `x = layer_norm(x + y + bias)` row by row.
+    ResidualLayerNormRows<'a> {
+        x: &'a mut [f32],
+        y: &'a [f32],
+        bias: &'a [f32],
+        gamma: &'a [f32],
+        beta: &'a [f32],
+        eps: f32,
+    } -> () {
+        let dim = gamma.len();
+        for (row, y_row) in x.chunks_exact_mut(dim).zip(y.chunks_exact(dim)) {
+            for ((v, &y), &b) in row.iter_mut().zip(y_row).zip(bias) {
+                *v += y + b;
+            }
+            layer_norm(row, gamma, beta, eps);
+        }
+    }
+);
+
+kernel!(
+    /// `x = gelu(x + bias)` row by row.
+    BiasGeluRows<'a> { x: &'a mut [f32], bias: &'a [f32] } -> () {
+        for row in x.chunks_exact_mut(bias.len()) {
+            for (v, &b) in row.iter_mut().zip(bias) {
+                *v = gelu(*v + b);
+            }
+        }
+    }
+);
+
+kernel!(
+    /// Bias on fused q/k/v rows, queries scaled.
+    QkvBiasRows<'a> { qkv: &'a mut [f32], bias: &'a [f32], q_scale: f32 } -> () {
+        let q_width = bias.len() / 3;
+        let (q_bias, kv_bias) = bias.split_at(q_width);
+        for row in qkv.chunks_exact_mut(bias.len()) {
+            let (q, kv) = row.split_at_mut(q_width);
+            for (v, &b) in q.iter_mut().zip(q_bias) {
+                *v = (*v + b) * q_scale;
+            }
+            for (v, &b) in kv.iter_mut().zip(kv_bias) {
+                *v += b;
+            }
+        }
+    }
+);
+
+kernel!(
+    /// Row-wise softmax, in place.
+    SoftmaxRows<'a> { x: &'a mut [f32], width: usize } -> () {
+        for row in x.chunks_exact_mut(width) {
+            softmax(row);
+        }
+    }
+);
+
+kernel!(
+    /// `dst = a + b + c`.
+    Sum3<'a> { dst: &'a mut [f32], a: &'a [f32], b: &'a [f32], c: &'a [f32] } -> () {
+        for (((d, &a), &b), &c) in dst.iter_mut().zip(a).zip(b).zip(c) {
+            *d = a + b + c;
+        }
+    }
+);
+
+kernel!(
+    /// Mean of rows.
+    MeanRows<'a> { rows: &'a [f32], dim: usize } -> Vec<f32> {
+        mean_rows(rows, dim)
+    }
+);
 
 /// The dispatcher of the kernels (which SIMD level this CPU has, detected once).
 #[derive(Clone, Copy, Debug)]
@@ -25,10 +131,11 @@ impl Kernels {
 
     /// Row-wise layer norm of `x` (rows as wide as `gamma`), in place.
     pub(crate) fn layer_norm_rows(self, x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
-        self.arch.dispatch(|| {
-            for row in x.chunks_exact_mut(gamma.len()) {
-                layer_norm(row, gamma, beta, eps);
-            }
+        self.arch.dispatch(LayerNormRows {
+            x,
+            gamma,
+            beta,
+            eps,
         })
     }
 
@@ -43,67 +150,40 @@ impl Kernels {
         beta: &[f32],
         eps: f32,
     ) {
-        self.arch.dispatch(|| {
-            let dim = gamma.len();
-            for (row, y_row) in x.chunks_exact_mut(dim).zip(y.chunks_exact(dim)) {
-                for ((v, &y), &b) in row.iter_mut().zip(y_row).zip(bias) {
-                    *v += y + b;
-                }
-                layer_norm(row, gamma, beta, eps);
-            }
+        self.arch.dispatch(ResidualLayerNormRows {
+            x,
+            y,
+            bias,
+            gamma,
+            beta,
+            eps,
         })
     }
 
     /// `x = gelu(x + bias)` row by row (exact, erf-based GELU as in BERT).
     pub(crate) fn bias_gelu_rows(self, x: &mut [f32], bias: &[f32]) {
-        self.arch.dispatch(|| {
-            for row in x.chunks_exact_mut(bias.len()) {
-                for (v, &b) in row.iter_mut().zip(bias) {
-                    *v = gelu(*v + b);
-                }
-            }
-        })
+        self.arch.dispatch(BiasGeluRows { x, bias })
     }
 
     /// Adds the bias to fused query/key/value rows and scales the query part (the first
     /// `bias.len() / 3` columns) by `q_scale`, so attention scores need no scaling later.
     pub(crate) fn qkv_bias_rows(self, qkv: &mut [f32], bias: &[f32], q_scale: f32) {
-        self.arch.dispatch(|| {
-            let q_width = bias.len() / 3;
-            for row in qkv.chunks_exact_mut(bias.len()) {
-                let (q, kv) = row.split_at_mut(q_width);
-                let (q_bias, kv_bias) = bias.split_at(q_width);
-                for (v, &b) in q.iter_mut().zip(q_bias) {
-                    *v = (*v + b) * q_scale;
-                }
-                for (v, &b) in kv.iter_mut().zip(kv_bias) {
-                    *v += b;
-                }
-            }
-        })
+        self.arch.dispatch(QkvBiasRows { qkv, bias, q_scale })
     }
 
     /// Softmax of every `width`-wide row of `x`, in place.
     pub(crate) fn softmax_rows(self, x: &mut [f32], width: usize) {
-        self.arch.dispatch(|| {
-            for row in x.chunks_exact_mut(width) {
-                softmax(row);
-            }
-        })
+        self.arch.dispatch(SoftmaxRows { x, width })
     }
 
     /// `dst = a + b + c` element-wise (the three BERT input embeddings of one token).
     pub(crate) fn sum3(self, dst: &mut [f32], a: &[f32], b: &[f32], c: &[f32]) {
-        self.arch.dispatch(|| {
-            for (((d, &a), &b), &c) in dst.iter_mut().zip(a).zip(b).zip(c) {
-                *d = a + b + c;
-            }
-        })
+        self.arch.dispatch(Sum3 { dst, a, b, c })
     }
 
     /// Mean of the `dim`-wide rows of `rows`: mean pooling over the tokens of one sequence.
     pub(crate) fn mean_rows(self, rows: &[f32], dim: usize) -> Vec<f32> {
-        self.arch.dispatch(|| mean_rows(rows, dim))
+        self.arch.dispatch(MeanRows { rows, dim })
     }
 }
 

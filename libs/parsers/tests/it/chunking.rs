@@ -259,7 +259,8 @@ fn transcripts_carry_times() {
     ]);
     let chunks = chunk(&d, &opts(12, 0), &words);
     assert_within(&chunks, 12, &words);
-    let summary: Vec<(&str, Option<f64>, Option<f64>, Vec<u32>)> = chunks
+    type Summary<'a> = (&'a str, Option<f64>, Option<f64>, Vec<u32>);
+    let summary: Vec<Summary<'_>> = chunks
         .iter()
         .map(|c| (c.text.as_str(), c.start_time, c.end_time, c.pages.clone()))
         .collect();
@@ -299,4 +300,23 @@ fn transcripts_carry_times() {
 fn empty_documents_have_no_chunks() {
     let d = doc(vec![vec![]]);
     assert!(chunk(&d, &opts(10, 2), &words).is_empty());
+}
+
+#[test]
+fn structured_text_is_cut_at_line_ends() {
+    let fields: Vec<String> = (0..60)
+        .map(|i| format!("\"key{i}\": \"value number {i}. more words\""))
+        .collect();
+    let json = format!("[{{{}}}, {{\"small\": 1}}]", fields.join(","));
+    let doc = parse("big.json", json.as_bytes()).unwrap();
+    let pretty = &doc.pages[0].blocks[0].text;
+    let chunks = chunk(&doc, &opts(40, 0), &words);
+    assert_within(&chunks, 40, &words);
+    let lines: Vec<&str> = pretty.lines().collect();
+    for c in &chunks[..chunks.len() - 1] {
+        for line in c.text.lines() {
+            assert!(lines.contains(&line), "{line:?} is not a whole line");
+        }
+    }
+    assert_eq!(chunks.last().unwrap().text, "{\n  \"small\": 1\n}");
 }

@@ -82,6 +82,21 @@ fn garbage_pdf() {
 }
 
 #[test]
+fn password_protected_pdf() {
+    let locked = fixtures::encrypted_pdf("secret", &["Hidden text"]);
+    let (err, msg) = message(parse("locked.pdf", &locked));
+    assert_eq!(err, ParseError::Encrypted("PDF".into()));
+    assert_eq!(
+        msg,
+        "PDF is password-protected; remove the password and upload it again"
+    );
+    // encrypted with an empty user password: readable without asking
+    let open = fixtures::encrypted_pdf("", &["Readable text"]);
+    let doc = parse("open.pdf", &open).unwrap();
+    assert_eq!(doc.pages[0].blocks[0].text, "Readable text");
+}
+
+#[test]
 fn truncated_office_files() {
     for (name, bytes) in [
         ("t.docx", fixtures::docx()),

@@ -104,8 +104,8 @@ pub fn finish_pdf(
     out
 }
 
-/// A three-page PDF that exercises kerning arrays, positioned words, a form XObject and
-/// a page without text.
+/// A four-page PDF that exercises kerning arrays, positioned words, a form XObject, a
+/// page without text and a composite (two-byte, ToUnicode) font.
 pub fn layout_pdf() -> Vec<u8> {
     let mut doc = Document::with_version("1.5");
     let pages_id = doc.new_object_id();
@@ -169,6 +169,83 @@ pub fn layout_pdf() -> Vec<u8> {
         Operation::new("ET", vec![]),
     ];
     kids.push(add_page(&mut doc, pages_id, page3, None));
+    // a composite font with two-byte codes, as office suites and browsers write them
+    let cmap = "/CIDInit /ProcSet findresource begin\n12 dict begin\nbegincmap\n/CMapName /Adobe-Identity-UCS def\n/CMapType 2 def\n1 begincodespacerange\n<0000> <FFFF>\nendcodespacerange\n6 beginbfchar\n<0001> <0048>\n<0002> <0069>\n<0003> <0020>\n<0004> <0043>\n<0005> <0049>\n<0006> <0044>\nendbfchar\nendcmap\nCMapName currentdict /CMap defineresource pop\nend\nend\n";
+    let to_unicode = doc.add_object(Stream::new(dictionary! {}, cmap.as_bytes().to_vec()));
+    let descendant = doc.add_object(dictionary! {
+        "Type" => "Font",
+        "Subtype" => "CIDFontType2",
+        "BaseFont" => "Embedded",
+        "DW" => 1000,
+        "W" => vec![1.into(), vec![700.into(), 300.into(), 250.into()].into(), 4.into(), 6.into(), 700.into()],
+    });
+    let type0 = doc.add_object(dictionary! {
+        "Type" => "Font",
+        "Subtype" => "Type0",
+        "BaseFont" => "Embedded",
+        "Encoding" => "Identity-H",
+        "DescendantFonts" => vec![descendant.into()],
+        "ToUnicode" => to_unicode,
+    });
+    let page4 = vec![
+        Operation::new("BT", vec![]),
+        Operation::new("Tf", vec!["F2".into(), 20.into()]),
+        Operation::new(
+            "Tm",
+            vec![
+                1.into(),
+                0.into(),
+                0.into(),
+                1.into(),
+                72.into(),
+                700.into(),
+            ],
+        ),
+        Operation::new(
+            "Tj",
+            vec![Object::String(
+                vec![0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6],
+                lopdf::StringFormat::Hexadecimal,
+            )],
+        ),
+        // "Hi CID" is 3.35 em wide at 20 pt: a run starting right after it continues the word
+        Operation::new(
+            "Tm",
+            vec![
+                1.into(),
+                0.into(),
+                0.into(),
+                1.into(),
+                139.into(),
+                700.into(),
+            ],
+        ),
+        Operation::new(
+            "Tj",
+            vec![Object::String(vec![0, 6], lopdf::StringFormat::Hexadecimal)],
+        ),
+        Operation::new(
+            "Tm",
+            vec![
+                1.into(),
+                0.into(),
+                0.into(),
+                1.into(),
+                200.into(),
+                700.into(),
+            ],
+        ),
+        Operation::new(
+            "Tj",
+            vec![Object::String(
+                vec![0, 1, 0, 2],
+                lopdf::StringFormat::Hexadecimal,
+            )],
+        ),
+        Operation::new("ET", vec![]),
+    ];
+    let resources = dictionary! { "Font" => dictionary! { "F2" => type0 } };
+    kids.push(add_page(&mut doc, pages_id, page4, Some(resources)));
     finish_pdf(doc, pages_id, font_id, kids, None)
 }
 
@@ -308,4 +385,28 @@ pub fn xlsx() -> Vec<u8> {
         ("xl/worksheets/sheet2.xml", sheet2),
         ("docProps/core.xml", &core("Sales 2024")),
     ])
+}
+
+/// `pdf(None, pages)` encrypted (RC4, 128 bits) with `user_password`.
+pub fn encrypted_pdf(user_password: &str, pages: &[&str]) -> Vec<u8> {
+    let mut doc = Document::load_mem(&pdf(None, pages)).unwrap();
+    doc.trailer.set(
+        "ID",
+        vec![
+            Object::string_literal(b"0123456789abcdef".to_vec()),
+            Object::string_literal(b"0123456789abcdef".to_vec()),
+        ],
+    );
+    let version = lopdf::EncryptionVersion::V2 {
+        document: &doc,
+        owner_password: "owner",
+        user_password,
+        key_length: 128,
+        permissions: lopdf::Permissions::all(),
+    };
+    let state = lopdf::EncryptionState::try_from(version).unwrap();
+    doc.encrypt(&state).unwrap();
+    let mut out = Vec::new();
+    doc.save_to(&mut out).unwrap();
+    out
 }

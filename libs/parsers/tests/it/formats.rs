@@ -133,7 +133,7 @@ fn pdf_pages_paragraphs_and_title() {
 #[test]
 fn pdf_spacing_forms_and_blank_pages() {
     let doc = parse("layout.pdf", &fixtures::layout_pdf()).unwrap();
-    assert_eq!(doc.page_count, 3);
+    assert_eq!(doc.page_count, 4);
     assert_eq!(
         page_texts(&doc, 1),
         vec!["Kerned words!\nLeft Right", "Text drawn by a form"]
@@ -143,6 +143,7 @@ fn pdf_spacing_forms_and_blank_pages() {
         "the blank page keeps its number"
     );
     assert_eq!(page_texts(&doc, 3), vec!["Last page (with parentheses)"]);
+    assert_eq!(page_texts(&doc, 4), vec!["Hi CIDD Hi"]);
     assert_eq!(doc.title, None);
 }
 
