@@ -125,14 +125,14 @@ def cmd_report(args):
         print(f"load average after:  {args.load_after}")
     print()
     header = ("cell", "texts", "docchat sent/s", "torch sent/s", "ratio", "min cosine")
-    fmt = "| {:<11} | {:>5} | {:>22} | {:>22} | {:>5} | {:>10} |"
+    fmt = "| {:<11} | {:>5} | {:>22} | {:>22} | {:>5} | {:>14} |"
     print(fmt.format(*header))
-    print("|" + "|".join("-" * (w + 2) for w in (11, 5, 22, 22, 5, 10)) + "|")
+    print("|" + "|".join("-" * (w + 2) for w in (11, 5, 22, 22, 5, 14)) + "|")
     for name, r, t, cmin, n in rows:
         rm, tm = statistics.median(r), statistics.median(t)
         rs = f"{rm:.1f} ({min(r):.1f}-{max(r):.1f})"
         ts = f"{tm:.1f} ({min(t):.1f}-{max(t):.1f})"
-        print(fmt.format(name, n, rs, ts, f"{rm / tm:.2f}x", f"{cmin:.7f}"))
+        print(fmt.format(name, n, rs, ts, f"{rm / tm:.2f}x", f"{cmin:.12f}"))
     print()
     print("sent/s: median (min-max) over rounds; ratio: docchat median / torch median")
 

@@ -208,7 +208,7 @@ impl Workers {
         let pieces = {
             let embedder = embedder.clone();
             let options = ChunkOptions {
-                max_tokens: CHUNK_TOKENS.min(embedder.max_tokens()),
+                max_tokens: CHUNK_TOKENS.min(embedder.max_input_tokens()),
                 overlap_tokens: CHUNK_OVERLAP,
             };
             let doc = parsed.clone();

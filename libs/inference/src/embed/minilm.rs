@@ -209,7 +209,8 @@ impl MiniLmEmbedder {
         self.inner.threads
     }
 
-    /// The directory layout this loader expects, for messages: `<models_dir>/all-MiniLM-L6-v2`.
+    /// Where [`Embedders::load`](super::Embedders::load) looks for the local model:
+    /// `<models_dir>/all-MiniLM-L6-v2`.
     pub fn default_dir(models_dir: &Path) -> PathBuf {
         models_dir.join(MINILM_NAME)
     }

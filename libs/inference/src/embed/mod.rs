@@ -68,7 +68,8 @@ pub trait Embedder: Send + Sync {
         self.max_tokens()
     }
 
-    /// Tokens of `text` in the embedder's tokenizer, without special tokens.
+    /// Tokens of `text` in the embedder's tokenizer, without special tokens. Runs on the
+    /// calling thread (tens of microseconds for a chunk-sized text).
     fn count_tokens(&self, text: &str) -> usize;
 
     /// One unit-length vector per text, in order.
@@ -108,8 +109,10 @@ impl std::fmt::Debug for Embedders {
 
 impl Embedders {
     /// Loads the local MiniLM when `<models_dir>/all-MiniLM-L6-v2/model.safetensors`
-    /// exists (its pool gets `threads` threads) and builds every embedding upstream of the
-    /// registry. The default is MiniLM when present, else the first upstream.
+    /// exists (its pool gets `threads` threads: the caller's `DOCCHAT_EMBED_THREADS`, None
+    /// for one per available CPU) and builds every embedding upstream of the registry (their
+    /// API keys are read from the environment now). The default is MiniLM when present,
+    /// else the first upstream.
     pub fn load(
         registry: &Registry,
         models_dir: &Path,
