@@ -6,7 +6,7 @@ use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::outbox;
 use docchat_common::time::now;
 use docchat_proto::events::v1::DocumentChanged;
-use sea_orm::sea_query::{Expr, Order};
+use sea_orm::sea_query::{Expr, Order as SqlOrder};
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait,
     QueryFilter, QueryOrder, QuerySelect, TransactionTrait,
@@ -33,6 +33,17 @@ pub struct Segment {
 pub struct ListFilter {
     pub chat_session_id: Option<String>,
     pub collection_id: Option<String>,
+}
+
+/// Paging and order of a document list.
+#[derive(Debug, Clone, Default)]
+pub struct Order {
+    pub offset: u64,
+    pub limit: u64,
+    pub sort_column: String,
+    pub ascending: bool,
+    /// Documents of a source chat together, those without one last.
+    pub group_by_source_chat: bool,
 }
 
 fn sort_column(name: &str) -> ApiResult<documents::Column> {
@@ -95,33 +106,33 @@ pub async fn list(
     db: &DatabaseConnection,
     caller: &Caller,
     filter: &ListFilter,
-    offset: u64,
-    limit: u64,
-    sort: &str,
-    ascending: bool,
-    group_by_source_chat: bool,
+    page: &Order,
 ) -> ApiResult<Vec<documents::Model>> {
-    let column = sort_column(sort)?;
-    let order = if ascending { Order::Asc } else { Order::Desc };
+    let column = sort_column(&page.sort_column)?;
+    let order = if page.ascending {
+        SqlOrder::Asc
+    } else {
+        SqlOrder::Desc
+    };
     let mut q = filtered(db, caller, filter).await?;
-    if group_by_source_chat {
+    if page.group_by_source_chat {
         // Whole groups per page: documents of a source chat together, those without one
         // last; sort_column orders rows within a group.
         q = q
             .order_by(
                 Expr::col(documents::Column::ChatSessionId).is_null(),
-                Order::Asc,
+                SqlOrder::Asc,
             )
-            .order_by(documents::Column::ChatSessionId, Order::Asc);
+            .order_by(documents::Column::ChatSessionId, SqlOrder::Asc);
     }
-    let limit = if limit == 0 {
+    let limit = if page.limit == 0 {
         DEFAULT_LIMIT
     } else {
-        limit.min(MAX_LIMIT)
+        page.limit.min(MAX_LIMIT)
     };
     Ok(q.order_by(column, order.clone())
         .order_by(documents::Column::Id, order)
-        .offset(offset)
+        .offset(page.offset)
         .limit(limit)
         .all(db)
         .await?)

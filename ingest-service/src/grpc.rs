@@ -393,17 +393,14 @@ impl IngestService for IngestGrpc {
     ) -> Reply<pb::DocumentList> {
         let me = caller(&request)?;
         let r = request.into_inner();
-        let rows = documents::list(
-            &self.db,
-            &me,
-            &list_filter(&r),
-            r.offset,
-            r.limit,
-            &r.sort_column,
-            r.ascending,
-            r.group_by_source_chat,
-        )
-        .await?;
+        let page = documents::Order {
+            offset: r.offset,
+            limit: r.limit,
+            sort_column: r.sort_column.clone(),
+            ascending: r.ascending,
+            group_by_source_chat: r.group_by_source_chat,
+        };
+        let rows = documents::list(&self.db, &me, &list_filter(&r), &page).await?;
         Ok(Response::new(pb::DocumentList {
             documents: rows.into_iter().map(document_pb).collect(),
         }))

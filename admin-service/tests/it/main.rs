@@ -1,6 +1,11 @@
 //! admin-service over real gRPC on loopback, on SQLite and on PostgreSQL.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: fail loudly
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)] // test code: fail loudly
 
 use docchat_common::Caller;
 use docchat_common::auth::authorized;

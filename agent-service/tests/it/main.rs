@@ -1,7 +1,12 @@
 //! agent-service starts on both backends, migrates its store, answers gRPC health and stops
 //! cleanly.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: fail loudly
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)] // test code: fail loudly
 
 use docchat_common::testing::{Spawned, backends, bind, context};
 

@@ -1,7 +1,12 @@
 //! chat-service over real gRPC on loopback with ingest-service beside it, on SQLite +
 //! in-process bus and on PostgreSQL + RabbitMQ.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: fail loudly
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)] // test code: fail loudly
 
 use std::time::Duration;
 

@@ -1,7 +1,12 @@
 //! End-to-end REST tests: the gateway in standalone mode (every service in-process, real
 //! gRPC on loopback), on SQLite + in-process bus and on PostgreSQL + RabbitMQ.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: fail loudly
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)] // test code: fail loudly
 
 mod documents;
 mod harness;

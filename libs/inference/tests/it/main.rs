@@ -1,9 +1,13 @@
 //! Integration tests of docchat-inference: the local MiniLM against sentence-transformers'
 //! reference vectors (when the model has been fetched), and the OpenAI-compatible
 //! embedder against an HTTP server started in the test.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
 // Tests without the model files say on stderr that they are skipped.
-#![allow(clippy::print_stderr)]
 
 mod minilm;
 mod openai;

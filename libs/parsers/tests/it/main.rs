@@ -1,6 +1,11 @@
 //! Integration tests of docchat-parsers: every format on files built here, corrupt
 //! inputs, transcripts and the chunker.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
 
 mod chunking;
 mod corrupt;
