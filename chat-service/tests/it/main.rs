@@ -36,12 +36,23 @@ async fn sessions_link_collections_and_announce_themselves() {
         let mut config = backend.config(dir.path());
         let (ingest_listener, ingest_url) = bind().await;
         let (chat_listener, chat_url) = bind().await;
+        let (admin_listener, admin_url) = bind().await;
         config.ingest_url = ingest_url.clone();
+        config.admin_url = admin_url.clone();
         let models = dir.path().join("models.toml");
         std::fs::write(&models, "[[models]]\nname = \"m1\"\ndisplay_name = \"Model One\"\nbase_url = \"http://127.0.0.1:1/v1\"\ndefault = true\n").unwrap();
         config.models_file = Some(models);
         let ctx = context(config);
         let keys = ctx.keys.clone();
+        // ingest-service reads its limits from admin-service.
+        let admin = Spawned::start(
+            ctx.clone(),
+            admin_listener,
+            admin_url,
+            docchat_admin_service::serve,
+        )
+        .await
+        .unwrap();
         let ingest = Spawned::start(
             ctx.clone(),
             ingest_listener,
@@ -181,5 +192,6 @@ async fn sessions_link_collections_and_announce_themselves() {
         );
         chat.stop().await.unwrap();
         ingest.stop().await.unwrap();
+        admin.stop().await.unwrap();
     }
 }
