@@ -89,6 +89,10 @@ pub async fn serve(
             fallback_cap: 25,
         },
         wake: wake.clone(),
+        transcriber: match registry.transcription_model() {
+            Some(entry) => Some(Arc::new(docchat_inference::Transcriber::from_entry(entry)?)),
+            None => None,
+        },
     };
     for n in 0..ctx.config.ingest_workers {
         background

@@ -12,8 +12,8 @@ use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::outbox;
 use docchat_common::settings::SettingsClient;
 use docchat_common::time::now;
-use docchat_inference::{Embedder, Embedders};
-use docchat_parsers::{ChunkOptions, ParsedDocument};
+use docchat_inference::{Embedder, Embedders, Transcriber};
+use docchat_parsers::{AudioSegment, ChunkOptions, ParsedDocument};
 use docchat_proto::events::v1::{DocumentChanged, Envelope};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set,
@@ -51,6 +51,8 @@ pub struct Workers {
     pub settings: Option<SettingsClient>,
     pub config: WorkerConfig,
     pub wake: Arc<Notify>,
+    /// Speech to text for audio and video, when a transcription upstream is configured.
+    pub transcriber: Option<Arc<Transcriber>>,
 }
 
 /// Wakes idle workers when a `ingest.work.*` doorbell rings.
@@ -203,7 +205,7 @@ impl Workers {
             })?;
         let bytes = self.blobs.read(&upload.id).await?;
 
-        let parsed = parse(&upload.filename, bytes).await?;
+        let parsed = parse(&upload.filename, bytes, self.transcriber.as_deref()).await?;
         set(0.15);
         let pieces = {
             let embedder = embedder.clone();
@@ -353,12 +355,44 @@ impl Workers {
     }
 }
 
-/// Parses on a blocking thread; media without a transcription upstream fail clearly.
-async fn parse(filename: &str, bytes: Vec<u8>) -> ApiResult<ParsedDocument> {
+/// Parses on a blocking thread; audio and video go through the transcription upstream,
+/// and fail clearly without one.
+async fn parse(
+    filename: &str,
+    bytes: Vec<u8>,
+    transcriber: Option<&Transcriber>,
+) -> ApiResult<ParsedDocument> {
     if docchat_parsers::is_media(filename) {
-        return Err(ApiError::bad_request(format!(
-            "{filename} is audio or video: transcription needs an OpenAI-compatible /v1/audio/transcriptions upstream, and none is configured"
-        )));
+        let Some(transcriber) = transcriber else {
+            return Err(ApiError::bad_request(format!(
+                "{filename} is audio or video: transcription needs an OpenAI-compatible /v1/audio/transcriptions upstream, and none is configured"
+            )));
+        };
+        let speech = transcriber
+            .transcribe(filename, bytes)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("{filename}: {e}")))?;
+        let segments = speech
+            .into_iter()
+            .map(|s| AudioSegment {
+                start: s.start,
+                end: s.end,
+                speaker: s
+                    .speaker
+                    .as_deref()
+                    .map(docchat_parsers::display_name)
+                    .unwrap_or_default(),
+                original_speaker: s.speaker,
+                text: s.text,
+            })
+            .collect();
+        let doc = docchat_parsers::segments_to_document(segments);
+        if doc.segments.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "{filename}: no speech was recognized"
+            )));
+        }
+        return Ok(doc);
     }
     let name = filename.to_owned();
     tokio::task::spawn_blocking(move || docchat_parsers::parse(&name, &bytes))

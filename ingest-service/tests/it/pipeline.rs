@@ -535,3 +535,62 @@ async fn a_job_whose_worker_died_completes_once_without_duplicate_chunks() {
         s.admin.stop().await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn audio_is_transcribed_through_the_configured_upstream() {
+    use docchat_common::testing::ScriptedHttp;
+    if !model_present() {
+        panic!("the MiniLM model is required (scripts/fetch-models.sh)");
+    }
+    let upstream = ScriptedHttp::start(std::sync::Arc::new(|req: &docchat_common::testing::SeenRequest| {
+        assert_eq!(req.path, "/v1/audio/transcriptions");
+        let body = String::from_utf8_lossy(&req.body);
+        assert!(body.contains("verbose_json") && body.contains("whisper-1") && body.contains("standup.mp3"));
+        let answer = serde_json::json!({
+            "text": "Good morning. The build is green.",
+            "segments": [
+                {"start": 0.0, "end": 1.5, "text": " Good morning.", "speaker": "SPEAKER_00"},
+                {"start": 1.5, "end": 3.25, "text": " The build is green.", "speaker": "SPEAKER_01"}
+            ]
+        });
+        (200, "application/json".to_owned(), answer.to_string().into_bytes())
+    }))
+    .await;
+    let backend = &backends()[0];
+    let models = tempfile::tempdir().unwrap();
+    let file = models.path().join("models.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[models]]\nname = \"whisper\"\nkind = \"transcription\"\nbase_url = \"{}/v1\"\nupstream_model = \"whisper-1\"\n",
+            upstream.base_url
+        ),
+    )
+    .unwrap();
+    let s = Stack::start(backend, |c| c.models_file = Some(file.clone())).await;
+    let alice = user("alice", false);
+    let col = s.collection(&alice, "meetings").await;
+    let up = s
+        .upload(&alice, "standup.mp3", &[0xff, 0xfb, 0x90, 0x00, 1, 2, 3])
+        .await
+        .unwrap();
+    let job = s.ingest(&alice, &up.id, &col.id).await.unwrap();
+    let done = s.finished(&alice, &job.id).await;
+    assert_eq!(done.status, "completed", "{:?}", done.errors);
+    let doc = done.document_id.unwrap();
+    let segments = s
+        .client
+        .clone()
+        .get_audio_timestamps(s.req(&alice, pb::DocumentRef { id: doc }))
+        .await
+        .unwrap()
+        .into_inner()
+        .segments;
+    assert_eq!(segments.len(), 2);
+    assert_eq!((segments[1].start, segments[1].end), (1.5, Some(3.25)));
+    assert_eq!(segments[1].text, "The build is green.");
+    assert_eq!(segments[1].speaker, "Speaker 1");
+    assert_eq!(segments[1].original_speaker.as_deref(), Some("SPEAKER_01"));
+    assert_eq!(upstream.seen().len(), 1);
+    s.stop().await;
+}

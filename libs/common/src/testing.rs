@@ -206,3 +206,100 @@ pub fn user(id: &str, admin: bool) -> crate::Caller {
         is_service: false,
     }
 }
+
+/// One request a [`ScriptedHttp`] server received.
+#[derive(Debug, Clone)]
+pub struct SeenRequest {
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// The scripted answer: status, content type, body.
+pub type Script = std::sync::Arc<dyn Fn(&SeenRequest) -> (u16, String, Vec<u8>) + Send + Sync>;
+
+/// A scripted HTTP/1.1 server on loopback for upstream fakes (model servers): real HTTP,
+/// deterministic answers, every request recorded. One request per connection.
+pub struct ScriptedHttp {
+    /// `http://127.0.0.1:<port>`
+    pub base_url: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<SeenRequest>>>,
+}
+
+impl ScriptedHttp {
+    pub async fn start(script: Script) -> ScriptedHttp {
+        let (listener, _) = bind().await;
+        let base_url = match listener.local_addr() {
+            Ok(a) => format!("http://{a}"),
+            Err(e) => panic_free_abort(&format!("scripted server address: {e}")),
+        };
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorded = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(answer(stream, script.clone(), recorded.clone()));
+            }
+        });
+        ScriptedHttp { base_url, seen }
+    }
+
+    pub fn seen(&self) -> Vec<SeenRequest> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+async fn answer(
+    mut stream: tokio::net::TcpStream,
+    script: Script,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<SeenRequest>>>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = Vec::new();
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let mut chunk = [0u8; 8192];
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next().unwrap_or("").split(' ');
+    let method = first.next().unwrap_or("").to_owned();
+    let path = first.next().unwrap_or("").to_owned();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    while buf.len() < head_end + length {
+        let mut chunk = [0u8; 8192];
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let request = SeenRequest {
+        method,
+        path,
+        headers,
+        body: buf[head_end..head_end + length].to_vec(),
+    };
+    let (status, content_type, body) = script(&request);
+    seen.lock().unwrap_or_else(|p| p.into_inner()).push(request);
+    let head = format!(
+        "HTTP/1.1 {status} X\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes()).await;
+    let _ = stream.write_all(&body).await;
+    let _ = stream.shutdown().await;
+}

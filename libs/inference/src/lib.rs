@@ -5,8 +5,10 @@
 
 pub mod embed;
 pub mod registry;
+pub mod transcribe;
 
 pub use embed::{
     EmbedError, Embedder, Embedders, MINILM_NAME, MiniLmEmbedder, OpenAiEmbedder, l2_normalize,
 };
 pub use registry::{ModelEntry, ModelKind, Registry};
+pub use transcribe::{SpeechSegment, TranscribeError, Transcriber};

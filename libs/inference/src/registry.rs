@@ -12,6 +12,8 @@ pub enum ModelKind {
     #[default]
     Chat,
     Embedding,
+    /// An OpenAI-compatible `/v1/audio/transcriptions` upstream (audio and video ingestion).
+    Transcription,
 }
 
 /// One `[[models]]` entry.
@@ -170,6 +172,13 @@ impl Registry {
         self.models
             .iter()
             .filter(|m| m.kind == ModelKind::Embedding)
+    }
+
+    /// The transcription upstream, if one is configured (the first).
+    pub fn transcription_model(&self) -> Option<&ModelEntry> {
+        self.models
+            .iter()
+            .find(|m| m.kind == ModelKind::Transcription)
     }
 
     /// The model `auto` routes to: the one marked default, else the first.

@@ -32,7 +32,7 @@ pub use chunk::{Chunk, ChunkOptions, chunk};
 pub use detect::{detect, is_media};
 pub use error::ParseError;
 pub use model::{AudioSegment, Block, DocumentKind, Page, ParsedDocument};
-pub use transcript::segments_to_document;
+pub use transcript::{display_name, segments_to_document};
 
 /// The largest file [`parse`] accepts.
 pub const MAX_FILE_BYTES: usize = 512 * 1024 * 1024;

@@ -222,7 +222,8 @@ fn plausible_name(name: &str) -> bool {
 
 /// The display name of a raw speaker label: `SPEAKER_01` → `Speaker 1`,
 /// `JOHN SMITH` → `John Smith`, `jane_doe` → `jane doe`.
-pub(crate) fn display_name(raw: &str) -> String {
+/// The display form of a speaker label: `SPEAKER_01` → `Speaker 1`, `JOHN SMITH` → `John Smith`.
+pub fn display_name(raw: &str) -> String {
     let cleaned = collapse_ws(&raw.replace('_', " "));
     let lower = cleaned.to_lowercase();
     for prefix in ["speaker", "spk", "spkr"] {
