@@ -106,6 +106,7 @@ fn app(
                 .service(collections::list_collections)
                 .service(collections::get_collection)
                 .service(collections::delete_collection)
+                .service(collections::update_collection)
                 .service(documents::list_documents_for_collection)
                 .service(documents::get_document_count_for_collection)
                 .service(uploads::upload_file)

@@ -226,6 +226,51 @@ pub async fn delete(db: &DatabaseConnection, caller: &Caller, id: &str) -> ApiRe
     Ok(())
 }
 
+/// Renames an owned collection or sets its description; a description from a user makes
+/// `description_auto_generated` false and stops regeneration.
+pub async fn update(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    id: &str,
+    name: Option<String>,
+    description: Option<String>,
+) -> ApiResult<CollectionView> {
+    let row = collections::Entity::find_by_id(id.to_owned())
+        .filter(collections::Column::OwnerId.eq(caller.user_id.clone()))
+        .one(db)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    if name.is_none() && description.is_none() {
+        return Err(ApiError::bad_request(
+            "give a name or a description to change",
+        ));
+    }
+    let mut active: collections::ActiveModel = row.into();
+    if let Some(name) = name {
+        let name = name.trim().to_owned();
+        if name.is_empty() || name.chars().count() > 255 {
+            return Err(ApiError::bad_request("name must be 1 to 255 characters"));
+        }
+        active.name = Set(name);
+    }
+    if let Some(description) = description {
+        if description.chars().count() > 100_000 {
+            return Err(ApiError::bad_request(
+                "description must be at most 100000 characters",
+            ));
+        }
+        active.description = Set(description);
+        active.description_auto_generated = Set(false);
+        active.description_dirty_at = Set(None);
+    }
+    active.updated_at = Set(now());
+    let row = active.update(db).await?;
+    views(db, vec![row])
+        .await?
+        .pop()
+        .ok_or_else(|| not_found(id))
+}
+
 /// Number of live sessions of a collection (for tests and diagnostics).
 pub async fn sessions_count(db: &DatabaseConnection, collection_id: &str) -> ApiResult<u64> {
     Ok(collection_sessions::Entity::find()

@@ -336,6 +336,21 @@ impl IngestService for IngestGrpc {
         Ok(Response::new(Empty {}))
     }
 
+    async fn update_collection(
+        &self,
+        request: Request<pb::UpdateCollectionRequest>,
+    ) -> Reply<pb::Collection> {
+        let me = caller(&request)?;
+        let pb::UpdateCollectionRequest {
+            id,
+            name,
+            description,
+        } = request.into_inner();
+        ok(collections::update(&self.db, &me, &id, name, description)
+            .await
+            .map(collection_pb))
+    }
+
     async fn upload(
         &self,
         request: Request<Streaming<pb::UploadChunk>>,

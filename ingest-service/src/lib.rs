@@ -2,6 +2,7 @@
 
 pub mod blobs;
 pub mod collections;
+pub mod descriptions;
 pub mod documents;
 pub mod entities;
 pub mod events;
@@ -98,6 +99,19 @@ pub async fn serve(
         background
             .tracker
             .spawn(workers.clone().run(n, background.token.clone()));
+    }
+    match docchat_inference::OpenAiChat::default_of(&registry)? {
+        Some(model) => {
+            background.tracker.spawn(descriptions::run(
+                db.clone(),
+                model,
+                std::time::Duration::from_secs(ctx.config.description_interval_seconds.max(1)),
+                background.token.clone(),
+            ));
+        }
+        None => {
+            tracing::info!("no chat model configured: collection descriptions are not generated")
+        }
     }
     let fairness = jobs::Fairness {
         enabled: ctx.config.crawl_fairness_enabled,

@@ -1,6 +1,6 @@
 //! /api/v1/collections
 
-use actix_web::{HttpResponse, delete, get, post, web};
+use actix_web::{HttpResponse, delete, get, patch, post, web};
 use chrono::{DateTime, Utc};
 use docchat_common::config::Service;
 use docchat_proto::common::v1::PageRequest;
@@ -95,6 +95,15 @@ pub struct CreateCollection {
     pub description: String,
     #[serde(default)]
     pub embedding_model: Option<String>,
+}
+
+/// Fields to change; a description set here stops its automatic generation.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct UpdateCollection {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -235,4 +244,39 @@ pub async fn delete_collection(
     )?;
     state.ingest.clone().delete_collection(request).await?;
     Ok(HttpResponse::NoContent().finish())
+}
+
+#[utoipa::path(
+    tag = "Collections",
+    params(("collection_id" = String, Path)),
+    request_body = UpdateCollection,
+    responses((status = 200, body = Collection), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+#[patch("/collections/{collection_id}")]
+pub async fn update_collection(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<String>,
+    body: web::Json<UpdateCollection>,
+) -> HttpResult<web::Json<Collection>> {
+    let UpdateCollection { name, description } = body.into_inner();
+    let request = state.request(
+        &caller,
+        Service::Ingest,
+        pb::UpdateCollectionRequest {
+            id: path.into_inner(),
+            name,
+            description,
+        },
+    )?;
+    Ok(web::Json(
+        state
+            .ingest
+            .clone()
+            .update_collection(request)
+            .await?
+            .into_inner()
+            .into(),
+    ))
 }

@@ -594,3 +594,141 @@ async fn audio_is_transcribed_through_the_configured_upstream() {
     assert_eq!(upstream.seen().len(), 1);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn collection_descriptions_are_generated_until_a_user_writes_one() {
+    use docchat_common::testing::ScriptedHttp;
+    if !model_present() {
+        panic!("the MiniLM model is required (scripts/fetch-models.sh)");
+    }
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = calls.clone();
+    let upstream = ScriptedHttp::start(std::sync::Arc::new(move |req: &docchat_common::testing::SeenRequest| {
+        let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let body: serde_json::Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        assert_eq!(req.path, "/v1/chat/completions");
+        assert_eq!(body["model"], "tiny-upstream");
+        let prompt = body["messages"][1]["content"].as_str().unwrap_or("");
+        assert!(prompt.contains("Document: notes.md"), "{prompt}");
+        let answer = serde_json::json!({
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("Notes on geography and Rust (v{n}).")}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 9, "total_tokens": 59}
+        });
+        (200, "application/json".to_owned(), answer.to_string().into_bytes())
+    }))
+    .await;
+    let models = tempfile::tempdir().unwrap();
+    let file = models.path().join("models.toml");
+    std::fs::write(
+        &file,
+        format!("[[models]]\nname = \"tiny\"\nbase_url = \"{}/v1\"\nupstream_model = \"tiny-upstream\"\ndefault = true\n", upstream.base_url),
+    )
+    .unwrap();
+    for backend in backends() {
+        calls.store(0, std::sync::atomic::Ordering::SeqCst);
+        let s = Stack::start(&backend, |c| {
+            c.models_file = Some(file.clone());
+            c.description_interval_seconds = 1;
+        })
+        .await;
+        let alice = user("alice", false);
+        let col = s.collection(&alice, "kb").await;
+        let get = || async {
+            s.client
+                .clone()
+                .get_collection(s.req(&alice, pb::CollectionRef { id: col.id.clone() }))
+                .await
+                .unwrap()
+                .into_inner()
+        };
+        let up = s
+            .upload(&alice, "notes.md", NOTES.as_bytes())
+            .await
+            .unwrap();
+        let job = s.ingest(&alice, &up.id, &col.id).await.unwrap();
+        assert_eq!(s.finished(&alice, &job.id).await.status, "completed");
+
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let first = loop {
+            let c = get().await;
+            if c.description_generated_at.is_some() {
+                break c;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{}: no description generated",
+                backend.name
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(first.description, "Notes on geography and Rust (v1).");
+        assert!(first.description_auto_generated);
+        assert!(
+            first.description_dirty_at.is_none(),
+            "current after generation"
+        );
+        assert!(
+            first.description_generation_started_at.is_none(),
+            "cleared when done"
+        );
+
+        // A document change marks it stale; it is written again.
+        let up = s
+            .upload(&alice, "more.txt", b"Paris also has the Louvre museum.")
+            .await
+            .unwrap();
+        let job = s.ingest(&alice, &up.id, &col.id).await.unwrap();
+        assert_eq!(s.finished(&alice, &job.id).await.status, "completed");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let c = get().await;
+            if c.description.ends_with("(v2).") && c.description_dirty_at.is_none() {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{}: not regenerated: {c:?}",
+                backend.name
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+
+        // A user's description ends automatic generation.
+        let c = s
+            .client
+            .clone()
+            .update_collection(s.req(
+                &alice,
+                pb::UpdateCollectionRequest {
+                    id: col.id.clone(),
+                    name: None,
+                    description: Some("My own words.".into()),
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(!c.description_auto_generated);
+        let before = calls.load(std::sync::atomic::Ordering::SeqCst);
+        let up = s
+            .upload(&alice, "late.txt", b"Another note about rivers.")
+            .await
+            .unwrap();
+        let job = s.ingest(&alice, &up.id, &col.id).await.unwrap();
+        assert_eq!(s.finished(&alice, &job.id).await.status, "completed");
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let c = get().await;
+        assert_eq!(c.description, "My own words.", "{}", backend.name);
+        assert!(!c.description_auto_generated);
+        assert!(
+            c.description_dirty_at.is_some(),
+            "document changes still mark it stale"
+        );
+        assert_eq!(
+            calls.load(std::sync::atomic::Ordering::SeqCst),
+            before,
+            "no more generation"
+        );
+        s.stop().await;
+    }
+}

@@ -94,6 +94,8 @@ pub struct Config {
     pub crawl_fairness_enabled: bool,
     pub crawl_fresh_user_window_minutes: i64,
     pub crawl_heavy_user_jobs_threshold: u64,
+    /// How often ingest-service looks for collection descriptions to (re)generate.
+    pub description_interval_seconds: u64,
 }
 
 impl Default for Config {
@@ -127,6 +129,7 @@ impl Default for Config {
             crawl_fairness_enabled: true,
             crawl_fresh_user_window_minutes: 60,
             crawl_heavy_user_jobs_threshold: 50,
+            description_interval_seconds: 30,
         }
     }
 }

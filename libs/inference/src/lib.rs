@@ -3,10 +3,12 @@
 //! all-MiniLM-L6-v2 run in-process and any OpenAI-compatible `/v1/embeddings` upstream,
 //! gathered by name in [`Embedders`].
 
+pub mod chat;
 pub mod embed;
 pub mod registry;
 pub mod transcribe;
 
+pub use chat::{ChatError, ChatMessage, Completion, OpenAiChat};
 pub use embed::{
     EmbedError, Embedder, Embedders, MINILM_NAME, MiniLmEmbedder, OpenAiEmbedder, l2_normalize,
 };
