@@ -90,6 +90,7 @@ pub async fn serve(
             fallback_cap: 25,
         },
         wake: wake.clone(),
+        chat: docchat_inference::OpenAiChat::default_of(&registry)?.map(Arc::new),
         transcriber: match registry.transcription_model() {
             Some(entry) => Some(Arc::new(docchat_inference::Transcriber::from_entry(entry)?)),
             None => None,

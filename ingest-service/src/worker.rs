@@ -12,7 +12,7 @@ use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::outbox;
 use docchat_common::settings::SettingsClient;
 use docchat_common::time::now;
-use docchat_inference::{Embedder, Embedders, Transcriber};
+use docchat_inference::{ChatMessage, Embedder, Embedders, OpenAiChat, Transcriber};
 use docchat_parsers::{AudioSegment, ChunkOptions, ParsedDocument};
 use docchat_proto::events::v1::{DocumentChanged, Envelope};
 use sea_orm::{
@@ -53,6 +53,91 @@ pub struct Workers {
     pub wake: Arc<Notify>,
     /// Speech to text for audio and video, when a transcription upstream is configured.
     pub transcriber: Option<Arc<Transcriber>>,
+    /// The default chat model, for document summaries and suggested questions.
+    pub chat: Option<Arc<OpenAiChat>>,
+}
+
+/// What the language model adds to a document when asked.
+#[derive(Default)]
+struct Extras {
+    summary: Option<String>,
+    questions: Option<Vec<String>>,
+    /// Why a requested extra is missing (recorded on the job; the document still counts).
+    notes: Vec<String>,
+}
+
+const EXTRA_SOURCE_CHARS: usize = 6000;
+
+async fn extras(
+    chat: Option<&OpenAiChat>,
+    params: &IngestParams,
+    name: &str,
+    pieces: &[docchat_parsers::Chunk],
+) -> Extras {
+    let mut out = Extras::default();
+    if !params.gen_doc_summaries && !params.gen_doc_questions {
+        return out;
+    }
+    let Some(chat) = chat else {
+        out.notes
+            .push("summaries and questions need a chat model, and none is configured".into());
+        return out;
+    };
+    let mut source = String::new();
+    for p in pieces {
+        if source.len() + p.text.len() > EXTRA_SOURCE_CHARS {
+            break;
+        }
+        source.push_str(&p.text);
+        source.push_str("\n\n");
+    }
+    if params.gen_doc_summaries {
+        let messages = [
+            ChatMessage::system("Summarize documents in one short paragraph of plain text."),
+            ChatMessage::user(format!(
+                "Document: {name}\n\n{source}\nSummarize this document."
+            )),
+        ];
+        match chat.complete(&messages, 300, 0.0).await {
+            Ok(c) if !c.text.is_empty() => out.summary = Some(c.text),
+            Ok(_) => out.notes.push("the summary came back empty".into()),
+            Err(e) => out.notes.push(format!("summary not generated: {e}")),
+        }
+    }
+    if params.gen_doc_questions {
+        let messages = [
+            ChatMessage::system(
+                "You suggest questions a reader could ask about a document: three questions, one per line, nothing else.",
+            ),
+            ChatMessage::user(format!("Document: {name}\n\n{source}")),
+        ];
+        match chat.complete(&messages, 200, 0.0).await {
+            Ok(c) => {
+                let questions: Vec<String> = c
+                    .text
+                    .lines()
+                    .map(|l| {
+                        l.trim()
+                            .trim_start_matches(|ch: char| {
+                                ch.is_ascii_digit() || matches!(ch, '.' | ')' | '-' | '*')
+                            })
+                            .trim()
+                            .to_owned()
+                    })
+                    .filter(|l| !l.is_empty())
+                    .take(10)
+                    .collect();
+                if questions.is_empty() {
+                    out.notes
+                        .push("the suggested questions came back empty".into());
+                } else {
+                    out.questions = Some(questions);
+                }
+            }
+            Err(e) => out.notes.push(format!("questions not generated: {e}")),
+        }
+    }
+    out
 }
 
 /// Wakes idle workers when a `ingest.work.*` doorbell rings.
@@ -184,7 +269,7 @@ impl Workers {
 
     async fn ingest(&self, job: &jobs::Model, progress: &AtomicU64) -> ApiResult<Outcome> {
         let set = |p: f64| progress.store(p.to_bits(), Ordering::Relaxed);
-        let _params: IngestParams = serde_json::from_str(&job.params).unwrap_or_default();
+        let params: IngestParams = serde_json::from_str(&job.params).unwrap_or_default();
         let upload_id = job.upload_id.clone().unwrap_or_default();
         let upload = uploads::Entity::find_by_id(upload_id.clone())
             .one(&self.db)
@@ -231,6 +316,8 @@ impl Workers {
         })
         .await?;
 
+        let extras = extras(self.chat.as_deref(), &params, &upload.filename, &pieces).await;
+
         // One transaction: document, chunks, counters, job completion, events.
         let txn = self.db.begin().await?;
         let at = now();
@@ -246,8 +333,15 @@ impl Workers {
                 text: s.text.clone(),
             })
             .collect();
+        let notes: Vec<String> = extras.notes.iter().map(|n| jobq::error_line(n)).collect();
         // Fencing: only the worker holding this attempt may complete the job.
         let completed = jobs::Entity::update_many()
+            .col_expr(
+                jobs::Column::Errors,
+                sea_orm::sea_query::Expr::value(
+                    serde_json::to_string(&notes).unwrap_or_else(|_| "[]".into()),
+                ),
+            )
             .col_expr(
                 jobs::Column::Status,
                 sea_orm::sea_query::Expr::value("completed"),
@@ -297,8 +391,11 @@ impl Workers {
             status: Set("completed".to_owned()),
             upload_id: Set(Some(upload.id.clone())),
             chat_session_id: Set(None),
-            summary: Set(None),
-            questions: Set(None),
+            summary: Set(extras.summary.clone()),
+            questions: Set(extras
+                .questions
+                .as_ref()
+                .map(|q| serde_json::to_string(q).unwrap_or_default())),
             segments: Set((!segments.is_empty())
                 .then(|| serde_json::to_string(&segments).unwrap_or_default())),
             created_at: Set(at),

@@ -732,3 +732,117 @@ async fn collection_descriptions_are_generated_until_a_user_writes_one() {
         s.stop().await;
     }
 }
+
+#[tokio::test]
+async fn summaries_and_questions_come_from_the_chat_model_when_asked() {
+    use docchat_common::testing::ScriptedHttp;
+    if !model_present() {
+        panic!("the MiniLM model is required (scripts/fetch-models.sh)");
+    }
+    let upstream = ScriptedHttp::start(std::sync::Arc::new(|req: &docchat_common::testing::SeenRequest| {
+        let body: serde_json::Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        let system = body["messages"][0]["content"].as_str().unwrap_or("").to_owned();
+        let text = if system.contains("Summarize") {
+            "Paris is France's capital; Rust prevents data races.".to_owned()
+        } else if system.contains("questions") {
+            "1. What is the capital of France?\n2. What does the borrow checker prevent?\n3. Which river flows through Paris?".to_owned()
+        } else {
+            "A collection about geography and Rust.".to_owned()
+        };
+        let answer = serde_json::json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]});
+        (200, "application/json".to_owned(), answer.to_string().into_bytes())
+    }))
+    .await;
+    let models = tempfile::tempdir().unwrap();
+    let file = models.path().join("models.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[models]]\nname = \"tiny\"\nbase_url = \"{}/v1\"\n",
+            upstream.base_url
+        ),
+    )
+    .unwrap();
+    let backend = &backends()[0];
+    let s = Stack::start(backend, |c| c.models_file = Some(file.clone())).await;
+    let alice = user("alice", false);
+    let col = s.collection(&alice, "kb").await;
+    let up = s
+        .upload(&alice, "notes.md", NOTES.as_bytes())
+        .await
+        .unwrap();
+    let job = s
+        .client
+        .clone()
+        .ingest_upload(s.req(
+            &alice,
+            pb::IngestUploadRequest {
+                upload_id: up.id.clone(),
+                collection_id: col.id.clone(),
+                gen_doc_summaries: true,
+                gen_doc_questions: true,
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let done = s.finished(&alice, &job.id).await;
+    assert_eq!(done.status, "completed", "{:?}", done.errors);
+    assert!(done.errors.is_empty(), "{:?}", done.errors);
+    let doc = s
+        .client
+        .clone()
+        .get_document(s.req(
+            &alice,
+            pb::DocumentRef {
+                id: done.document_id.clone().unwrap(),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        doc.summary.as_deref(),
+        Some("Paris is France's capital; Rust prevents data races.")
+    );
+    let db = docchat_common::db::connect(&s.config.database_url_for(Service::Ingest, true))
+        .await
+        .unwrap();
+    use sea_orm::EntityTrait;
+    let row = docchat_ingest_service::entities::documents::Entity::find_by_id(doc.id.clone())
+        .one(&db)
+        .await
+        .unwrap()
+        .unwrap();
+    let questions: Vec<String> = serde_json::from_str(row.questions.as_deref().unwrap()).unwrap();
+    assert_eq!(questions[0], "What is the capital of France?");
+    assert_eq!(questions.len(), 3);
+    s.stop().await;
+
+    // Without a chat model the document is still ingested; the job says what is missing.
+    let s = Stack::start(backend, |_| {}).await;
+    let col = s.collection(&alice, "kb").await;
+    let up = s
+        .upload(&alice, "notes.md", NOTES.as_bytes())
+        .await
+        .unwrap();
+    let job = s
+        .client
+        .clone()
+        .ingest_upload(s.req(
+            &alice,
+            pb::IngestUploadRequest {
+                upload_id: up.id,
+                collection_id: col.id,
+                gen_doc_summaries: true,
+                gen_doc_questions: false,
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let done = s.finished(&alice, &job.id).await;
+    assert_eq!(done.status, "completed");
+    assert!(done.errors[0].contains("chat model"), "{:?}", done.errors);
+    s.stop().await;
+}
