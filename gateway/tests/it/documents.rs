@@ -302,3 +302,88 @@ async fn uploads_without_a_file_or_too_large_are_refused() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     app.stop().await;
 }
+
+#[tokio::test]
+async fn runtime_limits_refuse_and_change_nothing() {
+    let app = TestApp::start(&backends()[0]).await;
+    let (uid, key) = app.user("gail").await;
+    // Resolved settings are cached for config_cache_ttl_seconds: shorten it to 1 s.
+    let (s, _) = app
+        .call(
+            Method::PUT,
+            "/api/v1/configurations/config_cache_ttl_seconds",
+            crate::harness::ADMIN_KEY,
+            Some(json!({"string_value": "1"})),
+        )
+        .await;
+    assert_eq!(s, 200);
+    let set = |k: &str, v: &str| {
+        (
+            format!("/api/v1/users/{uid}/configurations/{k}"),
+            json!({"string_value": v}),
+        )
+    };
+    let (path, body) = set("collection_limit_per_user", "1");
+    let (s, _) = app
+        .call(Method::PUT, &path, crate::harness::ADMIN_KEY, Some(body))
+        .await;
+    assert_eq!(s, 200);
+    let (s, col) = app
+        .call(
+            Method::POST,
+            "/api/v1/collections",
+            &key,
+            Some(json!({"name": "one", "description": ""})),
+        )
+        .await;
+    assert_eq!(s, 201);
+    let (s, b) = app
+        .call(
+            Method::POST,
+            "/api/v1/collections",
+            &key,
+            Some(json!({"name": "two", "description": ""})),
+        )
+        .await;
+    assert_error(s, &b, 403);
+    let (_, list) = app
+        .call(Method::GET, "/api/v1/collections", &key, None)
+        .await;
+    assert_eq!(list.as_array().unwrap().len(), 1, "nothing created");
+
+    let cid = col["id"].as_str().unwrap();
+    let (path, body) = set("document_limit_per_user", "0");
+    app.call(Method::PUT, &path, crate::harness::ADMIN_KEY, Some(body))
+        .await;
+    // A global limit on collection size (1 MB minimum) refuses a larger upload's ingestion.
+    let (s, _) = app
+        .call(
+            Method::PUT,
+            "/api/v1/configurations/default_collection_size_limit",
+            crate::harness::ADMIN_KEY,
+            Some(json!({"string_value": "1048576"})),
+        )
+        .await;
+    assert_eq!(s, 200);
+    let (_, big) = upload(&app, &key, "big.txt", vec![b'a'; 1_100_000]).await;
+    let ingest = format!(
+        "/api/v1/uploads/{}/ingest?collection_id={cid}",
+        big["id"].as_str().unwrap()
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    // No documents allowed: 403.
+    let (s, b) = app.call(Method::POST, &ingest, &key, None).await;
+    assert_error(s, &b, 403);
+    // Documents allowed again, but the file exceeds the collection size limit: 413.
+    let (path, body) = set("document_limit_per_user", "-1");
+    app.call(Method::PUT, &path, crate::harness::ADMIN_KEY, Some(body))
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let (s, b) = app.call(Method::POST, &ingest, &key, None).await;
+    assert_error(s, &b, 413);
+    let (_, count) = app
+        .call(Method::GET, "/api/v1/documents/count", &key, None)
+        .await;
+    assert_eq!(count["count"], 0);
+    app.stop().await;
+}

@@ -846,3 +846,112 @@ async fn summaries_and_questions_come_from_the_chat_model_when_asked() {
     assert!(done.errors[0].contains("chat model"), "{:?}", done.errors);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn claims_respect_the_per_user_cap_and_heavy_users_queue_last() {
+    use docchat_ingest_service::jobs::{self, Fairness, IngestParams};
+    use sea_orm::EntityTrait;
+    for backend in backends() {
+        let s = Stack::start(&backend, |c| c.ingest_workers = 0).await;
+        let db = docchat_common::db::connect(&s.config.database_url_for(Service::Ingest, true))
+            .await
+            .unwrap();
+        let (alice, bob) = (user("alice", false), user("bob", false));
+        let col = s.collection(&alice, "kb").await;
+        let fairness = Fairness {
+            enabled: true,
+            fresh_window_minutes: 60,
+            heavy_user_jobs_threshold: 2,
+        };
+        let mut queues = Vec::new();
+        for _ in 0..3 {
+            let queue = jobs::queue_for(&db, &alice.user_id, fairness)
+                .await
+                .unwrap();
+            queues.push(queue);
+            jobs::enqueue(
+                &db,
+                &alice,
+                queue,
+                &col.id,
+                "kb",
+                "u",
+                &IngestParams::default(),
+            )
+            .await
+            .unwrap();
+        }
+        assert_eq!(
+            queues,
+            ["standard", "standard", "deprioritized"],
+            "{}",
+            backend.name
+        );
+        jobs::enqueue(
+            &db,
+            &bob,
+            "standard",
+            &col.id,
+            "kb",
+            "u",
+            &IngestParams::default(),
+        )
+        .await
+        .unwrap();
+
+        // Standard before deprioritized, oldest first: alice, alice, bob, then alice's third.
+        let order: Vec<String> = jobs::candidates(&db, 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|j| format!("{}:{}", j.owner_id, j.queue))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "alice:standard",
+                "alice:standard",
+                "bob:standard",
+                "alice:deprioritized"
+            ]
+        );
+
+        // A cap of 1: alice's second job waits while her first runs; bob's does not.
+        let cands = jobs::candidates(&db, 10).await.unwrap();
+        let lease = chrono::Duration::seconds(60);
+        assert!(
+            jobs::try_claim(&db, &cands[0], Some(1), lease)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !jobs::try_claim(&db, &cands[1], Some(1), lease)
+                .await
+                .unwrap(),
+            "{}: cap holds",
+            backend.name
+        );
+        assert!(
+            jobs::try_claim(&db, &cands[2], Some(1), lease)
+                .await
+                .unwrap()
+        );
+        assert!(
+            jobs::try_claim(&db, &cands[1], None, lease).await.unwrap(),
+            "unlimited"
+        );
+        assert!(
+            !jobs::try_claim(&db, &cands[1], None, lease).await.unwrap(),
+            "a job is claimed once"
+        );
+        let running = docchat_ingest_service::entities::jobs::Entity::find()
+            .all(&db)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|j| j.status == "running")
+            .count();
+        assert_eq!(running, 3);
+        s.stop().await;
+    }
+}
