@@ -1,7 +1,7 @@
 //! The blob store: uploaded files on a local directory (a volume in distributed mode).
 //! Files are written under `tmp/` and renamed into place, so a reader never sees half a file.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use docchat_common::error::{ApiError, ApiResult};
 use sha2::{Digest, Sha256};
@@ -66,10 +66,6 @@ impl BlobStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(ApiError::internal("deleting blob", e)),
         }
-    }
-
-    pub fn root(&self) -> &Path {
-        &self.root
     }
 }
 

@@ -171,15 +171,6 @@ pub async fn get(db: &DatabaseConnection, caller: &Caller, id: &str) -> ApiResul
         .ok_or_else(|| ApiError::not_found(format!("job {id} not found")))
 }
 
-/// Running jobs of a user.
-pub async fn running_count(db: &DatabaseConnection, owner: &str) -> ApiResult<u64> {
-    Ok(jobs::Entity::find()
-        .filter(jobs::Column::OwnerId.eq(owner))
-        .filter(jobs::Column::Status.eq("running"))
-        .count(db)
-        .await?)
-}
-
 /// Claims `job_id` if it is still queued and its owner runs fewer than `cap` jobs. The
 /// check and the claim are one statement (serialized per user on PostgreSQL by an advisory
 /// lock), so the cap holds across workers and replicas.

@@ -237,11 +237,6 @@ pub fn authorized<T>(
     message: T,
 ) -> Result<Request<T>, ApiError> {
     let token = keys.mint(caller, audience)?;
-    with_token(&token, message)
-}
-
-/// A request carrying an already minted token (the gateway caches them per caller).
-pub fn with_token<T>(token: &str, message: T) -> Result<Request<T>, ApiError> {
     let mut request = Request::new(message);
     let value = MetadataValue::try_from(format!("Bearer {token}"))
         .map_err(|e| ApiError::internal("building authorization metadata", e))?;

@@ -263,15 +263,6 @@ impl Resolved {
         }
     }
 
-    /// A cost setting; `None` means disabled (-1).
-    pub fn cost(&self, name: &str) -> Option<f64> {
-        match self.raw(name).parse::<f64>() {
-            Ok(x) if x < 0.0 => None,
-            Ok(x) => Some(x),
-            Err(_) => None,
-        }
-    }
-
     pub fn text(&self, name: &str) -> &str {
         self.raw(name)
     }

@@ -44,13 +44,6 @@ impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
         map.insert(key, (Instant::now() + ttl, value));
     }
 
-    pub fn remove(&self, key: &K) {
-        self.inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
-    }
-
     pub fn clear(&self) {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
