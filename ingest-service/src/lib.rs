@@ -96,6 +96,9 @@ pub async fn serve(
             None => None,
         },
     };
+    background
+        .tracker
+        .spawn(workers.clone().recover(background.token.clone()));
     for n in 0..ctx.config.ingest_workers {
         background
             .tracker

@@ -193,9 +193,6 @@ impl Workers {
             if token.is_cancelled() {
                 break;
             }
-            if let Err(e) = jobq::recover_stale(&self.db).await {
-                tracing::warn!(error = %e.message, "recovering stale jobs failed");
-            }
             match self.claim().await {
                 Ok(Some(job)) => self.process(job, &token).await,
                 Ok(None) => {
@@ -212,6 +209,22 @@ impl Workers {
                         () = tokio::time::sleep(StdDuration::from_secs(1)) => {}
                     }
                 }
+            }
+        }
+    }
+
+    /// Puts jobs whose worker died back in the queue: one loop per replica, twice per
+    /// lease (a lapsed lease cannot be noticed sooner than that anyway).
+    pub async fn recover(self, token: CancellationToken) {
+        loop {
+            match jobq::recover_stale(&self.db).await {
+                Ok(n) if n > 0 => self.wake.notify_waiters(),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e.message, "recovering stale jobs failed"),
+            }
+            tokio::select! {
+                () = token.cancelled() => return,
+                () = tokio::time::sleep(self.config.lease / 2) => {}
             }
         }
     }
