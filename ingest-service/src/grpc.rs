@@ -28,7 +28,7 @@ pub struct IngestGrpc {
     pub db: DatabaseConnection,
     pub relay: OutboxRelay,
     pub blobs: BlobStore,
-    pub settings: Option<SettingsClient>,
+    pub settings: SettingsClient,
     pub fairness: Fairness,
     pub searcher: Searcher,
     pub max_upload_bytes: u64,
@@ -274,7 +274,7 @@ impl IngestService for IngestGrpc {
             description,
             embedding_model,
         } = request.into_inner();
-        let resolved = ingestion::settings_for(self.settings.as_ref(), &me).await?;
+        let resolved = self.settings.resolve(&me).await?;
         ingestion::check_collection_limits(&self.db, &me, &resolved).await?;
         let embedding_model = if embedding_model.trim().is_empty() {
             self.searcher
@@ -375,7 +375,7 @@ impl IngestService for IngestGrpc {
             gen_doc_summaries,
             gen_doc_questions,
         } = request.into_inner();
-        let resolved = ingestion::settings_for(self.settings.as_ref(), &me).await?;
+        let resolved = self.settings.resolve(&me).await?;
         let params = IngestParams {
             gen_doc_summaries,
             gen_doc_questions,

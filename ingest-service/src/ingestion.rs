@@ -3,24 +3,13 @@
 
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult, ErrorCode};
-use docchat_common::settings::{Resolved, SettingsClient};
+use docchat_common::settings::Resolved;
 use sea_orm::{
     ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, TransactionTrait,
 };
 
 use crate::entities::{collections, documents, jobs as job_rows};
 use crate::jobs::{self, Fairness, IngestParams};
-
-/// Settings for a caller; without an admin connection (unit tests) the defaults.
-pub async fn settings_for(
-    settings: Option<&SettingsClient>,
-    caller: &Caller,
-) -> ApiResult<Resolved> {
-    match settings {
-        Some(s) => s.resolve(caller).await,
-        None => Ok(Resolved::default()),
-    }
-}
 
 fn limit_reached(what: &str, limit: i64) -> ApiError {
     ApiError::new(

@@ -83,7 +83,7 @@ pub async fn serve(
         db: db.clone(),
         blobs: blobs.clone(),
         embedders: embedders.clone(),
-        settings: Some(settings.clone()),
+        settings: settings.clone(),
         config: worker::WorkerConfig {
             workers: ctx.config.ingest_workers,
             lease: std::time::Duration::from_secs(ctx.config.job_lease_seconds.max(3)),
@@ -132,7 +132,7 @@ pub async fn serve(
             db: db.clone(),
             relay,
             blobs,
-            settings: Some(settings),
+            settings,
             fairness,
             searcher: search::Searcher {
                 db: db.clone(),

@@ -48,7 +48,7 @@ pub struct Workers {
     pub db: DatabaseConnection,
     pub blobs: BlobStore,
     pub embedders: Arc<Embedders>,
-    pub settings: Option<SettingsClient>,
+    pub settings: SettingsClient,
     pub config: WorkerConfig,
     pub wake: Arc<Notify>,
     /// Speech to text for audio and video, when a transcription upstream is configured.
@@ -163,10 +163,7 @@ impl Workers {
     }
 
     async fn cap_for(&self, owner: &str) -> Option<i64> {
-        let Some(settings) = &self.settings else {
-            return Some(self.config.fallback_cap);
-        };
-        match settings.resolve_user("ingest-worker", owner).await {
+        match self.settings.resolve_user("ingest-worker", owner).await {
             Ok(resolved) => resolved.limit("crawl_max_concurrent_per_user"),
             Err(e) => {
                 tracing::warn!(error = %e.message, "cannot resolve settings, using the default crawl cap");
