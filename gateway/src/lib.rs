@@ -60,10 +60,13 @@ async fn not_found(req: HttpRequest) -> Result<HttpResponse, HttpError> {
     ))))
 }
 
-async fn api_spec(state: web::Data<AppState>) -> HttpResponse {
+/// `/api-spec.yaml`, rendered once at start from the registered routes.
+struct ApiSpec(String);
+
+async fn api_spec(spec: web::Data<ApiSpec>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/yaml")
-        .body(state.api_spec_yaml.clone())
+        .body(spec.0.clone())
 }
 
 /// Registers every route; also used to compute the OpenAPI document.
@@ -168,20 +171,6 @@ fn app(
         .split_for_parts()
 }
 
-/// The OpenAPI document of the gateway (computed from the registered routes).
-pub fn openapi() -> utoipa::openapi::OpenApi {
-    let config = Arc::new(Config::for_test(std::env::temp_dir()));
-    let keys = Arc::new(JwtKeys::new(
-        &secrecy::SecretString::from("openapi-only-0123456789"),
-        60,
-    ));
-    // Channels connect lazily, so this needs no running service.
-    match AppState::new(config, keys) {
-        Ok(state) => app(web::Data::new(state)).1,
-        Err(_) => ApiDoc::openapi(),
-    }
-}
-
 /// Serves REST on `listener` until `shutdown`; also serves the probe listener when
 /// `DOCCHAT_PROBE_ADDR` is set.
 pub async fn serve_http(
@@ -190,16 +179,19 @@ pub async fn serve_http(
     listener: std::net::TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let mut state = AppState::new(config.clone(), keys)?;
-    state.api_spec_yaml = openapi()
-        .to_yaml()
-        .map_err(|e| anyhow::anyhow!("rendering api spec: {e}"))?;
-    let state = web::Data::new(state);
+    let state = web::Data::new(AppState::new(config.clone(), keys)?);
+    let spec = web::Data::new(ApiSpec(
+        app(state.clone())
+            .1
+            .to_yaml()
+            .map_err(|e| anyhow::anyhow!("rendering api spec: {e}"))?,
+    ));
 
     let main_state = state.clone();
     let server = HttpServer::new(move || {
         let (app, api) = app(main_state.clone());
-        app.service(SwaggerUi::new("/swagger-ui/{_:.*}").url("/api-spec.json", api))
+        app.app_data(spec.clone())
+            .service(SwaggerUi::new("/swagger-ui/{_:.*}").url("/api-spec.json", api))
     })
     .listen(listener)?
     .disable_signals()

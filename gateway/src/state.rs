@@ -28,7 +28,6 @@ pub struct AppState {
     pub auth_ttl: Duration,
     /// The identity the gateway uses to resolve keys.
     pub gateway_identity: Caller,
-    pub api_spec_yaml: String,
 }
 
 impl AppState {
@@ -57,7 +56,6 @@ impl AppState {
             keys,
             auth_cache: TtlCache::new(100_000),
             gateway_identity: Caller::service("gateway"),
-            api_spec_yaml: String::new(),
         })
     }
 
