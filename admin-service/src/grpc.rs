@@ -130,6 +130,26 @@ fn scoped_pb(items: Vec<settings_entity::Model>) -> pb::ScopedSettingList {
     }
 }
 
+impl AdminGrpc {
+    async fn set_override(
+        &self,
+        scope: &str,
+        request: Request<pb::SetScopedSettingRequest>,
+    ) -> Reply<pb::ScopedSettingList> {
+        admin(&request)?;
+        let pb::SetScopedSettingRequest {
+            scope_id,
+            key_name,
+            string_value,
+        } = request.into_inner();
+        ok(
+            settings::set_override(&self.db, scope, &scope_id, &key_name, &string_value)
+                .await
+                .map(scoped_pb),
+        )
+    }
+}
+
 #[tonic::async_trait]
 impl AdminService for AdminGrpc {
     async fn authenticate(&self, request: Request<pb::AuthenticateRequest>) -> Reply<pb::Identity> {
@@ -353,34 +373,14 @@ impl AdminService for AdminGrpc {
         &self,
         request: Request<pb::SetScopedSettingRequest>,
     ) -> Reply<pb::ScopedSettingList> {
-        admin(&request)?;
-        let pb::SetScopedSettingRequest {
-            scope_id,
-            key_name,
-            string_value,
-        } = request.into_inner();
-        ok(
-            settings::set_role(&self.db, &scope_id, &key_name, &string_value)
-                .await
-                .map(scoped_pb),
-        )
+        self.set_override(settings::ROLE, request).await
     }
 
     async fn set_user_setting(
         &self,
         request: Request<pb::SetScopedSettingRequest>,
     ) -> Reply<pb::ScopedSettingList> {
-        admin(&request)?;
-        let pb::SetScopedSettingRequest {
-            scope_id,
-            key_name,
-            string_value,
-        } = request.into_inner();
-        ok(
-            settings::set_user(&self.db, &scope_id, &key_name, &string_value)
-                .await
-                .map(scoped_pb),
-        )
+        self.set_override(settings::USER, request).await
     }
 
     async fn list_user_settings(

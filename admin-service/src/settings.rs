@@ -147,28 +147,22 @@ pub async fn list_scoped(
         .await?)
 }
 
-pub async fn set_role(
+/// Stores a role (`ROLE`) or user (`USER`) override of an overridable setting; answers
+/// every override of that role or user.
+pub async fn set_override(
     db: &DatabaseConnection,
-    role_id: &str,
+    scope: &str,
+    scope_id: &str,
     key: &str,
     value: &str,
 ) -> ApiResult<Vec<settings::Model>> {
-    identity::find_role(db, role_id).await?;
+    match scope {
+        ROLE => identity::find_role(db, scope_id).await.map(drop)?,
+        _ => identity::find_user(db, scope_id).await.map(drop)?,
+    }
     let value = overridable(key)?.validate(value)?;
-    upsert(db, ROLE, role_id, key, value, true, false).await?;
-    list_scoped(db, ROLE, role_id).await
-}
-
-pub async fn set_user(
-    db: &DatabaseConnection,
-    user_id: &str,
-    key: &str,
-    value: &str,
-) -> ApiResult<Vec<settings::Model>> {
-    identity::find_user(db, user_id).await?;
-    let value = overridable(key)?.validate(value)?;
-    upsert(db, USER, user_id, key, value, true, false).await?;
-    list_scoped(db, USER, user_id).await
+    upsert(db, scope, scope_id, key, value, true, false).await?;
+    list_scoped(db, scope, scope_id).await
 }
 
 /// Every setting's value in force for `user_id`.
