@@ -111,7 +111,6 @@ pub async fn queue_for(
 }
 
 /// A new queued ingestion job, written with its announcement and the workers' doorbell.
-#[allow(clippy::too_many_arguments)]
 pub async fn enqueue<C: ConnectionTrait>(
     conn: &C,
     caller: &Caller,
