@@ -523,9 +523,10 @@ async fn a_job_whose_worker_died_completes_once_without_duplicate_chunks() {
             .await
             .unwrap();
         let mut indexes: Vec<i32> = chunks.iter().map(|c| c.chunk_index).collect();
-        let total = indexes.len();
-        indexes.dedup();
-        assert_eq!(indexes.len(), total, "no duplicate chunks");
+        indexes.sort_unstable();
+        let expected: Vec<i32> = (0..indexes.len() as i32).collect();
+        assert!(!indexes.is_empty());
+        assert_eq!(indexes, expected, "each chunk exactly once: no duplicates");
         let docs = docchat_ingest_service::entities::documents::Entity::find()
             .all(&db)
             .await
@@ -953,5 +954,104 @@ async fn claims_respect_the_per_user_cap_and_heavy_users_queue_last() {
             .count();
         assert_eq!(running, 3);
         s.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn group_by_source_chat_keeps_groups_together_and_sourceless_documents_last() {
+    use docchat_ingest_service::documents::{self, ListFilter, Order};
+    use docchat_ingest_service::entities::documents as rows;
+    use sea_orm::{ActiveModelTrait, Set};
+    for backend in backends() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = docchat_common::db::connect(&backend.database_url(dir.path(), "ingest"))
+            .await
+            .unwrap();
+        docchat_common::db::migrate::<docchat_ingest_service::migrations::Migrator>(&db, "ingest")
+            .await
+            .unwrap();
+        let alice = user("alice", false);
+        let (s1, s2) = (
+            "11111111-1111-4111-8111-111111111111",
+            "22222222-2222-4222-8222-222222222222",
+        );
+        // name, source chat
+        for (name, chat) in [
+            ("e", None),
+            ("d", Some(s2)),
+            ("c", Some(s1)),
+            ("b", None),
+            ("a", Some(s2)),
+            ("f", Some(s1)),
+        ] {
+            let at = docchat_common::time::now();
+            rows::ActiveModel {
+                id: Set(uuid::Uuid::new_v4().to_string()),
+                owner_id: Set(alice.user_id.clone()),
+                owner_username: Set("alice".into()),
+                collection_id: Set("c1".into()),
+                name: Set(name.into()),
+                kind: Set("text".into()),
+                size: Set(1),
+                page_count: Set(1),
+                status: Set("completed".into()),
+                upload_id: Set(None),
+                chat_session_id: Set(chat.map(str::to_owned)),
+                summary: Set(None),
+                questions: Set(None),
+                segments: Set(None),
+                created_at: Set(at),
+                updated_at: Set(at),
+            }
+            .insert(&db)
+            .await
+            .unwrap();
+        }
+        let order = Order {
+            sort_column: "name".into(),
+            ascending: true,
+            group_by_source_chat: true,
+            ..Order::default()
+        };
+        let listed = documents::list(&db, &alice, &ListFilter::default(), &order)
+            .await
+            .unwrap();
+        let names: Vec<&str> = listed.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["c", "f", "a", "d", "b", "e"],
+            "{}: groups by source chat, sourceless last, name within",
+            backend.name
+        );
+        // A page holds whole groups in that order.
+        let page = Order {
+            limit: 2,
+            ..order.clone()
+        };
+        let first: Vec<String> = documents::list(&db, &alice, &ListFilter::default(), &page)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(first, ["c", "f"]);
+        // Without grouping: plain name order.
+        let plain = Order {
+            group_by_source_chat: false,
+            ..order
+        };
+        let names: Vec<String> = documents::list(&db, &alice, &ListFilter::default(), &plain)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(names, ["a", "b", "c", "d", "e", "f"]);
+        // The chat_session_id filter.
+        let only = ListFilter {
+            chat_session_id: Some(s2.into()),
+            collection_id: None,
+        };
+        assert_eq!(documents::count(&db, &alice, &only).await.unwrap(), 2);
     }
 }
