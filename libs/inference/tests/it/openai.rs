@@ -1,15 +1,14 @@
 //! OpenAiEmbedder against a scripted OpenAI-compatible server on loopback (real HTTP, the
 //! real client code path).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use docchat_common::testing::{ScriptedHttp, SeenRequest};
 use docchat_inference::{EmbedError, Embedder, OpenAiEmbedder, Registry};
 use secrecy::SecretString;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
-/// One request the server received.
+/// One request the server received, as these tests look at it.
 #[derive(Debug, Clone)]
 struct Seen {
     method: String,
@@ -18,88 +17,45 @@ struct Seen {
     body: Value,
 }
 
+impl From<&SeenRequest> for Seen {
+    fn from(r: &SeenRequest) -> Self {
+        Seen {
+            method: r.method.clone(),
+            path: r.path.clone(),
+            authorization: r
+                .headers
+                .iter()
+                .find(|(k, _)| k == "authorization")
+                .map(|(_, v)| v.clone()),
+            body: serde_json::from_slice(&r.body).unwrap_or(Value::Null),
+        }
+    }
+}
+
 type Handler = Arc<dyn Fn(&Seen) -> (u16, String) + Send + Sync>;
 
-/// A minimal HTTP/1.1 server: keeps connections alive, answers every request through
-/// `handler`, records what it saw.
+/// The project's scripted upstream (`docchat_common::testing::ScriptedHttp`), answering
+/// JSON through `handler`.
 struct Upstream {
     base_url: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
+    server: ScriptedHttp,
 }
 
 impl Upstream {
     async fn start(handler: Handler) -> Upstream {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let recorded = seen.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve_connection(stream, handler.clone(), recorded.clone()));
-            }
-        });
-        Upstream { base_url, seen }
+        let server = ScriptedHttp::start(Arc::new(move |r: &SeenRequest| {
+            let (status, body) = handler(&Seen::from(r));
+            (status, "application/json".to_owned(), body.into_bytes())
+        }))
+        .await;
+        Upstream {
+            base_url: format!("{}/v1", server.base_url),
+            server,
+        }
     }
 
     fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-async fn serve_connection(mut stream: TcpStream, handler: Handler, seen: Arc<Mutex<Vec<Seen>>>) {
-    let mut buf = Vec::new();
-    loop {
-        let head_end = loop {
-            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i + 4;
-            }
-            let mut chunk = [0u8; 4096];
-            match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        };
-        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-        let mut lines = head.split("\r\n");
-        let mut request_line = lines.next().unwrap().split(' ');
-        let method = request_line.next().unwrap().to_owned();
-        let path = request_line.next().unwrap().to_owned();
-        let mut content_length = 0;
-        let mut authorization = None;
-        for line in lines {
-            if let Some((name, value)) = line.split_once(':') {
-                match name.trim().to_ascii_lowercase().as_str() {
-                    "content-length" => content_length = value.trim().parse().unwrap(),
-                    "authorization" => authorization = Some(value.trim().to_owned()),
-                    _ => {}
-                }
-            }
-        }
-        while buf.len() < head_end + content_length {
-            let mut chunk = [0u8; 4096];
-            match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-        let body: Value = serde_json::from_slice(&buf[head_end..head_end + content_length])
-            .unwrap_or(Value::Null);
-        buf.drain(..head_end + content_length);
-        let request = Seen {
-            method,
-            path,
-            authorization,
-            body,
-        };
-        let (status, answer) = handler(&request);
-        seen.lock().unwrap().push(request);
-        let response = format!(
-            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
-            answer.len()
-        );
-        if stream.write_all(response.as_bytes()).await.is_err() {
-            return;
-        }
+        self.server.seen().iter().map(Seen::from).collect()
     }
 }
 
@@ -278,10 +234,10 @@ async fn malformed_answers_are_refused() {
 
 #[tokio::test]
 async fn an_unreachable_upstream_is_a_transport_error() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
+    // A port that was just free: nothing listens there.
+    let (listener, url) = docchat_common::testing::bind().await;
     drop(listener);
-    let embedder = OpenAiEmbedder::new(&entry(&format!("http://{addr}/v1"), ""), None).unwrap();
+    let embedder = OpenAiEmbedder::new(&entry(&format!("{url}/v1"), ""), None).unwrap();
     let err = embedder.embed(&["a".to_owned()]).await.unwrap_err();
     assert!(matches!(err, EmbedError::Transport { .. }), "{err}");
 }
