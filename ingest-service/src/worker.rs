@@ -259,10 +259,13 @@ impl Workers {
         heartbeat.abort();
         match result {
             Some(Ok(Outcome::Done)) => tracing::info!(job_id = %job.id, "ingestion completed"),
-            Some(Ok(Outcome::Lost)) | None if lost.is_cancelled() => {
+            Some(Ok(Outcome::Lost)) => {
+                tracing::warn!(job_id = %job.id, "the job was no longer ours at commit; nothing stored");
+            }
+            None if lost.is_cancelled() => {
                 tracing::warn!(job_id = %job.id, "lost the job's lease; another worker has it");
             }
-            Some(Ok(Outcome::Lost)) | None => {
+            None => {
                 // Shutting down: hand the job back now rather than after the lease lapses.
                 if let Err(e) = requeue(&self.db, &job).await {
                     tracing::warn!(job_id = %job.id, error = %e.message, "could not requeue the job");
