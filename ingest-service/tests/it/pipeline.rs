@@ -131,6 +131,27 @@ impl Stack {
             .map(|r| r.into_inner())
     }
 
+    /// Hybrid search in one collection.
+    pub async fn search(
+        &self,
+        who: &Caller,
+        collection: &str,
+        query: &str,
+        top_k: u32,
+    ) -> Result<Vec<pb::SearchHit>, tonic::Status> {
+        let request = pb::SearchRequest {
+            collection_ids: vec![collection.to_owned()],
+            document_ids: vec![],
+            query: query.to_owned(),
+            top_k,
+        };
+        self.client
+            .clone()
+            .search(self.req(who, request))
+            .await
+            .map(|r| r.into_inner().hits)
+    }
+
     /// Waits for a job to finish (completed, failed or canceled).
     pub async fn finished(&self, who: &Caller, job: &str) -> pb::Job {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
@@ -240,21 +261,9 @@ async fn ingested_documents_are_searchable_and_deletable() {
 
         // Hybrid search finds the right document and page.
         let hits = s
-            .client
-            .clone()
-            .search(s.req(
-                &alice,
-                pb::SearchRequest {
-                    collection_ids: vec![col.id.clone()],
-                    document_ids: vec![],
-                    query: "What is the capital of France?".into(),
-                    top_k: 3,
-                },
-            ))
+            .search(&alice, &col.id, "What is the capital of France?", 3)
             .await
-            .unwrap()
-            .into_inner()
-            .hits;
+            .unwrap();
         assert_eq!(
             hits[0].document_name, "notes.md",
             "{}: {hits:?}",
@@ -263,39 +272,14 @@ async fn ingested_documents_are_searchable_and_deletable() {
         assert!(hits[0].text.contains("Paris"));
         assert_eq!(hits[0].pages, [1]);
         let bread = s
-            .client
-            .clone()
-            .search(s.req(
-                &alice,
-                pb::SearchRequest {
-                    collection_ids: vec![col.id.clone()],
-                    document_ids: vec![],
-                    query: "how long should dough rise".into(),
-                    top_k: 1,
-                },
-            ))
+            .search(&alice, &col.id, "how long should dough rise", 1)
             .await
-            .unwrap()
-            .into_inner()
-            .hits;
+            .unwrap();
         assert_eq!(bread[0].document_name, "bread.txt");
 
         // Others cannot search, read or delete it.
         let bob = user("bob", false);
-        let denied = s
-            .client
-            .clone()
-            .search(s.req(
-                &bob,
-                pb::SearchRequest {
-                    collection_ids: vec![col.id.clone()],
-                    document_ids: vec![],
-                    query: "Paris".into(),
-                    top_k: 3,
-                },
-            ))
-            .await
-            .unwrap_err();
+        let denied = s.search(&bob, &col.id, "Paris", 3).await.unwrap_err();
         assert_eq!(denied.code(), Code::NotFound);
         let doc_id = docs.documents[1].id.clone();
         for status in [
@@ -320,21 +304,9 @@ async fn ingested_documents_are_searchable_and_deletable() {
             .await
             .unwrap();
         let after = s
-            .client
-            .clone()
-            .search(s.req(
-                &alice,
-                pb::SearchRequest {
-                    collection_ids: vec![col.id.clone()],
-                    document_ids: vec![],
-                    query: "Paris capital France".into(),
-                    top_k: 5,
-                },
-            ))
+            .search(&alice, &col.id, "Paris capital France", 5)
             .await
-            .unwrap()
-            .into_inner()
-            .hits;
+            .unwrap();
         assert!(
             after.iter().all(|h| h.document_id != doc_id),
             "{}",
