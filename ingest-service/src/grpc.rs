@@ -331,7 +331,7 @@ impl IngestService for IngestGrpc {
     async fn delete_collection(&self, request: Request<pb::CollectionRef>) -> Reply<Empty> {
         let me = caller(&request)?;
         collections::delete(&self.db, &me, &request.get_ref().id).await?;
-        self.searcher.index.forget(&request.get_ref().id);
+        self.searcher.vectors.forget(&request.get_ref().id);
         self.relay.notify();
         Ok(Response::new(Empty {}))
     }
@@ -442,7 +442,7 @@ impl IngestService for IngestGrpc {
     async fn delete_document(&self, request: Request<pb::DocumentRef>) -> Reply<Empty> {
         let me = caller(&request)?;
         let doc = documents::delete(&self.db, &me, &request.get_ref().id).await?;
-        self.searcher.index.forget(&doc.collection_id);
+        self.searcher.vectors.forget(&doc.collection_id);
         self.relay.notify();
         Ok(Response::new(Empty {}))
     }

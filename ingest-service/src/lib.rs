@@ -15,6 +15,7 @@ pub mod migrations;
 pub mod search;
 pub mod tags;
 pub mod uploads;
+pub mod vectors;
 pub mod worker;
 
 use std::sync::Arc;
@@ -70,6 +71,8 @@ pub async fn serve(
     tracing::info!(embedders = ?embedders.names(), "embedders available");
     let blobs = BlobStore::new(ctx.config.data_dir.join("blobs"))?;
     let settings = SettingsClient::new(ctx.channel(Service::Admin)?, ctx.keys.clone());
+    let vectors = vectors::VectorStore::open(&db, &ctx.config).await?;
+    tracing::info!(backend = vectors.name(), "vector search backend");
     let wake = Arc::new(Notify::new());
     ctx.bus
         .subscribe(
@@ -95,6 +98,7 @@ pub async fn serve(
             Some(entry) => Some(Arc::new(docchat_inference::Transcriber::from_entry(entry)?)),
             None => None,
         },
+        vectors: vectors.clone(),
     };
     background
         .tracker
@@ -136,7 +140,7 @@ pub async fn serve(
             fairness,
             searcher: search::Searcher {
                 db: db.clone(),
-                index: index::VectorIndex::default(),
+                vectors,
                 embedders,
             },
             max_upload_bytes: ctx.config.max_body_bytes as u64,

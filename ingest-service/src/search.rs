@@ -1,4 +1,4 @@
-//! Hybrid retrieval: vector similarity (in-process index) and lexical search (SQLite FTS5 /
+//! Hybrid retrieval: vector similarity (in-process index or pgvector) and lexical search (SQLite FTS5 /
 //! PostgreSQL full-text), fused by reciprocal rank.
 
 use std::collections::HashMap;
@@ -13,7 +13,7 @@ use sea_orm::{
 };
 
 use crate::entities::{chunks, collections, documents};
-use crate::index::VectorIndex;
+use crate::vectors::VectorStore;
 
 pub const DEFAULT_TOP_K: usize = 8;
 pub const MAX_TOP_K: usize = 100;
@@ -55,7 +55,7 @@ pub fn fuse(rankings: &[Vec<i64>]) -> Vec<(i64, f64)> {
     out
 }
 
-fn placeholders(backend: DbBackend, start: usize, n: usize) -> String {
+pub(crate) fn placeholders(backend: DbBackend, start: usize, n: usize) -> String {
     (0..n)
         .map(|i| match backend {
             DbBackend::Postgres => format!("${}", start + i),
@@ -128,7 +128,7 @@ pub async fn lexical(
 #[derive(Clone)]
 pub struct Searcher {
     pub db: DatabaseConnection,
-    pub index: VectorIndex,
+    pub vectors: VectorStore,
     pub embedders: Arc<Embedders>,
 }
 
@@ -188,6 +188,7 @@ impl Searcher {
         let docs_filter = (!document_ids.is_empty()).then_some(document_ids);
         let mut vector_hits: Vec<(i64, f32)> = Vec::new();
         for (model, cols) in by_model {
+            let ids: Vec<String> = cols.iter().map(|c| c.id.clone()).collect();
             let embedder = self.embedders.get(model).ok_or_else(|| {
                 ApiError::new(
                     ErrorCode::Unavailable,
@@ -200,10 +201,11 @@ impl Searcher {
                 .map_err(|e| ApiError::internal("embedding the query", e))?
                 .pop()
                 .unwrap_or_default();
-            for c in cols {
-                let vectors = self.index.collection(&self.db, &c.id).await?;
-                vector_hits.extend(vectors.search(&query_vec, candidates, docs_filter));
-            }
+            vector_hits.extend(
+                self.vectors
+                    .nearest(&self.db, &ids, &query_vec, candidates, docs_filter)
+                    .await?,
+            );
         }
         vector_hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         vector_hits.truncate(candidates);

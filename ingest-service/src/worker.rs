@@ -27,6 +27,7 @@ use crate::documents::{Segment, touch_collection};
 use crate::entities::{chunks, collections, documents, jobs, uploads};
 use crate::index::encode;
 use crate::jobs::{self as jobq, IngestParams};
+use crate::vectors::VectorStore;
 
 /// Work-queue groups (the doorbell; the job rows are the queue).
 pub const WORK_GROUP: &str = "ingest.workers";
@@ -55,6 +56,8 @@ pub struct Workers {
     pub transcriber: Option<Arc<Transcriber>>,
     /// The default chat model, for document summaries and suggested questions.
     pub chat: Option<Arc<OpenAiChat>>,
+    /// Receives each document's vectors in the transaction that writes its chunks.
+    pub vectors: VectorStore,
 }
 
 /// What the language model adds to a document when asked.
@@ -442,6 +445,9 @@ impl Workers {
                 .exec(&txn)
                 .await?;
         }
+        self.vectors
+            .write_document(&txn, &document_id, &vectors)
+            .await?;
         touch_collection(&txn, &collection.id, 1, upload.size).await?;
         if let Some(row) = jobs::Entity::find_by_id(job.id.clone()).one(&txn).await? {
             jobq::announce(&txn, &row).await?;

@@ -10,7 +10,7 @@
 use docchat_common::auth::authorized;
 use docchat_common::bus::{EventHandler, envelope};
 use docchat_common::config::Service;
-use docchat_common::testing::{backends, user};
+use docchat_common::testing::{user, vector_backends};
 use docchat_proto::common::v1::PageRequest;
 use docchat_proto::events::v1::{ChatSessionCreated, ChatSessionDeleted};
 use docchat_proto::ingest::v1 as pb;
@@ -29,7 +29,7 @@ fn req<T>(
 
 #[tokio::test]
 async fn collections_are_scoped_to_their_owner() {
-    for backend in backends() {
+    for backend in vector_backends() {
         // ingest-service reads limits from admin-service, so both run.
         let stack = pipeline::Stack::start(&backend, |_| {}).await;
         let keys = stack.keys.clone();
@@ -132,7 +132,7 @@ async fn collections_are_scoped_to_their_owner() {
 
 #[tokio::test]
 async fn session_counting_is_idempotent_and_order_tolerant() {
-    for backend in backends() {
+    for backend in vector_backends() {
         let dir = tempfile::tempdir().unwrap();
         let url = backend.database_url(dir.path(), "ingest");
         let db = docchat_common::db::connect(&url).await.unwrap();

@@ -7,7 +7,7 @@ use std::time::Duration;
 use docchat_common::Caller;
 use docchat_common::auth::authorized;
 use docchat_common::config::Service;
-use docchat_common::testing::{Backend, Spawned, backends, bind, context, user};
+use docchat_common::testing::{Backend, Spawned, bind, context, user, vector_backends};
 use docchat_proto::ingest::v1 as pb;
 use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
 use docchat_proto::ingest::v1::upload_chunk::Part;
@@ -175,6 +175,34 @@ impl Stack {
         }
     }
 
+    /// The ingest database, opened beside the service.
+    pub async fn ingest_db(&self) -> sea_orm::DatabaseConnection {
+        docchat_common::db::connect(&self.config.database_url_for(Service::Ingest, true))
+            .await
+            .unwrap()
+    }
+
+    /// Stored chunks, and pgvector rows when that table exists.
+    pub async fn stored_vectors(&self) -> (i64, Option<i64>) {
+        use sea_orm::{ConnectionTrait, Statement};
+        let db = self.ingest_db().await;
+        let count = |table: &str| {
+            let db = db.clone();
+            let sql = format!("SELECT COUNT(*) FROM {table}");
+            async move {
+                let row = db
+                    .query_one(Statement::from_string(db.get_database_backend(), sql))
+                    .await
+                    .ok()??;
+                row.try_get_by_index::<i64>(0).ok()
+            }
+        };
+        let chunks = count("chunks").await.unwrap();
+        let vectors = count("chunk_vectors").await;
+        db.close().await.unwrap();
+        (chunks, vectors)
+    }
+
     pub async fn stop(self) {
         self.ingest.stop().await.unwrap();
         self.admin.stop().await.unwrap();
@@ -203,7 +231,7 @@ async fn ingested_documents_are_searchable_and_deletable() {
     if !model_present() {
         panic!("the MiniLM model is required (scripts/fetch-models.sh)");
     }
-    for backend in backends() {
+    for backend in vector_backends() {
         let s = Stack::start(&backend, |_| {}).await;
         let alice = user("alice", false);
         let col = s.collection(&alice, "kb").await;
@@ -277,6 +305,16 @@ async fn ingested_documents_are_searchable_and_deletable() {
             .unwrap();
         assert_eq!(bread[0].document_name, "bread.txt");
 
+        let (chunk_rows, vector_rows) = s.stored_vectors().await;
+        assert!(chunk_rows > 0);
+        if backend.name.starts_with("pgvector") {
+            assert_eq!(
+                vector_rows,
+                Some(chunk_rows),
+                "every chunk has its pgvector row"
+            );
+        }
+
         // Others cannot search, read or delete it.
         let bob = user("bob", false);
         let denied = s.search(&bob, &col.id, "Paris", 3).await.unwrap_err();
@@ -312,6 +350,15 @@ async fn ingested_documents_are_searchable_and_deletable() {
             "{}",
             backend.name
         );
+        let (chunk_rows_after, vector_rows_after) = s.stored_vectors().await;
+        assert!(chunk_rows_after < chunk_rows);
+        if backend.name.starts_with("pgvector") {
+            assert_eq!(
+                vector_rows_after,
+                Some(chunk_rows_after),
+                "vectors go with chunks"
+            );
+        }
         let got = s
             .client
             .clone()
@@ -329,7 +376,7 @@ async fn ingested_documents_are_searchable_and_deletable() {
 
 #[tokio::test]
 async fn bad_files_fail_their_job_and_store_nothing() {
-    for backend in backends() {
+    for backend in vector_backends() {
         let s = Stack::start(&backend, |_| {}).await;
         let alice = user("alice", false);
         let col = s.collection(&alice, "kb").await;
@@ -379,7 +426,7 @@ async fn bad_files_fail_their_job_and_store_nothing() {
 
 #[tokio::test]
 async fn uploads_and_collections_of_others_are_404_and_limits_refuse() {
-    let backend = &backends()[0];
+    let backend = &vector_backends()[0];
     let s = Stack::start(backend, |c| c.max_body_bytes = 10_000).await;
     let (alice, bob) = (user("alice", false), user("bob", false));
     let col = s.collection(&alice, "kb").await;
@@ -426,7 +473,7 @@ async fn a_job_whose_worker_died_completes_once_without_duplicate_chunks() {
     if !model_present() {
         panic!("the MiniLM model is required (scripts/fetch-models.sh)");
     }
-    for backend in backends() {
+    for backend in vector_backends() {
         // No workers at first: the job stays queued while we play the dying worker.
         let s = Stack::start(&backend, |c| c.ingest_workers = 0).await;
         let alice = user("alice", false);
@@ -529,7 +576,7 @@ async fn audio_is_transcribed_through_the_configured_upstream() {
         (200, "application/json".to_owned(), answer.to_string().into_bytes())
     }))
     .await;
-    let backend = &backends()[0];
+    let backend = &vector_backends()[0];
     let models = tempfile::tempdir().unwrap();
     let file = models.path().join("models.toml");
     std::fs::write(
@@ -597,7 +644,7 @@ async fn collection_descriptions_are_generated_until_a_user_writes_one() {
         format!("[[models]]\nname = \"tiny\"\nbase_url = \"{}/v1\"\nupstream_model = \"tiny-upstream\"\ndefault = true\n", upstream.base_url),
     )
     .unwrap();
-    for backend in backends() {
+    for backend in vector_backends() {
         calls.store(0, std::sync::atomic::Ordering::SeqCst);
         let s = Stack::start(&backend, |c| {
             c.models_file = Some(file.clone());
@@ -736,7 +783,7 @@ async fn summaries_and_questions_come_from_the_chat_model_when_asked() {
         ),
     )
     .unwrap();
-    let backend = &backends()[0];
+    let backend = &vector_backends()[0];
     let s = Stack::start(backend, |c| c.models_file = Some(file.clone())).await;
     let alice = user("alice", false);
     let col = s.collection(&alice, "kb").await;
@@ -824,7 +871,7 @@ async fn summaries_and_questions_come_from_the_chat_model_when_asked() {
 async fn claims_respect_the_per_user_cap_and_heavy_users_queue_last() {
     use docchat_ingest_service::jobs::{self, Fairness, IngestParams};
     use sea_orm::EntityTrait;
-    for backend in backends() {
+    for backend in vector_backends() {
         let s = Stack::start(&backend, |c| c.ingest_workers = 0).await;
         let db = docchat_common::db::connect(&s.config.database_url_for(Service::Ingest, true))
             .await
@@ -934,7 +981,7 @@ async fn group_by_source_chat_keeps_groups_together_and_sourceless_documents_las
     use docchat_ingest_service::documents::{self, ListFilter, Order};
     use docchat_ingest_service::entities::documents as rows;
     use sea_orm::{ActiveModelTrait, Set};
-    for backend in backends() {
+    for backend in vector_backends() {
         let dir = tempfile::tempdir().unwrap();
         let db = docchat_common::db::connect(&backend.database_url(dir.path(), "ingest"))
             .await
@@ -1026,4 +1073,108 @@ async fn group_by_source_chat_keeps_groups_together_and_sourceless_documents_las
         };
         assert_eq!(documents::count(&db, &alice, &only).await.unwrap(), 2);
     }
+}
+
+#[tokio::test]
+async fn pgvector_takes_over_earlier_vectors_and_honours_document_filters() {
+    if !model_present() {
+        panic!("the MiniLM model is required (scripts/fetch-models.sh)");
+    }
+    // Asking for pgvector where there is none refuses to start, clearly.
+    let sqlite = &vector_backends()[0];
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = sqlite.config(dir.path());
+    config.vector_backend = "pgvector".into();
+    let (listener, url) = bind().await;
+    let refused = Spawned::start(
+        context(config),
+        listener,
+        url,
+        docchat_ingest_service::serve,
+    )
+    .await;
+    let message = format!(
+        "{:#}",
+        refused.err().expect("pgvector on SQLite must refuse")
+    );
+    assert!(message.contains("vector extension"), "{message}");
+
+    let Some(backend) = vector_backends()
+        .into_iter()
+        .find(|b| b.name.starts_with("pgvector"))
+    else {
+        eprintln!(
+            "DOCCHAT_TEST_PGVECTOR_URL unset: pgvector part skipped (scripts/test.sh sets it)"
+        );
+        return;
+    };
+    // Written while vectors lived in memory only...
+    let s = Stack::start(&backend, |c| c.vector_backend = "memory".into()).await;
+    let alice = user("alice", false);
+    let col = s.collection(&alice, "kb").await;
+    let mut docs = Vec::new();
+    for (name, text) in [("notes.md", NOTES), ("bread.txt", COOKING)] {
+        let up = s.upload(&alice, name, text.as_bytes()).await.unwrap();
+        let job = s.ingest(&alice, &up.id, &col.id).await.unwrap();
+        let done = s.finished(&alice, &job.id).await;
+        assert_eq!(done.status, "completed", "{:?}", done.errors);
+        docs.push(done.document_id.unwrap());
+    }
+    assert_eq!(
+        s.stored_vectors().await.1,
+        None,
+        "memory mode makes no pgvector table"
+    );
+    let config = s.config.clone();
+    s.ingest.stop().await.unwrap();
+
+    // ...are copied into pgvector when a replica starts with it.
+    let (listener, url) = bind().await;
+    let mut config = config;
+    config.vector_backend = "pgvector".into();
+    config.ingest_url = url.clone();
+    let ingest = Spawned::start(
+        context(config),
+        listener,
+        url,
+        docchat_ingest_service::serve,
+    )
+    .await
+    .unwrap();
+    let s = Stack {
+        client: IngestServiceClient::new(ingest.channel()),
+        ingest,
+        ..s
+    };
+    let (chunk_rows, vector_rows) = s.stored_vectors().await;
+    assert_eq!(vector_rows, Some(chunk_rows));
+
+    let hits = s
+        .search(&alice, &col.id, "What is the capital of France?", 3)
+        .await
+        .unwrap();
+    assert_eq!(hits[0].document_name, "notes.md", "{hits:?}");
+    // A document filter keeps to that document even when another matches better.
+    let only_bread = s
+        .client
+        .clone()
+        .search(s.req(
+            &alice,
+            pb::SearchRequest {
+                collection_ids: vec![col.id.clone()],
+                document_ids: vec![docs[1].clone()],
+                query: "What is the capital of France?".into(),
+                top_k: 3,
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .hits;
+    assert!(!only_bread.is_empty());
+    assert!(
+        only_bread.iter().all(|h| h.document_id == docs[1]),
+        "{only_bread:?}"
+    );
+    s.stop().await;
 }

@@ -96,6 +96,12 @@ pub struct Config {
     pub crawl_heavy_user_jobs_threshold: u64,
     /// How often ingest-service looks for collection descriptions to (re)generate.
     pub description_interval_seconds: u64,
+    /// Where chunk vectors are searched: `auto` (pgvector when the database is PostgreSQL
+    /// with the `vector` extension available, else in-process), `memory` or `pgvector`
+    /// (refuse to start without it).
+    pub vector_backend: String,
+    /// pgvector HNSW search breadth (`hnsw.ef_search`); raised to the candidate count.
+    pub pgvector_ef_search: u32,
 }
 
 impl Default for Config {
@@ -130,6 +136,8 @@ impl Default for Config {
             crawl_fresh_user_window_minutes: 60,
             crawl_heavy_user_jobs_threshold: 50,
             description_interval_seconds: 30,
+            vector_backend: "auto".into(),
+            pgvector_ef_search: 100,
         }
     }
 }
@@ -167,6 +175,12 @@ impl Config {
         }
         if !matches!(self.log_format.as_str(), "text" | "json") {
             anyhow::bail!("DOCCHAT_LOG_FORMAT must be text or json");
+        }
+        if !matches!(self.vector_backend.as_str(), "auto" | "memory" | "pgvector") {
+            anyhow::bail!("DOCCHAT_VECTOR_BACKEND must be auto, memory or pgvector");
+        }
+        if !(1..=10_000).contains(&self.pgvector_ef_search) {
+            anyhow::bail!("DOCCHAT_PGVECTOR_EF_SEARCH must be between 1 and 10000");
         }
         for (name, url) in [
             ("DOCCHAT_ADMIN_URL", &self.admin_url),

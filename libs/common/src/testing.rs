@@ -40,6 +40,22 @@ pub fn backends() -> Vec<Backend> {
     out
 }
 
+/// The backends of suites that search vectors: like `backends()`, except that the
+/// PostgreSQL one is the server with pgvector (`DOCCHAT_TEST_PGVECTOR_URL`, started by
+/// scripts/pgvector-server.sh) when that is set.
+pub fn vector_backends() -> Vec<Backend> {
+    let mut out = backends();
+    if let Ok(server) = std::env::var("DOCCHAT_TEST_PGVECTOR_URL") {
+        for backend in &mut out {
+            if backend.postgres.is_some() {
+                backend.name = "pgvector+rabbitmq";
+                backend.postgres = Some(server.clone());
+            }
+        }
+    }
+    out
+}
+
 /// Where tests find local models: `DOCCHAT_TEST_MODELS_DIR` (scripts/test.sh fetches them
 /// there), else the repository's `models/`.
 pub fn models_dir() -> std::path::PathBuf {

@@ -1,0 +1,403 @@
+//! Where chunk vectors are searched: the in-process index (standalone, and PostgreSQL
+//! without pgvector), or pgvector with HNSW indexes (distributed deployments).
+//!
+//! The chunk row's `embedding` bytes stay the source of truth in both modes; pgvector keeps
+//! a copy in `chunk_vectors` (one row per chunk, deleted with it by a foreign key cascade),
+//! written in the same transaction as the chunks. Collections may use embedders of different
+//! sizes, so the column is an undimensioned `vector` with one partial HNSW index per
+//! dimension, over `embedding::vector(<dim>)` where `dim = <dim>`, as pgvector's
+//! documentation recommends; a dimension's index is created the first time one is written.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+
+use docchat_common::config::Config;
+use docchat_common::error::{ApiError, ApiResult};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait, Value};
+
+use crate::index::VectorIndex;
+use crate::search::placeholders;
+
+/// The vector side of retrieval.
+#[derive(Clone)]
+pub enum VectorStore {
+    Memory(VectorIndex),
+    PgVector(PgVector),
+}
+
+impl VectorStore {
+    /// Picks the backend `config.vector_backend` asks for; with pgvector, prepares the table
+    /// and copies in the vectors of chunks written before it existed.
+    pub async fn open(db: &DatabaseConnection, config: &Config) -> anyhow::Result<VectorStore> {
+        let wanted = config.vector_backend.as_str();
+        if wanted == "memory" {
+            return Ok(VectorStore::Memory(VectorIndex::default()));
+        }
+        if !PgVector::available(db).await? {
+            if wanted == "pgvector" {
+                anyhow::bail!(
+                    "DOCCHAT_VECTOR_BACKEND=pgvector needs a PostgreSQL database with the vector extension available"
+                );
+            }
+            return Ok(VectorStore::Memory(VectorIndex::default()));
+        }
+        match PgVector::prepare(db, config.pgvector_ef_search).await {
+            Ok(store) => Ok(VectorStore::PgVector(store)),
+            Err(e) if wanted == "pgvector" => Err(e.context("preparing pgvector")),
+            // Typically a role that may not CREATE EXTENSION: say so, and keep serving.
+            Err(e) => {
+                tracing::warn!(
+                    error = format!("{e:#}"),
+                    "pgvector is installed but could not be prepared; using the in-process index"
+                );
+                Ok(VectorStore::Memory(VectorIndex::default()))
+            }
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            VectorStore::Memory(_) => "in-process",
+            VectorStore::PgVector(_) => "pgvector",
+        }
+    }
+
+    /// The `k` nearest chunks of these collections (all embedded by one model) to `query`,
+    /// best first, as (chunk id, cosine).
+    pub async fn nearest(
+        &self,
+        db: &DatabaseConnection,
+        collection_ids: &[String],
+        query: &[f32],
+        k: usize,
+        only_documents: Option<&[String]>,
+    ) -> ApiResult<Vec<(i64, f32)>> {
+        match self {
+            VectorStore::Memory(index) => {
+                let mut hits = Vec::new();
+                for id in collection_ids {
+                    let vectors = index.collection(db, id).await?;
+                    hits.extend(vectors.search(query, k, only_documents));
+                }
+                hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                hits.truncate(k);
+                Ok(hits)
+            }
+            VectorStore::PgVector(pg) => {
+                pg.nearest(db, collection_ids, query, k, only_documents)
+                    .await
+            }
+        }
+    }
+
+    /// Copies a just-written document's vectors into the vector backend, inside the
+    /// transaction that wrote its chunks.
+    pub async fn write_document<C: ConnectionTrait>(
+        &self,
+        txn: &C,
+        document_id: &str,
+        vectors: &[Vec<f32>],
+    ) -> ApiResult<()> {
+        match self {
+            VectorStore::Memory(_) => Ok(()),
+            VectorStore::PgVector(pg) => pg.write_document(txn, document_id, vectors).await,
+        }
+    }
+
+    /// Drops what this replica holds of a collection (its stored rows go with the chunks).
+    pub fn forget(&self, collection_id: &str) {
+        if let VectorStore::Memory(index) = self {
+            index.forget(collection_id);
+        }
+    }
+}
+
+/// pgvector: `chunk_vectors` with per-dimension partial HNSW indexes (cosine).
+#[derive(Clone)]
+pub struct PgVector {
+    db: DatabaseConnection,
+    ef_search: u32,
+    /// Dimensions whose HNSW index is known to exist.
+    indexed: Arc<Mutex<HashSet<usize>>>,
+}
+
+/// Chunks copied per statement when filling `chunk_vectors` from existing chunks.
+const BACKFILL_BATCH: u64 = 500;
+
+impl PgVector {
+    /// Whether `db` is PostgreSQL with the `vector` extension installed or installable.
+    pub async fn available(db: &DatabaseConnection) -> ApiResult<bool> {
+        if db.get_database_backend() != DbBackend::Postgres {
+            return Ok(false);
+        }
+        let row = db
+            .query_one(Statement::from_string(
+                DbBackend::Postgres,
+                "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'",
+            ))
+            .await?;
+        Ok(row.is_some())
+    }
+
+    /// Creates the extension, the table and the known dimensions' indexes (idempotent, safe
+    /// from several replicas at once), then backfills vectors of older chunks.
+    pub async fn prepare(db: &DatabaseConnection, ef_search: u32) -> anyhow::Result<PgVector> {
+        let txn = db.begin().await?;
+        // Replicas starting together would race on CREATE EXTENSION / CREATE TABLE.
+        txn.execute_unprepared("SELECT pg_advisory_xact_lock(7412903321)")
+            .await?;
+        txn.execute_unprepared("CREATE EXTENSION IF NOT EXISTS vector")
+            .await?;
+        txn.execute_unprepared(
+            "CREATE TABLE IF NOT EXISTS chunk_vectors (
+                chunk_id BIGINT PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+                collection_id TEXT NOT NULL,
+                document_id TEXT NOT NULL,
+                dim INTEGER NOT NULL,
+                embedding vector NOT NULL
+            )",
+        )
+        .await?;
+        txn.execute_unprepared(
+            "CREATE INDEX IF NOT EXISTS chunk_vectors_collection ON chunk_vectors (collection_id, dim)",
+        )
+        .await?;
+        txn.commit().await?;
+        let store = PgVector {
+            db: db.clone(),
+            ef_search,
+            indexed: Arc::default(),
+        };
+        let copied = store.backfill().await?;
+        if copied > 0 {
+            tracing::info!(
+                chunks = copied,
+                "copied existing chunk vectors into pgvector"
+            );
+        }
+        Ok(store)
+    }
+
+    /// Copies vectors of chunks that have none in `chunk_vectors` (written before pgvector
+    /// was enabled). Returns how many were copied.
+    async fn backfill(&self) -> ApiResult<u64> {
+        let mut copied = 0;
+        loop {
+            let rows = self
+                .db
+                .query_all(Statement::from_string(
+                    DbBackend::Postgres,
+                    format!(
+                        "SELECT c.id, c.embedding FROM chunks c \
+                         LEFT JOIN chunk_vectors v ON v.chunk_id = c.id \
+                         WHERE v.chunk_id IS NULL AND length(c.embedding) > 0 \
+                         ORDER BY c.id LIMIT {BACKFILL_BATCH}"
+                    ),
+                ))
+                .await?;
+            if rows.is_empty() {
+                return Ok(copied);
+            }
+            let mut batch: Vec<(i64, Vec<f32>)> = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let id: i64 = row.try_get_by_index(0)?;
+                let bytes: Vec<u8> = row.try_get_by_index(1)?;
+                batch.push((id, crate::index::decode(&bytes)));
+            }
+            for dim in batch.iter().map(|(_, v)| v.len()).collect::<HashSet<_>>() {
+                self.ensure_index(dim).await?;
+            }
+            let inserted = insert(&self.db, &batch).await?;
+            if inserted == 0 {
+                // Every remaining row was skipped (e.g. deleted meanwhile): nothing to gain
+                // from asking again for the same rows.
+                return Ok(copied);
+            }
+            copied += inserted;
+        }
+    }
+
+    /// Creates the HNSW index for `dim` if this replica has not seen it yet.
+    async fn ensure_index(&self, dim: usize) -> ApiResult<()> {
+        if dim == 0
+            || self
+                .indexed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&dim)
+        {
+            return Ok(());
+        }
+        let txn = self.db.begin().await?;
+        txn.execute_unprepared("SELECT pg_advisory_xact_lock(7412903322)")
+            .await?;
+        txn.execute_unprepared(&hnsw_index_sql(dim)).await?;
+        txn.commit().await?;
+        self.indexed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(dim);
+        Ok(())
+    }
+
+    async fn write_document<C: ConnectionTrait>(
+        &self,
+        txn: &C,
+        document_id: &str,
+        vectors: &[Vec<f32>],
+    ) -> ApiResult<()> {
+        for dim in vectors.iter().map(Vec::len).collect::<HashSet<_>>() {
+            self.ensure_index(dim).await?;
+        }
+        // Chunk ids were assigned by the insert; chunk_index is the vector's position.
+        let rows = txn
+            .query_all(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                "SELECT id, chunk_index FROM chunks WHERE document_id = $1",
+                [Value::from(document_id.to_owned())],
+            ))
+            .await?;
+        let mut batch: Vec<(i64, Vec<f32>)> = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id: i64 = row.try_get_by_index(0)?;
+            let index: i32 = row.try_get_by_index(1)?;
+            if let Some(v) = usize::try_from(index).ok().and_then(|i| vectors.get(i)) {
+                batch.push((id, v.clone()));
+            }
+        }
+        for part in batch.chunks(BACKFILL_BATCH as usize) {
+            insert(txn, part).await?;
+        }
+        Ok(())
+    }
+
+    async fn nearest(
+        &self,
+        db: &DatabaseConnection,
+        collection_ids: &[String],
+        query: &[f32],
+        k: usize,
+        only_documents: Option<&[String]>,
+    ) -> ApiResult<Vec<(i64, f32)>> {
+        let dim = query.len();
+        if dim == 0 || k == 0 || collection_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut values: Vec<Value> = vec![vector_literal(query).into()];
+        let mut sql = format!(
+            "SELECT chunk_id, (embedding::vector({dim}) <=> $1::vector({dim}))::float8 \
+             FROM chunk_vectors WHERE dim = {dim} AND collection_id IN ({})",
+            placeholders(DbBackend::Postgres, 2, collection_ids.len())
+        );
+        values.extend(collection_ids.iter().map(|c| Value::from(c.clone())));
+        if let Some(docs) = only_documents {
+            sql.push_str(&format!(
+                " AND document_id IN ({})",
+                placeholders(DbBackend::Postgres, values.len() + 1, docs.len())
+            ));
+            values.extend(docs.iter().map(|d| Value::from(d.clone())));
+        }
+        sql.push_str(&format!(
+            " ORDER BY embedding::vector({dim}) <=> $1::vector({dim}) LIMIT {k}"
+        ));
+        // Search settings are per transaction; iterative scans keep filtered queries
+        // (one collection among many, a document filter) from coming back short.
+        let ef = self
+            .ef_search
+            .max(u32::try_from(k).unwrap_or(u32::MAX))
+            .min(1000);
+        // Custom plans: a cached generic plan cannot see how selective the collection filter
+        // is, and would walk the graph where an exact scan of a small collection is cheaper.
+        let txn = db.begin().await?;
+        txn.execute_unprepared(&format!(
+            "SELECT set_config('hnsw.ef_search', '{ef}', true), \
+                    set_config('hnsw.iterative_scan', 'relaxed_order', true), \
+                    set_config('plan_cache_mode', 'force_custom_plan', true)"
+        ))
+        .await?;
+        let rows = txn
+            .query_all(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                sql,
+                values,
+            ))
+            .await?;
+        txn.commit().await?;
+        let mut hits = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id: i64 = row.try_get_by_index(0)?;
+            let distance: f64 = row.try_get_by_index(1)?;
+            hits.push((id, (1.0 - distance) as f32));
+        }
+        // relaxed_order may return neighbours slightly out of order.
+        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        Ok(hits)
+    }
+}
+
+/// The HNSW index of one dimension (pgvector's defaults: m 16, ef_construction 64). `dim` is a
+/// number we computed, never caller text.
+pub fn hnsw_index_sql(dim: usize) -> String {
+    format!(
+        "CREATE INDEX IF NOT EXISTS chunk_vectors_hnsw_{dim} ON chunk_vectors \
+         USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE dim = {dim}"
+    )
+}
+
+/// Inserts (chunk id, vector) pairs whose chunk still exists, skipping ones already there.
+async fn insert<C: ConnectionTrait>(conn: &C, batch: &[(i64, Vec<f32>)]) -> ApiResult<u64> {
+    let batch: Vec<&(i64, Vec<f32>)> = batch.iter().filter(|(_, v)| !v.is_empty()).collect();
+    if batch.is_empty() {
+        return Ok(0);
+    }
+    let mut json = String::with_capacity(batch.len() * batch[0].1.len() * 12);
+    json.push('[');
+    for (n, (id, v)) in batch.iter().enumerate() {
+        if n > 0 {
+            json.push(',');
+        }
+        let _ = write!(json, "{{\"id\":{id},\"e\":\"{}\"}}", vector_literal(v));
+    }
+    json.push(']');
+    let done = conn
+        .execute(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "INSERT INTO chunk_vectors (chunk_id, collection_id, document_id, dim, embedding) \
+             SELECT c.id, c.collection_id, c.document_id, vector_dims(v.e::vector), v.e::vector \
+             FROM jsonb_to_recordset($1::jsonb) AS v(id BIGINT, e TEXT) \
+             JOIN chunks c ON c.id = v.id \
+             ON CONFLICT (chunk_id) DO NOTHING",
+            [Value::from(json)],
+        ))
+        .await
+        .map_err(ApiError::from)?;
+    Ok(done.rows_affected())
+}
+
+/// pgvector's text form: `[0.1,0.2,...]` (Rust's shortest round-trip float formatting).
+fn vector_literal(v: &[f32]) -> String {
+    let mut out = String::with_capacity(v.len() * 12 + 2);
+    out.push('[');
+    for (i, x) in v.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        // NaN and infinities are not valid vector elements.
+        let x = if x.is_finite() { *x } else { 0.0 };
+        let _ = write!(out, "{x}");
+    }
+    out.push(']');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vector_literals_are_pgvector_text() {
+        assert_eq!(vector_literal(&[0.5, -1.25, 3.0]), "[0.5,-1.25,3]");
+        assert_eq!(vector_literal(&[f32::NAN, 1e-8]), "[0,0.00000001]");
+    }
+}
