@@ -124,7 +124,10 @@ async fn load(
             .collect();
         let txn = sea_orm::TransactionTrait::begin(db).await.unwrap();
         chunks::Entity::insert_many(rows).exec(&txn).await.unwrap();
-        store.write_document(&txn, &document_id, doc).await.unwrap();
+        store
+            .write_document(&txn, &format!("col-{collection}"), &document_id, doc)
+            .await
+            .unwrap();
         txn.commit().await.unwrap();
         if d == 0 {
             // The first write made the index; load the rest without it.

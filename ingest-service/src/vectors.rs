@@ -96,12 +96,16 @@ impl VectorStore {
     pub async fn write_document<C: ConnectionTrait>(
         &self,
         txn: &C,
+        collection_id: &str,
         document_id: &str,
         vectors: &[Vec<f32>],
     ) -> ApiResult<()> {
         match self {
             VectorStore::Memory(_) => Ok(()),
-            VectorStore::PgVector(pg) => pg.write_document(txn, document_id, vectors).await,
+            VectorStore::PgVector(pg) => {
+                pg.write_document(txn, collection_id, document_id, vectors)
+                    .await
+            }
         }
     }
 
@@ -189,26 +193,37 @@ impl PgVector {
                 .query_all(Statement::from_string(
                     DbBackend::Postgres,
                     format!(
-                        "SELECT c.id, c.embedding FROM chunks c \
-                         LEFT JOIN chunk_vectors v ON v.chunk_id = c.id \
-                         WHERE v.chunk_id IS NULL AND length(c.embedding) > 0 \
-                         ORDER BY c.id LIMIT {BACKFILL_BATCH}"
+                        "SELECT c.id, c.collection_id, c.document_id, c.embedding FROM chunks c \
+                         WHERE NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.chunk_id = c.id) \
+                         AND length(c.embedding) > 0 ORDER BY c.id LIMIT {BACKFILL_BATCH}"
                     ),
                 ))
                 .await?;
             if rows.is_empty() {
                 return Ok(copied);
             }
-            let mut batch: Vec<(i64, Vec<f32>)> = Vec::with_capacity(rows.len());
+            let mut batch: Vec<(i64, String, String, Vec<f32>)> = Vec::with_capacity(rows.len());
             for row in &rows {
-                let id: i64 = row.try_get_by_index(0)?;
-                let bytes: Vec<u8> = row.try_get_by_index(1)?;
-                batch.push((id, crate::index::decode(&bytes)));
+                batch.push((
+                    row.try_get_by_index(0)?,
+                    row.try_get_by_index(1)?,
+                    row.try_get_by_index(2)?,
+                    crate::index::decode(&row.try_get_by_index::<Vec<u8>>(3)?),
+                ));
             }
-            for dim in batch.iter().map(|(_, v)| v.len()).collect::<HashSet<_>>() {
+            for dim in batch.iter().map(|b| b.3.len()).collect::<HashSet<_>>() {
                 self.ensure_index(dim).await?;
             }
-            let inserted = insert(&self.db, &batch).await?;
+            let rows: Vec<Row> = batch
+                .iter()
+                .map(|(id, c, d, v)| Row {
+                    chunk_id: *id,
+                    collection_id: c,
+                    document_id: d,
+                    vector: v,
+                })
+                .collect();
+            let inserted = insert(&self.db, &rows, true).await?;
             if inserted == 0 {
                 // Every remaining row was skipped (e.g. deleted meanwhile): nothing to gain
                 // from asking again for the same rows.
@@ -244,6 +259,7 @@ impl PgVector {
     async fn write_document<C: ConnectionTrait>(
         &self,
         txn: &C,
+        collection_id: &str,
         document_id: &str,
         vectors: &[Vec<f32>],
     ) -> ApiResult<()> {
@@ -258,16 +274,21 @@ impl PgVector {
                 [Value::from(document_id.to_owned())],
             ))
             .await?;
-        let mut batch: Vec<(i64, Vec<f32>)> = Vec::with_capacity(rows.len());
+        let mut batch: Vec<Row> = Vec::with_capacity(rows.len());
         for row in &rows {
             let id: i64 = row.try_get_by_index(0)?;
             let index: i32 = row.try_get_by_index(1)?;
             if let Some(v) = usize::try_from(index).ok().and_then(|i| vectors.get(i)) {
-                batch.push((id, v.clone()));
+                batch.push(Row {
+                    chunk_id: id,
+                    collection_id,
+                    document_id,
+                    vector: v,
+                });
             }
         }
         for part in batch.chunks(BACKFILL_BATCH as usize) {
-            insert(txn, part).await?;
+            insert(txn, part, false).await?;
         }
         Ok(())
     }
@@ -345,29 +366,58 @@ pub fn hnsw_index_sql(dim: usize) -> String {
     )
 }
 
-/// Inserts (chunk id, vector) pairs whose chunk still exists, skipping ones already there.
-async fn insert<C: ConnectionTrait>(conn: &C, batch: &[(i64, Vec<f32>)]) -> ApiResult<u64> {
-    let batch: Vec<&(i64, Vec<f32>)> = batch.iter().filter(|(_, v)| !v.is_empty()).collect();
-    if batch.is_empty() {
+/// A chunk's vector on its way into `chunk_vectors`.
+struct Row<'a> {
+    chunk_id: i64,
+    collection_id: &'a str,
+    document_id: &'a str,
+    vector: &'a [f32],
+}
+
+/// Inserts rows, skipping chunks already there. With `only_existing`, rows whose chunk is
+/// gone meanwhile are skipped too (backfill runs beside live deletes); the ingestion path
+/// writes chunks in the same transaction and needs no such check. The rows travel as one
+/// JSON parameter, and no statement joins `chunks` on a guessed plan: a generic plan made
+/// while the table was small would scan it whole for every document.
+async fn insert<C: ConnectionTrait>(
+    conn: &C,
+    rows: &[Row<'_>],
+    only_existing: bool,
+) -> ApiResult<u64> {
+    let rows: Vec<&Row> = rows.iter().filter(|r| !r.vector.is_empty()).collect();
+    if rows.is_empty() {
         return Ok(0);
     }
-    let mut json = String::with_capacity(batch.len() * batch[0].1.len() * 12);
+    let mut json = String::with_capacity(rows.len() * (rows[0].vector.len() * 12 + 120));
     json.push('[');
-    for (n, (id, v)) in batch.iter().enumerate() {
+    for (n, row) in rows.iter().enumerate() {
         if n > 0 {
             json.push(',');
         }
-        let _ = write!(json, "{{\"id\":{id},\"e\":\"{}\"}}", vector_literal(v));
+        let _ = write!(
+            json,
+            "{{\"id\":{},\"c\":{},\"d\":{},\"e\":\"{}\"}}",
+            row.chunk_id,
+            serde_json::Value::from(row.collection_id),
+            serde_json::Value::from(row.document_id),
+            vector_literal(row.vector)
+        );
     }
     json.push(']');
+    let guard = if only_existing {
+        " WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = v.id)"
+    } else {
+        ""
+    };
     let done = conn
         .execute(Statement::from_sql_and_values(
             DbBackend::Postgres,
-            "INSERT INTO chunk_vectors (chunk_id, collection_id, document_id, dim, embedding) \
-             SELECT c.id, c.collection_id, c.document_id, vector_dims(v.e::vector), v.e::vector \
-             FROM jsonb_to_recordset($1::jsonb) AS v(id BIGINT, e TEXT) \
-             JOIN chunks c ON c.id = v.id \
-             ON CONFLICT (chunk_id) DO NOTHING",
+            format!(
+                "INSERT INTO chunk_vectors (chunk_id, collection_id, document_id, dim, embedding) \
+                 SELECT v.id, v.c, v.d, vector_dims(v.e::vector), v.e::vector \
+                 FROM jsonb_to_recordset($1::jsonb) AS v(id BIGINT, c TEXT, d TEXT, e TEXT){guard} \
+                 ON CONFLICT (chunk_id) DO NOTHING"
+            ),
             [Value::from(json)],
         ))
         .await

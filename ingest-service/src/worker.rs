@@ -446,7 +446,7 @@ impl Workers {
                 .await?;
         }
         self.vectors
-            .write_document(&txn, &document_id, &vectors)
+            .write_document(&txn, &collection.id, &document_id, &vectors)
             .await?;
         touch_collection(&txn, &collection.id, 1, upload.size).await?;
         if let Some(row) = jobs::Entity::find_by_id(job.id.clone()).one(&txn).await? {
