@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use docchat_common::JwtKeys;
 use docchat_common::auth::{authorized, caller};
+use docchat_common::bus::{EventBus, envelope};
 use docchat_common::config::Service;
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::outbox::OutboxRelay;
@@ -12,13 +13,18 @@ use docchat_inference::Registry;
 use docchat_proto::chat::v1 as pb;
 use docchat_proto::chat::v1::chat_service_server::ChatService;
 use docchat_proto::common::v1::{Empty, PageRequest};
+use docchat_proto::events::v1::ChatControl;
 use docchat_proto::ingest::v1::CollectionRef;
 use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
 use sea_orm::DatabaseConnection;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
-use crate::entities::{chat_sessions, messages};
+use crate::completions::Completer;
+use crate::control::{Action, CONTROL_EVENT};
+use crate::entities::{chat_sessions, message_references, messages};
+use crate::replies;
 use crate::sessions::{self, LinkedCollection};
 
 pub struct ChatGrpc {
@@ -27,6 +33,8 @@ pub struct ChatGrpc {
     pub keys: Arc<JwtKeys>,
     pub ingest: IngestServiceClient<Channel>,
     pub registry: Arc<Registry>,
+    pub completer: Completer,
+    pub bus: Arc<dyn EventBus>,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -86,8 +94,108 @@ fn message_pb(m: messages::Model) -> pb::Message {
     }
 }
 
+fn reference_pb(r: message_references::Model) -> pb::Reference {
+    pb::Reference {
+        document_id: r.document_id,
+        document_name: r.document_name,
+        chunk_id: r.chunk_id,
+        pages: r.pages.split(',').filter_map(|p| p.parse().ok()).collect(),
+        score: r.score,
+        collection_id: r.collection_id,
+        content: r.content,
+        were_references_deleted: false,
+    }
+}
+
 #[tonic::async_trait]
 impl ChatService for ChatGrpc {
+    type CompleteStream = ReceiverStream<Result<pb::CompletionEvent, Status>>;
+
+    async fn complete(
+        &self,
+        request: Request<pb::CompletionRequest>,
+    ) -> Reply<Self::CompleteStream> {
+        let me = caller(&request)?;
+        let events = self.completer.start(&me, request.into_inner()).await?;
+        Ok(Response::new(ReceiverStream::new(events)))
+    }
+
+    async fn control_message(&self, request: Request<pb::ControlRequest>) -> Reply<Empty> {
+        let me = caller(&request)?;
+        let pb::ControlRequest {
+            question_id,
+            action,
+        } = request.into_inner();
+        let action = Action::parse(&action).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "unknown action {action}: use pause, resume, stop or finish"
+            ))
+        })?;
+        replies::question(&self.db, &me, &question_id).await?;
+        // Here if this replica generates it; every other replica hears it on the bus.
+        if !self.completer.controls.apply(&question_id, action) {
+            let event = envelope(
+                CONTROL_EVENT,
+                &me.user_id,
+                &ChatControl {
+                    question_id,
+                    action: action.as_str().to_owned(),
+                },
+            );
+            self.bus
+                .publish(&event)
+                .await
+                .map_err(|e| ApiError::internal("publishing a control", e))?;
+        }
+        Ok(Response::new(Empty {}))
+    }
+
+    async fn get_message_meta(
+        &self,
+        request: Request<pb::MessageMetaRequest>,
+    ) -> Reply<pb::MessageMetaList> {
+        let me = caller(&request)?;
+        let r = request.into_inner();
+        ok(replies::meta(&self.db, &me, &r.message_id, &r.info_type)
+            .await
+            .map(|rows| pb::MessageMetaList {
+                entries: rows
+                    .into_iter()
+                    .map(|m| pb::MessageMeta {
+                        message_type: m.info_type,
+                        content: m.content,
+                    })
+                    .collect(),
+            }))
+    }
+
+    async fn list_references(&self, request: Request<pb::MessageRef>) -> Reply<pb::ReferenceList> {
+        let me = caller(&request)?;
+        ok(replies::references(&self.db, &me, &request.get_ref().id)
+            .await
+            .map(|rows| pb::ReferenceList {
+                references: rows.into_iter().map(reference_pb).collect(),
+            }))
+    }
+
+    async fn suggest_questions(
+        &self,
+        request: Request<pb::SuggestQuestionsRequest>,
+    ) -> Reply<pb::SuggestedQuestionList> {
+        let me = caller(&request)?;
+        let r = request.into_inner();
+        ok(replies::suggest(
+            &self.db,
+            &self.registry,
+            &self.completer.models,
+            &me,
+            &r.session_id,
+            r.limit,
+        )
+        .await
+        .map(|questions| pb::SuggestedQuestionList { questions }))
+    }
+
     async fn create_session(
         &self,
         request: Request<pb::CreateSessionRequest>,

@@ -1,9 +1,12 @@
 //! chat-service: chat sessions, messages, completions and the model list.
 
+pub mod completions;
+pub mod control;
 pub mod entities;
 pub mod events;
 pub mod grpc;
 pub mod migrations;
+pub mod replies;
 pub mod sessions;
 
 use std::sync::Arc;
@@ -51,6 +54,26 @@ pub async fn serve(
         .tracker
         .spawn(relay.clone().run(background.token.clone()));
 
+    let controls = control::Controls::default();
+    ctx.bus
+        .subscribe(
+            Subscription::broadcast(control::CONTROL_GROUP, &[control::CONTROL_EVENT]),
+            Arc::new(control::ControlHandler(controls.clone())),
+            &background.tracker,
+            background.token.clone(),
+        )
+        .await?;
+    let ingest = IngestServiceClient::new(ctx.channel(Service::Ingest)?);
+    let completer = completions::Completer {
+        db: db.clone(),
+        models: Arc::new(completions::Models::new(&registry)),
+        registry: registry.clone(),
+        ingest: ingest.clone(),
+        keys: ctx.keys.clone(),
+        relay: relay.clone(),
+        controls,
+    };
+
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_serving::<ChatServiceServer<grpc::ChatGrpc>>()
@@ -60,8 +83,10 @@ pub async fn serve(
             db: db.clone(),
             relay,
             keys: ctx.keys.clone(),
-            ingest: IngestServiceClient::new(ctx.channel(Service::Ingest)?),
+            ingest,
             registry,
+            completer,
+            bus: ctx.bus.clone(),
         },
         AuthInterceptor::new(ctx.keys.clone(), Service::Chat),
     );

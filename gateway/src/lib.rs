@@ -85,8 +85,8 @@ fn app(
     utoipa::openapi::OpenApi,
 ) {
     use routes::{
-        chats, collections, configuration, documents, extractors, health, identity, models, tags,
-        uploads,
+        chats, collections, completions, configuration, documents, extractors, health, identity,
+        models, tags, uploads,
     };
     let max_body = state.config.max_body_bytes;
     let json = web::JsonConfig::default()
@@ -137,6 +137,11 @@ fn app(
                 .service(chats::get_chat_session)
                 .service(chats::delete_chat_session)
                 .service(chats::get_chat_session_messages)
+                .service(completions::get_completion)
+                .service(completions::list_questions_for_chat_session)
+                .service(completions::control_message)
+                .service(completions::get_message_meta)
+                .service(completions::get_message_references)
                 .service(models::list_models)
                 .service(identity::create_user)
                 .service(identity::list_users)

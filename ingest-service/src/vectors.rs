@@ -126,6 +126,9 @@ pub struct PgVector {
     indexed: Arc<Mutex<HashSet<usize>>>,
 }
 
+/// Filters keeping at most this many rows are searched exactly, not through HNSW.
+const EXACT_LIMIT: i64 = 20_000;
+
 /// Chunks copied per statement when filling `chunk_vectors` from existing chunks.
 const BACKFILL_BATCH: u64 = 500;
 
@@ -305,32 +308,64 @@ impl PgVector {
         if dim == 0 || k == 0 || collection_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut values: Vec<Value> = vec![vector_literal(query).into()];
-        let mut sql = format!(
-            "SELECT chunk_id, (embedding::vector({dim}) <=> $1::vector({dim}))::float8 \
-             FROM chunk_vectors WHERE dim = {dim} AND collection_id IN ({})",
-            placeholders(DbBackend::Postgres, 2, collection_ids.len())
-        );
-        values.extend(collection_ids.iter().map(|c| Value::from(c.clone())));
-        if let Some(docs) = only_documents {
-            sql.push_str(&format!(
-                " AND document_id IN ({})",
-                placeholders(DbBackend::Postgres, values.len() + 1, docs.len())
-            ));
-            values.extend(docs.iter().map(|d| Value::from(d.clone())));
+        // `WHERE` of both statements, its placeholders numbered from `first`.
+        let filter = |first: usize| {
+            let mut sql = format!(
+                "FROM chunk_vectors WHERE dim = {dim} AND collection_id IN ({})",
+                placeholders(DbBackend::Postgres, first, collection_ids.len())
+            );
+            if let Some(docs) = only_documents {
+                sql.push_str(&format!(
+                    " AND document_id IN ({})",
+                    placeholders(
+                        DbBackend::Postgres,
+                        first + collection_ids.len(),
+                        docs.len()
+                    )
+                ));
+            }
+            sql
+        };
+        let filter_values: Vec<Value> = collection_ids
+            .iter()
+            .chain(only_documents.unwrap_or_default())
+            .map(|v| Value::from(v.clone()))
+            .collect();
+        let txn = db.begin().await?;
+        // A filter that keeps few rows is searched exactly: a graph walk that discards most
+        // of what it visits loses recall (0.91 recall@10 for 10k of 100k rows here), while
+        // scanning that many vectors takes milliseconds.
+        let few = txn
+            .query_one(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                format!(
+                    "SELECT COUNT(*) FROM (SELECT 1 {} LIMIT {}) f",
+                    filter(1),
+                    EXACT_LIMIT + 1
+                ),
+                filter_values.clone(),
+            ))
+            .await?
+            .map(|r| r.try_get_by_index::<i64>(0))
+            .transpose()?
+            .is_some_and(|n| n <= EXACT_LIMIT);
+        if few {
+            txn.execute_unprepared("SELECT set_config('enable_indexscan', 'off', true)")
+                .await?;
         }
-        sql.push_str(&format!(
-            " ORDER BY embedding::vector({dim}) <=> $1::vector({dim}) LIMIT {k}"
-        ));
-        // Search settings are per transaction; iterative scans keep filtered queries
-        // (one collection among many, a document filter) from coming back short.
+        let sql = format!(
+            "SELECT chunk_id, (embedding::vector({dim}) <=> $1::vector({dim}))::float8 {} \
+             ORDER BY embedding::vector({dim}) <=> $1::vector({dim}) LIMIT {k}",
+            filter(2)
+        );
+        let mut values: Vec<Value> = vec![vector_literal(query).into()];
+        values.extend(filter_values);
+        // Search settings are per transaction. Iterative scans keep filtered graph walks
+        // from coming back short; custom plans let the planner see the filter's values.
         let ef = self
             .ef_search
             .max(u32::try_from(k).unwrap_or(u32::MAX))
             .min(1000);
-        // Custom plans: a cached generic plan cannot see how selective the collection filter
-        // is, and would walk the graph where an exact scan of a small collection is cheaper.
-        let txn = db.begin().await?;
         txn.execute_unprepared(&format!(
             "SELECT set_config('hnsw.ef_search', '{ef}', true), \
                     set_config('hnsw.iterative_scan', 'relaxed_order', true), \

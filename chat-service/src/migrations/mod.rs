@@ -3,6 +3,7 @@
 use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_sessions;
+mod m20261122_000002_replies;
 
 pub struct Migrator;
 
@@ -12,6 +13,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(docchat_common::outbox::CreateOutbox),
             Box::new(m20261121_000001_sessions::Migration),
+            Box::new(m20261122_000002_replies::Migration),
         ]
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod chats;
 pub mod collections;
+pub mod completions;
 pub mod configuration;
 pub mod documents;
 pub mod extractors;

@@ -20,10 +20,19 @@ pub struct TestApp {
 
 impl TestApp {
     pub async fn start(backend: &Backend) -> TestApp {
+        Self::start_with(backend, |_| {}).await
+    }
+
+    /// Starts with a changed configuration (a models file, say).
+    pub async fn start_with(
+        backend: &Backend,
+        tweak: impl FnOnce(&mut docchat_common::Config),
+    ) -> TestApp {
         let dir = tempfile::tempdir().unwrap();
         let mut config = backend.config(dir.path());
         config.bootstrap_admin_key = Some(secrecy::SecretString::from(ADMIN_KEY));
         config.auth_cache_ttl_ms = 500;
+        tweak(&mut config);
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

@@ -235,40 +235,78 @@ pub struct SeenRequest {
 /// The scripted answer: status, content type, body.
 pub type Script = std::sync::Arc<dyn Fn(&SeenRequest) -> (u16, String, Vec<u8>) + Send + Sync>;
 
+/// A streamed scripted answer: the body goes out in parts, each after its delay, without a
+/// content length (the connection's close ends it), like an SSE upstream.
+pub struct Streamed {
+    pub status: u16,
+    pub content_type: String,
+    pub parts: Vec<(std::time::Duration, Vec<u8>)>,
+}
+
+/// The scripted answer of a streaming server.
+pub type StreamScript = std::sync::Arc<dyn Fn(&SeenRequest) -> Streamed + Send + Sync>;
+
 /// A scripted HTTP/1.1 server on loopback for upstream fakes (model servers): real HTTP,
 /// deterministic answers, every request recorded. One request per connection.
 pub struct ScriptedHttp {
     /// `http://127.0.0.1:<port>`
     pub base_url: String,
     seen: std::sync::Arc<std::sync::Mutex<Vec<SeenRequest>>>,
+    aborted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl ScriptedHttp {
     pub async fn start(script: Script) -> ScriptedHttp {
+        Self::serve(Reply::Whole(script)).await
+    }
+
+    /// A server whose answers stream (see [`Streamed`]).
+    pub async fn start_streaming(script: StreamScript) -> ScriptedHttp {
+        Self::serve(Reply::Streamed(script)).await
+    }
+
+    async fn serve(reply: Reply) -> ScriptedHttp {
         let (listener, _) = bind().await;
         let base_url = match listener.local_addr() {
             Ok(a) => format!("http://{a}"),
             Err(e) => panic_free_abort(&format!("scripted server address: {e}")),
         };
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let recorded = seen.clone();
+        let aborted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (recorded, cut) = (seen.clone(), aborted.clone());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(answer(stream, script.clone(), recorded.clone()));
+                tokio::spawn(answer(stream, reply.clone(), recorded.clone(), cut.clone()));
             }
         });
-        ScriptedHttp { base_url, seen }
+        ScriptedHttp {
+            base_url,
+            seen,
+            aborted,
+        }
     }
 
     pub fn seen(&self) -> Vec<SeenRequest> {
         self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
+
+    /// Streamed answers the client hung up on before their last part.
+    pub fn aborted(&self) -> usize {
+        self.aborted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[derive(Clone)]
+enum Reply {
+    Whole(Script),
+    Streamed(StreamScript),
 }
 
 async fn answer(
     mut stream: tokio::net::TcpStream,
-    script: Script,
+    reply: Reply,
     seen: std::sync::Arc<std::sync::Mutex<Vec<SeenRequest>>>,
+    aborted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut buf = Vec::new();
@@ -309,13 +347,42 @@ async fn answer(
         headers,
         body: buf[head_end..head_end + length].to_vec(),
     };
-    let (status, content_type, body) = script(&request);
+    let reply = match reply {
+        Reply::Whole(script) => {
+            let (status, content_type, body) = script(&request);
+            seen.lock().unwrap_or_else(|p| p.into_inner()).push(request);
+            let head = format!(
+                "HTTP/1.1 {status} X\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).await;
+            let _ = stream.write_all(&body).await;
+            let _ = stream.shutdown().await;
+            return;
+        }
+        Reply::Streamed(script) => script(&request),
+    };
     seen.lock().unwrap_or_else(|p| p.into_inner()).push(request);
     let head = format!(
-        "HTTP/1.1 {status} X\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-        body.len()
+        "HTTP/1.1 {} X\r\ncontent-type: {}\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n",
+        reply.status, reply.content_type
     );
-    let _ = stream.write_all(head.as_bytes()).await;
-    let _ = stream.write_all(&body).await;
+    if stream.write_all(head.as_bytes()).await.is_err() {
+        aborted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        return;
+    }
+    for (delay, part) in reply.parts {
+        tokio::time::sleep(delay).await;
+        // A peer that hung up shows as a failed write (or, first, a readable EOF).
+        let mut probe = [0u8; 1];
+        let gone = matches!(
+            tokio::time::timeout(std::time::Duration::ZERO, stream.read(&mut probe)).await,
+            Ok(Ok(0)) | Ok(Err(_))
+        );
+        if gone || stream.write_all(&part).await.is_err() || stream.flush().await.is_err() {
+            aborted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            return;
+        }
+    }
     let _ = stream.shutdown().await;
 }

@@ -1,6 +1,7 @@
-//! Chat models behind OpenAI-compatible `/v1/chat/completions` upstreams. This first part
-//! is a plain (non-streaming) completion, used by ingestion for descriptions and summaries;
-//! streaming, tool calls and local GGUF models extend it with the completions work.
+//! Chat models behind OpenAI-compatible `/v1/chat/completions` upstreams: a plain
+//! completion (descriptions, summaries, HyDE drafts) and a token stream over Server-Sent
+//! Events (answers). Both retry an upstream 429/5xx or a refused connection with backoff, but
+//! only before the first token; dropping a [`ChatStream`] closes the upstream connection.
 
 use std::time::Duration;
 
@@ -58,7 +59,19 @@ struct Request<'a> {
     max_tokens: u32,
     temperature: f32,
     stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
 }
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+/// Attempts of a request that fails before its first token (429, 5xx, connection refused).
+const ATTEMPTS: u32 = 3;
+/// First backoff between attempts; doubled each time.
+const BACKOFF: Duration = Duration::from_millis(200);
 
 #[derive(Deserialize)]
 struct Response {
@@ -124,6 +137,42 @@ impl OpenAiChat {
             .transpose()
     }
 
+    /// Sends `body`, retrying 429/5xx answers and failed connections with backoff.
+    async fn send(&self, body: &Request<'_>) -> Result<reqwest::Response, ChatError> {
+        let mut delay = BACKOFF;
+        let mut attempt = 1;
+        loop {
+            let mut request = self.client.post(&self.url).json(body);
+            if let Some(key) = &self.api_key {
+                request = request.bearer_auth(key.expose_secret());
+            }
+            let failure = match request.send().await {
+                Ok(response) if response.status().is_success() => return Ok(response),
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    let text = response.text().await.unwrap_or_default();
+                    ChatError::Upstream {
+                        status,
+                        message: text.chars().take(200).collect(),
+                    }
+                }
+                Err(e) => ChatError::Unreachable(e.to_string()),
+            };
+            let retryable = match &failure {
+                ChatError::Upstream { status, .. } => *status == 429 || *status >= 500,
+                ChatError::Unreachable(_) => true,
+                _ => false,
+            };
+            if !retryable || attempt >= ATTEMPTS {
+                return Err(failure);
+            }
+            tracing::debug!(model = %self.name, attempt, error = %failure, "retrying the model");
+            tokio::time::sleep(delay).await;
+            delay *= 2;
+            attempt += 1;
+        }
+    }
+
     pub async fn complete(
         &self,
         messages: &[ChatMessage],
@@ -136,26 +185,14 @@ impl OpenAiChat {
             max_tokens,
             temperature,
             stream: false,
+            stream_options: None,
         };
-        let mut request = self.client.post(&self.url).json(&body);
-        if let Some(key) = &self.api_key {
-            request = request.bearer_auth(key.expose_secret());
-        }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| ChatError::Unreachable(e.to_string()))?;
-        let status = response.status().as_u16();
-        let text = response
+        let text = self
+            .send(&body)
+            .await?
             .text()
             .await
             .map_err(|e| ChatError::Unreachable(e.to_string()))?;
-        if !(200..300).contains(&status) {
-            return Err(ChatError::Upstream {
-                status,
-                message: text.chars().take(200).collect(),
-            });
-        }
         let parsed: Response =
             serde_json::from_str(&text).map_err(|e| ChatError::Malformed(e.to_string()))?;
         let usage = parsed.usage.unwrap_or_default();
@@ -169,5 +206,169 @@ impl OpenAiChat {
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
         })
+    }
+}
+
+impl OpenAiChat {
+    /// Starts a streamed completion. The upstream is asked for usage in its last chunk;
+    /// without one, token counts are estimated.
+    pub async fn stream(
+        &self,
+        messages: &[ChatMessage],
+        max_tokens: u32,
+        temperature: f32,
+    ) -> Result<ChatStream, ChatError> {
+        let body = Request {
+            model: &self.model,
+            messages,
+            max_tokens,
+            temperature,
+            stream: true,
+            stream_options: Some(StreamOptions {
+                include_usage: true,
+            }),
+        };
+        let response = self.send(&body).await?;
+        let prompt_chars: usize = messages.iter().map(|m| m.content.len()).sum();
+        Ok(ChatStream {
+            body: Box::pin(response.bytes_stream()),
+            buffer: Vec::new(),
+            done: false,
+            usage: None,
+            prompt_chars,
+            completion_chars: 0,
+        })
+    }
+}
+
+/// What a stream yields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// The next piece of the answer.
+    Delta(String),
+}
+
+type ByteStream =
+    std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
+
+/// A streamed answer. Dropping it closes the upstream connection, which cancels the
+/// generation upstream.
+pub struct ChatStream {
+    body: ByteStream,
+    buffer: Vec<u8>,
+    done: bool,
+    usage: Option<Usage>,
+    prompt_chars: usize,
+    completion_chars: usize,
+}
+
+#[derive(Deserialize)]
+struct StreamChunk {
+    #[serde(default)]
+    choices: Vec<StreamChoice>,
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct StreamChoice {
+    #[serde(default)]
+    delta: Option<Delta>,
+}
+
+#[derive(Deserialize)]
+struct Delta {
+    #[serde(default)]
+    content: Option<String>,
+}
+
+impl ChatStream {
+    /// The next piece of the answer; `None` at its end.
+    pub async fn next(&mut self) -> Option<Result<StreamEvent, ChatError>> {
+        use futures::StreamExt;
+        loop {
+            // One SSE event per blank-line-terminated block; only `data:` lines matter.
+            while let Some(end) = find_event_end(&self.buffer) {
+                let block: Vec<u8> = self.buffer.drain(..end.1).collect();
+                let block = String::from_utf8_lossy(&block[..end.0]).into_owned();
+                for line in block.lines() {
+                    let Some(data) = line.strip_prefix("data:") else {
+                        continue;
+                    };
+                    let data = data.trim();
+                    if data == "[DONE]" {
+                        self.done = true;
+                        return None;
+                    }
+                    let chunk: StreamChunk = match serde_json::from_str(data) {
+                        Ok(c) => c,
+                        Err(e) => return Some(Err(ChatError::Malformed(e.to_string()))),
+                    };
+                    if let Some(usage) = chunk.usage {
+                        self.usage = Some(usage);
+                    }
+                    let text: String = chunk
+                        .choices
+                        .into_iter()
+                        .filter_map(|c| c.delta.and_then(|d| d.content))
+                        .collect();
+                    if !text.is_empty() {
+                        self.completion_chars += text.len();
+                        return Some(Ok(StreamEvent::Delta(text)));
+                    }
+                }
+            }
+            if self.done {
+                return None;
+            }
+            match self.body.next().await {
+                Some(Ok(bytes)) => self.buffer.extend_from_slice(&bytes),
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Some(Err(ChatError::Unreachable(format!(
+                        "the model's stream broke off: {e}"
+                    ))));
+                }
+                None => {
+                    if self.buffer.iter().any(|b| !b.is_ascii_whitespace()) {
+                        // A last event without its blank line.
+                        self.buffer.extend_from_slice(b"\n\n");
+                        continue;
+                    }
+                    self.done = true;
+                    return Some(Err(ChatError::Unreachable(
+                        "the model's stream ended before [DONE]".into(),
+                    )));
+                }
+            }
+        }
+    }
+
+    /// (prompt, completion) tokens: the upstream's count, or an estimate (4 bytes a token)
+    /// when it sent none.
+    pub fn usage(&self) -> (u64, u64) {
+        match &self.usage {
+            Some(u) => (u.prompt_tokens, u.completion_tokens),
+            None => (
+                (self.prompt_chars as u64).div_ceil(4),
+                (self.completion_chars as u64).div_ceil(4),
+            ),
+        }
+    }
+}
+
+/// (end of the event's text, end including its separator) of the first complete SSE event.
+fn find_event_end(buffer: &[u8]) -> Option<(usize, usize)> {
+    let lf = buffer
+        .windows(2)
+        .position(|w| w == b"\n\n")
+        .map(|i| (i, i + 2));
+    let crlf = buffer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| (i, i + 4));
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+        (a, b) => a.or(b),
     }
 }

@@ -8,7 +8,7 @@ pub mod embed;
 pub mod registry;
 pub mod transcribe;
 
-pub use chat::{ChatError, ChatMessage, Completion, OpenAiChat};
+pub use chat::{ChatError, ChatMessage, ChatStream, Completion, OpenAiChat, StreamEvent};
 pub use embed::{
     EmbedError, Embedder, Embedders, MINILM_NAME, MiniLmEmbedder, OpenAiEmbedder, l2_normalize,
 };

@@ -188,12 +188,23 @@ impl Registry {
             .or_else(|| self.chat_models().next())
     }
 
-    /// Resolves `llm` (a name or `auto`) to a chat model.
+    /// Resolves `llm` to a chat model: `auto` (or empty) is the default; then a model name,
+    /// then a display name, then a base model when exactly one model has it.
     pub fn resolve(&self, llm: &str) -> Option<&ModelEntry> {
         if llm.is_empty() || llm == "auto" {
             return self.default_chat_model();
         }
-        self.chat_models().find(|m| m.name == llm)
+        if let Some(m) = self.chat_models().find(|m| m.name == llm) {
+            return Some(m);
+        }
+        if let Some(m) = self.chat_models().find(|m| m.display_name() == llm) {
+            return Some(m);
+        }
+        let mut by_base = self.chat_models().filter(|m| m.base_model() == llm);
+        match (by_base.next(), by_base.next()) {
+            (Some(only), None) => Some(only),
+            _ => None,
+        }
     }
 }
 

@@ -101,6 +101,21 @@ async fn declare_group(
 ) -> Result<(), BusError> {
     declare_exchanges(channel, names).await?;
     let queue = names.queue(&subscription.group);
+    if subscription.broadcast {
+        let mut args = FieldTable::default();
+        // Gone with the connection; the expiry is a backstop should auto-delete not fire.
+        args.insert("x-expires".into(), AMQPValue::LongUInt(60_000));
+        let transient = QueueDeclareOptions {
+            durable: false,
+            auto_delete: true,
+            ..QueueDeclareOptions::default()
+        };
+        channel
+            .queue_declare(&queue, transient, args)
+            .await
+            .map_err(unavailable)?;
+        return bind(channel, names, &queue, subscription).await;
+    }
     let durable = QueueDeclareOptions {
         durable: true,
         ..QueueDeclareOptions::default()
@@ -140,10 +155,20 @@ async fn declare_group(
         .queue_declare(&queue, durable, args)
         .await
         .map_err(unavailable)?;
+    bind(channel, names, &queue, subscription).await
+}
+
+/// Binds `queue` to the exchange with the subscription's patterns.
+async fn bind(
+    channel: &Channel,
+    names: &Names,
+    queue: &str,
+    subscription: &Subscription,
+) -> Result<(), BusError> {
     for binding in &subscription.bindings {
         channel
             .queue_bind(
-                &queue,
+                queue,
                 &names.exchange(),
                 binding,
                 QueueBindOptions::default(),

@@ -36,6 +36,8 @@ pub struct Subscription {
     pub bindings: Vec<String>,
     /// Deliveries (first one included) before an event goes to the dead-letter queue.
     pub max_attempts: u32,
+    /// Every replica gets every event (see [`Subscription::broadcast`]).
+    pub broadcast: bool,
 }
 
 impl Subscription {
@@ -44,6 +46,20 @@ impl Subscription {
             group: group.into(),
             bindings: bindings.iter().map(|b| (*b).to_owned()).collect(),
             max_attempts: 5,
+            broadcast: false,
+        }
+    }
+
+    /// A subscription of this replica alone, so that every replica receives every matching
+    /// event (fanout): its queue is named uniquely, is not durable, has no dead-letter queue
+    /// and disappears with the replica's connection. For signals that only matter while
+    /// their sender waits, such as `chat.control`.
+    pub fn broadcast(group: &str, bindings: &[&str]) -> Self {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        Subscription {
+            broadcast: true,
+            max_attempts: 1,
+            ..Subscription::new(format!("{group}.{}", &id[..12]), bindings)
         }
     }
 }

@@ -1,0 +1,896 @@
+//! Completions: a question in, a reply out, streamed as it is generated.
+//!
+//! The question is stored (and its control registered) before anything is generated, so
+//! its id can be paused, stopped or finished at once. Generation runs in its own task: a
+//! client that goes away does not lose the reply, which is stored with its references,
+//! metadata (`usage_stats`, `prompt_raw`) and a `usage.llm` event in one transaction.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use docchat_common::auth::authorized;
+use docchat_common::bus::envelope;
+use docchat_common::config::Service;
+use docchat_common::error::{ApiError, ApiResult, ErrorCode};
+use docchat_common::outbox::{self, OutboxRelay};
+use docchat_common::time::now;
+use docchat_common::{Caller, JwtKeys};
+use docchat_inference::{ChatError, ChatMessage, OpenAiChat, Registry, StreamEvent};
+use docchat_proto::chat::v1 as pb;
+use docchat_proto::events::v1::LlmUsage;
+use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
+use docchat_proto::ingest::v1::{SearchHit, SearchRequest};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set, TransactionTrait,
+};
+use tokio::sync::{mpsc, watch};
+use tonic::Status;
+use tonic::transport::Channel;
+
+use crate::control::{Controls, Registration, State};
+use crate::entities::{chat_sessions, message_meta, message_references, messages};
+
+/// SPEC.md's default of llm_args.max_new_tokens.
+pub const DEFAULT_MAX_NEW_TOKENS: u32 = 1536;
+/// Excerpts retrieved for an answer.
+const TOP_K: u32 = 8;
+/// Longest question accepted, in characters.
+const MAX_QUESTION_CHARS: usize = 200_000;
+/// Earlier messages considered for the conversation history.
+const HISTORY_MESSAGES: u64 = 20;
+/// After `finish`, the reply ends at the next sentence end, or after this many bytes.
+const FINISH_GRACE_BYTES: usize = 400;
+/// Events buffered towards the client. Small, so a pause holds back little.
+const EVENT_BUFFER: usize = 4;
+
+const SYSTEM_PROMPT: &str =
+    "You are docchat, a helpful assistant. Answer accurately and concisely.";
+const RAG_INSTRUCTIONS: &str = "Answer the question using the numbered document excerpts below. Cite the excerpts you use by their number in brackets, like [1]. If the excerpts do not contain the answer, say so.";
+const HYDE_PROMPT: &str = "Write a short passage that answers the question, as a document on the subject would. It is used to search documents, so be specific.";
+
+/// The chat models of the registry, each ready to call (or why it is not).
+pub struct Models {
+    by_name: HashMap<String, Result<Arc<OpenAiChat>, String>>,
+}
+
+impl Models {
+    pub fn new(registry: &Registry) -> Models {
+        let by_name = registry
+            .chat_models()
+            .map(|entry| {
+                let model = OpenAiChat::from_entry(entry)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string());
+                if let Err(e) = &model {
+                    tracing::warn!(model = %entry.name, error = %e, "chat model unusable");
+                }
+                (entry.name.clone(), model)
+            })
+            .collect();
+        Models { by_name }
+    }
+
+    pub fn get(&self, name: &str) -> ApiResult<Arc<OpenAiChat>> {
+        match self.by_name.get(name) {
+            Some(Ok(model)) => Ok(model.clone()),
+            Some(Err(why)) => Err(ApiError::new(
+                ErrorCode::Unavailable,
+                format!("model {name} is not usable: {why}"),
+            )),
+            None => Err(ApiError::bad_request(format!("model {name} not found"))),
+        }
+    }
+}
+
+/// How the answer uses the session's collection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RagMode {
+    LlmOnly,
+    Rag,
+    /// An LLM-only draft answer becomes the retrieval query.
+    Hyde1,
+    /// As Hyde1, then a second draft written from the first retrieval is the query.
+    Hyde2,
+}
+
+impl RagMode {
+    /// SPEC.md's rag_type rules: RAG types need a collection; agent_only without use_agent
+    /// falls back to rag (or to llm_only where there is no collection, as `auto` does); the
+    /// agentic types answer a clear error until agents exist.
+    pub fn choose(rag_type: &str, use_agent: bool, has_collection: bool) -> ApiResult<RagMode> {
+        let auto = if has_collection {
+            RagMode::Rag
+        } else {
+            RagMode::LlmOnly
+        };
+        let needs_collection = |mode: RagMode| {
+            if has_collection {
+                Ok(mode)
+            } else {
+                Err(ApiError::bad_request(format!(
+                    "rag_type {rag_type} needs a chat session with a collection; this session has none (use llm_only)"
+                )))
+            }
+        };
+        if use_agent {
+            return Err(agent_unavailable("use_agent"));
+        }
+        match rag_type {
+            "" | "auto" | "agent_only" => Ok(auto),
+            "llm_only" => Ok(RagMode::LlmOnly),
+            "rag" => needs_collection(RagMode::Rag),
+            "hyde1" => needs_collection(RagMode::Hyde1),
+            "hyde2" => needs_collection(RagMode::Hyde2),
+            "agentic_rag" | "fast_agentic_rag" | "rlm_rag" => {
+                Err(agent_unavailable(&format!("rag_type {rag_type}")))
+            }
+            "rag+" | "all_data" => Err(ApiError::bad_request(format!(
+                "rag_type {rag_type} is not available on this server yet; use rag, hyde1 or hyde2"
+            ))),
+            other => Err(ApiError::bad_request(format!(
+                "unknown rag_type {other}: use auto, llm_only, agent_only, rag, agentic_rag, rlm_rag, fast_agentic_rag, hyde1, hyde2, rag+ or all_data"
+            ))),
+        }
+    }
+}
+
+fn agent_unavailable(what: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "{what} runs the agent, which this server does not offer yet; use rag or llm_only"
+    ))
+}
+
+/// Validated llm_args and options of one request.
+struct Job {
+    caller: Caller,
+    session: chat_sessions::Model,
+    question: messages::Model,
+    model_name: String,
+    model: Arc<OpenAiChat>,
+    context_length: u64,
+    prices: (f64, f64),
+    mode: RagMode,
+    history: bool,
+    temperature: f32,
+    max_new_tokens: u32,
+}
+
+type Events = mpsc::Sender<Result<pb::CompletionEvent, Status>>;
+
+/// Everything a completion needs; cheap to clone into its task.
+#[derive(Clone)]
+pub struct Completer {
+    pub db: DatabaseConnection,
+    pub registry: Arc<Registry>,
+    pub models: Arc<Models>,
+    pub ingest: IngestServiceClient<Channel>,
+    pub keys: Arc<JwtKeys>,
+    pub relay: OutboxRelay,
+    pub controls: Controls,
+}
+
+impl Completer {
+    /// Validates, stores the question, and starts generating. The receiver yields the
+    /// question id first, then deltas, then `done` or `error`.
+    pub async fn start(
+        &self,
+        caller: &Caller,
+        request: pb::CompletionRequest,
+    ) -> ApiResult<mpsc::Receiver<Result<pb::CompletionEvent, Status>>> {
+        let job = self.prepare(caller, request).await?;
+        let (control, registration) = self.controls.register(&job.question.id);
+        let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+        let _ = tx
+            .send(Ok(event(pb::completion_event::Event::QuestionId(
+                job.question.id.clone(),
+            ))))
+            .await;
+        tokio::spawn(self.clone().generate(job, tx, control, registration));
+        Ok(rx)
+    }
+
+    async fn prepare(&self, caller: &Caller, r: pb::CompletionRequest) -> ApiResult<Job> {
+        let message = r.message.trim();
+        if message.is_empty() {
+            return Err(ApiError::bad_request("message must not be empty"));
+        }
+        if message.chars().count() > MAX_QUESTION_CHARS {
+            return Err(ApiError::bad_request(format!(
+                "message is longer than {MAX_QUESTION_CHARS} characters"
+            )));
+        }
+        let history = match r.include_chat_history.as_str() {
+            "" | "on" | "true" | "auto" => true,
+            "off" | "false" => false,
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "include_chat_history must be on, off, true, false or auto, not {other}"
+                )));
+            }
+        };
+        let temperature = r.temperature.unwrap_or(0.0);
+        if !(0.0..=2.0).contains(&temperature) {
+            return Err(ApiError::bad_request(
+                "llm_args.temperature must be between 0 and 2",
+            ));
+        }
+        let max_new_tokens = r.max_new_tokens.unwrap_or(DEFAULT_MAX_NEW_TOKENS);
+        if max_new_tokens == 0 {
+            return Err(ApiError::bad_request(
+                "llm_args.max_new_tokens must be at least 1",
+            ));
+        }
+        if let Some(id) = r.memory_block_id.as_deref().filter(|s| !s.is_empty()) {
+            if uuid::Uuid::parse_str(id).is_err() {
+                return Err(ApiError::bad_request(format!(
+                    "llm_args.memory_block_id {id} is not a UUID"
+                )));
+            }
+            return Err(ApiError::not_found(format!("memory block {id} not found")));
+        }
+        if let Some(name) = r.memory_block_name.as_deref().filter(|s| !s.is_empty()) {
+            return Err(ApiError::not_found(format!(
+                "memory block {name} not found"
+            )));
+        }
+        let session = crate::sessions::get(&self.db, caller, &r.session_id).await?;
+        let mode = RagMode::choose(&r.rag_type, r.use_agent, session.collection_id.is_some())?;
+        let entry = self.registry.resolve(&r.llm).ok_or_else(|| {
+            if r.llm.is_empty() || r.llm == "auto" {
+                ApiError::new(ErrorCode::Unavailable, "no chat model is configured")
+            } else {
+                ApiError::bad_request(format!(
+                    "model {} not found; GET /api/v1/models lists the models",
+                    r.llm
+                ))
+            }
+        })?;
+        let model = self.models.get(&entry.name)?;
+        let max_new_tokens =
+            max_new_tokens.min(entry.context_length.try_into().unwrap_or(u32::MAX));
+        let question = store_question(&self.db, caller, &session, message).await?;
+        Ok(Job {
+            caller: caller.clone(),
+            session,
+            question,
+            model_name: entry.name.clone(),
+            model,
+            context_length: entry.context_length,
+            prices: (entry.input_price, entry.output_price),
+            mode,
+            history,
+            temperature: temperature as f32,
+            max_new_tokens,
+        })
+    }
+
+    async fn generate(
+        self,
+        job: Job,
+        tx: Events,
+        mut control: watch::Receiver<State>,
+        _registration: Registration,
+    ) {
+        let started = Instant::now();
+        let mut usage = UsageLog::default();
+        let prompt = match self.prompt(&job, &mut usage).await {
+            Ok(p) => p,
+            Err(e) => {
+                let reply = Reply {
+                    text: String::new(),
+                    error: Some(e.message.clone()),
+                    ..Reply::default()
+                };
+                self.finish(&job, reply, usage, started, &tx).await;
+                return;
+            }
+        };
+        let mut reply = Reply {
+            references: prompt.hits.clone(),
+            prompt_raw: serde_json::to_string_pretty(&prompt.messages).unwrap_or_default(),
+            ..Reply::default()
+        };
+        let mut stream = match job
+            .model
+            .stream(&prompt.messages, job.max_new_tokens, job.temperature)
+            .await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                reply.error = Some(e.to_string());
+                self.finish(&job, reply, usage, started, &tx).await;
+                return;
+            }
+        };
+        let mut finishing_from: Option<usize> = None;
+        let mut client = Some(tx.clone());
+        loop {
+            let state = *control.borrow_and_update();
+            match state {
+                State::Stopped => break,
+                State::Paused => {
+                    // Hold: read nothing from the model until the state changes.
+                    if control.changed().await.is_err() {
+                        break;
+                    }
+                    continue;
+                }
+                State::Finishing if finishing_from.is_none() => {
+                    finishing_from = Some(reply.text.len());
+                }
+                _ => {}
+            }
+            let next = tokio::select! {
+                biased;
+                changed = control.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    continue;
+                }
+                next = stream.next() => next,
+            };
+            match next {
+                None => break,
+                Some(Err(e)) => {
+                    reply.error = Some(e.to_string());
+                    break;
+                }
+                Some(Ok(StreamEvent::Delta(text))) => {
+                    if reply.first_token.is_none() {
+                        reply.first_token = Some(started.elapsed().as_secs_f64());
+                    }
+                    reply.text.push_str(&text);
+                    if let Some(sender) = &client
+                        && sender
+                            .send(Ok(event(pb::completion_event::Event::Delta(text))))
+                            .await
+                            .is_err()
+                    {
+                        // The client went away: the reply is still finished and stored.
+                        client = None;
+                    }
+                    if let Some(from) = finishing_from
+                        && (ends_thought(&reply.text)
+                            || reply.text.len() - from > FINISH_GRACE_BYTES)
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+        let (prompt_tokens, completion_tokens) = stream.usage();
+        // Dropping the stream closes the upstream connection (stop and finish cancel there).
+        drop(stream);
+        usage.add(&job, "chat", prompt_tokens, completion_tokens);
+        self.finish(&job, reply, usage, started, &tx).await;
+    }
+
+    /// The messages sent to the model, with the excerpts they cite.
+    async fn prompt(&self, job: &Job, usage: &mut UsageLog) -> ApiResult<Prompt> {
+        let question = job.question.content.as_str();
+        let hits = match job.mode {
+            RagMode::LlmOnly => Vec::new(),
+            RagMode::Rag => self.search(job, question).await?,
+            RagMode::Hyde1 | RagMode::Hyde2 => {
+                let draft = self.draft(job, question, &[], usage).await?;
+                let mut hits = self.search(job, &format!("{question}\n{draft}")).await?;
+                if job.mode == RagMode::Hyde2 {
+                    let draft = self.draft(job, question, &hits, usage).await?;
+                    hits = self.search(job, &format!("{question}\n{draft}")).await?;
+                }
+                hits
+            }
+        };
+        let history = if job.history {
+            earlier_messages(&self.db, &job.session.id, &job.question.id).await?
+        } else {
+            Vec::new()
+        };
+        Ok(build_prompt(
+            question,
+            &history,
+            hits,
+            job.context_length,
+            job.max_new_tokens,
+        ))
+    }
+
+    /// A HyDE draft: what an answer might say, to search with.
+    async fn draft(
+        &self,
+        job: &Job,
+        question: &str,
+        hits: &[SearchHit],
+        usage: &mut UsageLog,
+    ) -> ApiResult<String> {
+        let mut messages = vec![ChatMessage::system(HYDE_PROMPT)];
+        if !hits.is_empty() {
+            messages.push(ChatMessage::system(excerpts(hits)));
+        }
+        messages.push(ChatMessage::user(question));
+        let done = job
+            .model
+            .complete(&messages, 256.min(job.max_new_tokens), 0.0)
+            .await
+            .map_err(model_error)?;
+        usage.add(job, "hyde", done.prompt_tokens, done.completion_tokens);
+        Ok(done.text)
+    }
+
+    async fn search(&self, job: &Job, query: &str) -> ApiResult<Vec<SearchHit>> {
+        let Some(collection_id) = job.session.collection_id.clone() else {
+            return Ok(Vec::new());
+        };
+        let request = authorized(
+            &self.keys,
+            &job.caller,
+            Service::Ingest,
+            SearchRequest {
+                collection_ids: vec![collection_id],
+                document_ids: vec![],
+                query: query.chars().take(10_000).collect(),
+                top_k: TOP_K,
+            },
+        )?;
+        Ok(self
+            .ingest
+            .clone()
+            .search(request)
+            .await
+            .map_err(|s| ApiError::from_status(&s))?
+            .into_inner()
+            .hits)
+    }
+
+    /// Stores the reply and tells the client how it ended.
+    async fn finish(
+        &self,
+        job: &Job,
+        reply: Reply,
+        usage: UsageLog,
+        started: Instant,
+        tx: &Events,
+    ) {
+        let elapsed = started.elapsed().as_secs_f64();
+        match store_reply(&self.db, job, &reply, &usage, elapsed).await {
+            Ok(reply_id) => {
+                self.relay.notify();
+                let last = match reply.error {
+                    Some(message) => pb::completion_event::Event::Error(pb::CompletionError {
+                        message,
+                        message_id: Some(reply_id),
+                    }),
+                    None => pb::completion_event::Event::Done(pb::CompletionDone {
+                        message_id: reply_id,
+                        body: reply.text,
+                    }),
+                };
+                let _ = tx.send(Ok(event(last))).await;
+            }
+            Err(e) => {
+                tracing::error!(question = %job.question.id, error = %e, "storing a reply failed");
+                let _ = tx
+                    .send(Ok(event(pb::completion_event::Event::Error(
+                        pb::CompletionError {
+                            message: format!("the reply could not be stored: {}", e.message),
+                            message_id: None,
+                        },
+                    ))))
+                    .await;
+            }
+        }
+    }
+}
+
+fn event(e: pb::completion_event::Event) -> pb::CompletionEvent {
+    pb::CompletionEvent { event: Some(e) }
+}
+
+fn model_error(e: ChatError) -> ApiError {
+    match e {
+        ChatError::Upstream { status: 429, .. } => {
+            ApiError::new(ErrorCode::TooManyRequests, e.to_string())
+        }
+        _ => ApiError::new(ErrorCode::Unavailable, e.to_string()),
+    }
+}
+
+/// Whether a reply ends at the end of a thought (a sentence or paragraph).
+fn ends_thought(text: &str) -> bool {
+    let t = text.trim_end_matches([' ', '\t', '"', '\'', ')', '*']);
+    text.ends_with('\n') || t.ends_with(['.', '!', '?', '。', ':'])
+}
+
+/// Calls made for one reply, for usage_stats and the ledger.
+#[derive(Default)]
+struct UsageLog {
+    calls: Vec<Call>,
+}
+
+struct Call {
+    purpose: &'static str,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    cost: f64,
+}
+
+impl UsageLog {
+    fn add(
+        &mut self,
+        job: &Job,
+        purpose: &'static str,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+    ) {
+        let cost = (prompt_tokens as f64 * job.prices.0 + completion_tokens as f64 * job.prices.1)
+            / 1_000_000.0;
+        self.calls.push(Call {
+            purpose,
+            prompt_tokens,
+            completion_tokens,
+            cost,
+        });
+    }
+}
+
+#[derive(Default)]
+struct Reply {
+    text: String,
+    error: Option<String>,
+    references: Vec<SearchHit>,
+    prompt_raw: String,
+    first_token: Option<f64>,
+}
+
+struct Prompt {
+    messages: Vec<ChatMessage>,
+    hits: Vec<SearchHit>,
+}
+
+fn excerpts(hits: &[SearchHit]) -> String {
+    let mut out = String::from(RAG_INSTRUCTIONS);
+    for (i, hit) in hits.iter().enumerate() {
+        let pages = if hit.pages.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", page {}",
+                hit.pages
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        out.push_str(&format!(
+            "\n\n[{}] {}{}\n{}",
+            i + 1,
+            hit.document_name,
+            pages,
+            hit.text.trim()
+        ));
+    }
+    out
+}
+
+/// System prompt, excerpts and as much recent history as fits the model's context (about
+/// four characters a token), then the question.
+fn build_prompt(
+    question: &str,
+    history: &[messages::Model],
+    mut hits: Vec<SearchHit>,
+    context_length: u64,
+    max_new_tokens: u32,
+) -> Prompt {
+    let budget = (context_length.saturating_sub(u64::from(max_new_tokens)) as usize)
+        .saturating_mul(4)
+        .saturating_sub(question.len() + SYSTEM_PROMPT.len());
+    // Excerpts first (best first), then history from the most recent back.
+    while !hits.is_empty() && excerpts(&hits).len() > budget {
+        hits.pop();
+    }
+    let mut left = budget.saturating_sub(if hits.is_empty() {
+        0
+    } else {
+        excerpts(&hits).len()
+    });
+    let mut kept: Vec<ChatMessage> = Vec::new();
+    for m in history.iter().rev() {
+        if m.content.is_empty() || m.content.len() > left {
+            break;
+        }
+        left -= m.content.len();
+        kept.push(if m.reply_to.is_some() {
+            ChatMessage {
+                role: "assistant".into(),
+                content: m.content.clone(),
+            }
+        } else {
+            ChatMessage::user(m.content.clone())
+        });
+    }
+    kept.reverse();
+    let mut messages = vec![ChatMessage::system(SYSTEM_PROMPT)];
+    if !hits.is_empty() {
+        messages.push(ChatMessage::system(excerpts(&hits)));
+    }
+    messages.extend(kept);
+    messages.push(ChatMessage::user(question));
+    Prompt { messages, hits }
+}
+
+/// Time-ordered ids, so a reply sorts after its question even within one clock tick.
+fn message_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+async fn store_question(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    session: &chat_sessions::Model,
+    content: &str,
+) -> ApiResult<messages::Model> {
+    let at = now();
+    let txn = db.begin().await?;
+    let question = messages::ActiveModel {
+        id: Set(message_id()),
+        session_id: Set(session.id.clone()),
+        owner_id: Set(caller.user_id.clone()),
+        username: Set(caller.username.clone()),
+        content: Set(content.to_owned()),
+        reply_to: Set(None),
+        votes: Set(0),
+        has_references: Set(false),
+        total_references: Set(0),
+        error: Set(None),
+        created_at: Set(at),
+    }
+    .insert(&txn)
+    .await?;
+    let mut update: chat_sessions::ActiveModel = session.clone().into();
+    update.latest_message_content = Set(Some(content.to_owned()));
+    update.updated_at = Set(at);
+    if session.name.is_none() {
+        update.name = Set(Some(content.chars().take(60).collect()));
+    }
+    update.update(&txn).await?;
+    txn.commit().await?;
+    Ok(question)
+}
+
+/// Messages of the session before `question`, oldest first.
+async fn earlier_messages(
+    db: &DatabaseConnection,
+    session_id: &str,
+    question_id: &str,
+) -> ApiResult<Vec<messages::Model>> {
+    let mut rows = messages::Entity::find()
+        .filter(messages::Column::SessionId.eq(session_id))
+        .filter(messages::Column::Id.lt(question_id))
+        .order_by_desc(messages::Column::Id)
+        .limit(HISTORY_MESSAGES)
+        .all(db)
+        .await?;
+    rows.reverse();
+    Ok(rows)
+}
+
+async fn store_reply(
+    db: &DatabaseConnection,
+    job: &Job,
+    reply: &Reply,
+    usage: &UsageLog,
+    elapsed: f64,
+) -> ApiResult<String> {
+    let at = now();
+    let id = message_id();
+    let txn = db.begin().await?;
+    // The session may have been deleted meanwhile: then there is nothing to attach to.
+    let Some(session) = chat_sessions::Entity::find_by_id(job.session.id.clone())
+        .one(&txn)
+        .await?
+    else {
+        return Err(ApiError::not_found(format!(
+            "chat session {} was deleted",
+            job.session.id
+        )));
+    };
+    messages::ActiveModel {
+        id: Set(id.clone()),
+        session_id: Set(session.id.clone()),
+        owner_id: Set(job.caller.user_id.clone()),
+        username: Set(job.caller.username.clone()),
+        content: Set(reply.text.clone()),
+        reply_to: Set(Some(job.question.id.clone())),
+        votes: Set(0),
+        has_references: Set(!reply.references.is_empty()),
+        total_references: Set(reply.references.len() as i64),
+        error: Set(reply.error.clone()),
+        created_at: Set(at),
+    }
+    .insert(&txn)
+    .await?;
+    let references: Vec<message_references::ActiveModel> = reply
+        .references
+        .iter()
+        .enumerate()
+        .map(|(rank, hit)| message_references::ActiveModel {
+            message_id: Set(id.clone()),
+            rank: Set(rank as i32),
+            document_id: Set(hit.document_id.clone()),
+            document_name: Set(hit.document_name.clone()),
+            collection_id: Set(hit.collection_id.clone()),
+            chunk_id: Set(hit.chunk_id),
+            pages: Set(hit
+                .pages
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")),
+            score: Set(hit.score),
+            content: Set(hit.text.clone()),
+            ..Default::default()
+        })
+        .collect();
+    if !references.is_empty() {
+        message_references::Entity::insert_many(references)
+            .exec(&txn)
+            .await?;
+    }
+    let (prompt_tokens, completion_tokens, cost) = usage.calls.iter().fold((0, 0, 0.0), |t, c| {
+        (
+            t.0 + c.prompt_tokens,
+            t.1 + c.completion_tokens,
+            t.2 + c.cost,
+        )
+    });
+    let stats = serde_json::json!({
+        "llm": job.model_name,
+        "input_tokens": prompt_tokens,
+        "output_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "cost": cost,
+        "response_time": elapsed,
+        "time_to_first_token": reply.first_token,
+        "calls": usage.calls.iter().map(|c| serde_json::json!({
+            "purpose": c.purpose,
+            "input_tokens": c.prompt_tokens,
+            "output_tokens": c.completion_tokens,
+            "cost": c.cost,
+        })).collect::<Vec<_>>(),
+    });
+    let mut meta = vec![("usage_stats", stats.to_string())];
+    if !reply.prompt_raw.is_empty() {
+        meta.push(("prompt_raw", reply.prompt_raw.clone()));
+    }
+    message_meta::Entity::insert_many(meta.into_iter().map(|(info_type, content)| {
+        message_meta::ActiveModel {
+            message_id: Set(id.clone()),
+            info_type: Set(info_type.to_owned()),
+            content: Set(content),
+            ..Default::default()
+        }
+    }))
+    .exec(&txn)
+    .await?;
+    for call in &usage.calls {
+        outbox::enqueue(
+            &txn,
+            &envelope(
+                "usage.llm",
+                &job.caller.user_id,
+                &LlmUsage {
+                    user_id: job.caller.user_id.clone(),
+                    model: job.model_name.clone(),
+                    prompt_tokens: call.prompt_tokens,
+                    completion_tokens: call.completion_tokens,
+                    cost: call.cost,
+                    purpose: call.purpose.to_owned(),
+                    message_id: id.clone(),
+                },
+            ),
+        )
+        .await?;
+    }
+    let mut update: chat_sessions::ActiveModel = session.into();
+    if !reply.text.is_empty() {
+        update.latest_message_content = Set(Some(reply.text.clone()));
+    }
+    update.updated_at = Set(at);
+    update.update(&txn).await?;
+    txn.commit().await?;
+    Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rag_types_follow_the_spec() {
+        assert_eq!(RagMode::choose("", false, true).unwrap(), RagMode::Rag);
+        assert_eq!(
+            RagMode::choose("auto", false, false).unwrap(),
+            RagMode::LlmOnly
+        );
+        assert_eq!(
+            RagMode::choose("agent_only", false, true).unwrap(),
+            RagMode::Rag
+        );
+        assert_eq!(
+            RagMode::choose("hyde2", false, true).unwrap(),
+            RagMode::Hyde2
+        );
+        assert_eq!(
+            RagMode::choose("llm_only", false, true).unwrap(),
+            RagMode::LlmOnly
+        );
+        for (rag_type, agent, collection) in [
+            ("rag", false, false),
+            ("hyde1", false, false),
+            ("agentic_rag", false, true),
+            ("rlm_rag", false, true),
+            ("rag", true, true),
+            ("nonsense", false, true),
+        ] {
+            let e = RagMode::choose(rag_type, agent, collection).unwrap_err();
+            assert_eq!(e.code, ErrorCode::BadRequest, "{rag_type}");
+        }
+    }
+
+    #[test]
+    fn thoughts_end_at_sentence_ends() {
+        assert!(ends_thought("It is Paris."));
+        assert!(ends_thought("Really?\"  "));
+        assert!(ends_thought("Line\n"));
+        assert!(!ends_thought("It is Par"));
+    }
+
+    fn hit(text: &str) -> SearchHit {
+        SearchHit {
+            document_name: "notes.md".into(),
+            text: text.into(),
+            pages: vec![2],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn prompts_fit_the_context_and_keep_recent_history() {
+        let old = |content: &str, reply: bool| messages::Model {
+            id: String::new(),
+            session_id: String::new(),
+            owner_id: String::new(),
+            username: String::new(),
+            content: content.into(),
+            reply_to: reply.then(|| "q".to_owned()),
+            votes: 0,
+            has_references: false,
+            total_references: 0,
+            error: None,
+            created_at: now(),
+        };
+        let history = [old("first question", false), old("first answer", true)];
+        let p = build_prompt(
+            "why?",
+            &history,
+            vec![hit("Paris is the capital.")],
+            8192,
+            1536,
+        );
+        let roles: Vec<&str> = p.messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["system", "system", "user", "assistant", "user"]);
+        assert!(
+            p.messages[1]
+                .content
+                .contains("[1] notes.md, page 2\nParis")
+        );
+        // A tiny context drops excerpts and history before the question.
+        let p = build_prompt("why?", &history, vec![hit(&"x".repeat(5000))], 1600, 1536);
+        assert!(p.hits.is_empty());
+        assert_eq!(p.messages.last().unwrap().content, "why?");
+    }
+}

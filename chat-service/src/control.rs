@@ -1,0 +1,169 @@
+//! Control of replies being generated: pause, resume, stop, finish (SPEC.md's streaming
+//! state table). Each generation registers its question here; a control call changes the
+//! state, and the generating loop watches it. Calls reach the replica that generates through
+//! `chat.control`, broadcast to every replica: a replica without the question ignores it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use docchat_common::bus::EventHandler;
+use docchat_proto::events::v1::{ChatControl, Envelope};
+use prost::Message;
+use tokio::sync::watch;
+
+pub const CONTROL_EVENT: &str = "chat.control";
+pub const CONTROL_GROUP: &str = "chat.control";
+
+/// Where a reply's generation stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    Streaming,
+    /// Held: nothing is read from the model, nothing sent.
+    Paused,
+    /// Cancelled for good; the partial reply is kept.
+    Stopped,
+    /// The model may end its current thought, then the reply ends.
+    Finishing,
+}
+
+/// A control action of the REST API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Pause,
+    Resume,
+    Stop,
+    Finish,
+}
+
+impl Action {
+    pub fn parse(action: &str) -> Option<Action> {
+        Some(match action {
+            "pause" => Action::Pause,
+            "resume" => Action::Resume,
+            "stop" => Action::Stop,
+            "finish" => Action::Finish,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Pause => "pause",
+            Action::Resume => "resume",
+            Action::Stop => "stop",
+            Action::Finish => "finish",
+        }
+    }
+
+    /// The state after this action. Stopped is final; finish while paused finishes (the
+    /// reply resumes to end its thought); resume only leaves a pause.
+    pub fn apply(self, state: State) -> State {
+        match (self, state) {
+            (_, State::Stopped) => State::Stopped,
+            (Action::Stop, _) => State::Stopped,
+            (Action::Pause, State::Streaming) => State::Paused,
+            (Action::Pause, other) => other,
+            (Action::Resume, State::Paused) => State::Streaming,
+            (Action::Resume, other) => other,
+            (Action::Finish, _) => State::Finishing,
+        }
+    }
+}
+
+/// The generations running on this replica, by question id.
+#[derive(Clone, Default)]
+pub struct Controls {
+    running: Arc<Mutex<HashMap<String, watch::Sender<State>>>>,
+}
+
+impl Controls {
+    /// Registers a generation; dropping the guard unregisters it.
+    pub fn register(&self, question_id: &str) -> (watch::Receiver<State>, Registration) {
+        let (tx, rx) = watch::channel(State::Streaming);
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(question_id.to_owned(), tx);
+        (
+            rx,
+            Registration {
+                controls: self.clone(),
+                question_id: question_id.to_owned(),
+            },
+        )
+    }
+
+    /// Applies an action if the question is generating here; says whether it was.
+    pub fn apply(&self, question_id: &str, action: Action) -> bool {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        match running.get(question_id) {
+            Some(tx) => {
+                tx.send_modify(|state| *state = action.apply(*state));
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Keeps a generation registered while it lives.
+pub struct Registration {
+    controls: Controls,
+    question_id: String,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.controls
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.question_id);
+    }
+}
+
+/// Applies `chat.control` events from other replicas.
+pub struct ControlHandler(pub Controls);
+
+#[async_trait::async_trait]
+impl EventHandler for ControlHandler {
+    async fn handle(&self, event: &Envelope) -> anyhow::Result<()> {
+        if event.r#type == CONTROL_EVENT {
+            let control = ChatControl::decode(event.payload.as_slice())?;
+            if let Some(action) = Action::parse(&control.action) {
+                self.0.apply(&control.question_id, action);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_table() {
+        use Action::*;
+        use State::*;
+        assert_eq!(Pause.apply(Streaming), Paused);
+        assert_eq!(Resume.apply(Paused), Streaming);
+        assert_eq!(Stop.apply(Streaming), Stopped);
+        assert_eq!(Stop.apply(Paused), Stopped);
+        assert_eq!(Finish.apply(Streaming), Finishing);
+        assert_eq!(Finish.apply(Paused), Finishing);
+        assert_eq!(Resume.apply(Stopped), Stopped);
+        assert_eq!(Pause.apply(Finishing), Finishing);
+        assert_eq!(Resume.apply(Streaming), Streaming);
+    }
+
+    #[test]
+    fn registrations_end_with_their_guard() {
+        let controls = Controls::default();
+        let (rx, guard) = controls.register("q");
+        assert!(controls.apply("q", Action::Pause));
+        assert_eq!(*rx.borrow(), State::Paused);
+        drop(guard);
+        assert!(!controls.apply("q", Action::Resume));
+    }
+}

@@ -1,0 +1,388 @@
+//! Completions (JSON or JSON lines streamed as produced), message control, metadata,
+//! references and suggested questions.
+
+use actix_web::web::Bytes;
+use actix_web::{HttpResponse, get, post, web};
+use docchat_common::config::Service;
+use docchat_common::error::{ApiError, ErrorCode};
+use docchat_proto::chat::v1 as pb;
+use docchat_proto::chat::v1::completion_event::Event;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::auth::Authed;
+use crate::error::{ErrorBody, HttpResult};
+use crate::state::AppState;
+
+/// llm_args of SPEC.md; fields the server does not use are accepted and ignored.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct LlmArgs {
+    pub temperature: Option<f64>,
+    /// Default 1536.
+    pub max_new_tokens: Option<u32>,
+    pub use_agent: Option<bool>,
+    pub memory_block_id: Option<String>,
+    pub memory_block_name: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct RagConfig {
+    /// auto (default), llm_only, agent_only, rag, agentic_rag, rlm_rag, fast_agentic_rag,
+    /// hyde1, hyde2, rag+, all_data.
+    pub rag_type: Option<String>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CompletionRequest {
+    pub message: String,
+    /// Model name or `auto`.
+    pub llm: Option<String>,
+    #[serde(default)]
+    pub stream: bool,
+    /// on, off, auto, true or false (a JSON boolean too).
+    #[schema(value_type = Option<String>)]
+    pub include_chat_history: Option<serde_json::Value>,
+    pub llm_args: Option<LlmArgs>,
+    pub rag_config: Option<RagConfig>,
+}
+
+/// The non-streaming answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CompletionResult {
+    /// The reply's message id.
+    pub message_id: String,
+    pub body: String,
+}
+
+/// One line of a streamed answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StreamLine {
+    /// The next piece of the reply (empty on the first and last lines).
+    pub body: String,
+    pub finished: bool,
+    /// The reply's id, on the last line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// The question's id (what the control calls take), on the first line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub question_id: Option<String>,
+    /// Why generation failed, on a failing last line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl StreamLine {
+    fn bytes(&self) -> Bytes {
+        let mut line = serde_json::to_vec(self).unwrap_or_default();
+        line.push(b'\n');
+        Bytes::from(line)
+    }
+
+    fn of(event: Event) -> StreamLine {
+        let mut line = StreamLine {
+            body: String::new(),
+            finished: false,
+            message_id: None,
+            question_id: None,
+            error: None,
+        };
+        match event {
+            Event::QuestionId(id) => line.question_id = Some(id),
+            Event::Delta(text) => line.body = text,
+            Event::Done(done) => {
+                line.finished = true;
+                line.message_id = Some(done.message_id);
+            }
+            Event::Error(e) => {
+                line.finished = true;
+                line.message_id = e.message_id;
+                line.error = Some(e.message);
+            }
+        }
+        line
+    }
+}
+
+fn history_flag(value: Option<serde_json::Value>) -> Result<String, ApiError> {
+    Ok(match value {
+        None | Some(serde_json::Value::Null) => String::new(),
+        Some(serde_json::Value::Bool(b)) => b.to_string(),
+        Some(serde_json::Value::String(s)) => s,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "include_chat_history must be on, off, auto, true or false, not {other}"
+            )));
+        }
+    })
+}
+
+#[utoipa::path(
+    tag = "Chat",
+    params(("session_id" = String, Path)),
+    request_body = CompletionRequest,
+    responses(
+        (status = 200, description = "stream false: the reply; stream true: JSON lines (StreamLine), the last with finished true", body = CompletionResult),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody)
+    ),
+    security(("bearer" = []))
+)]
+#[post("/chats/{session_id}/completions")]
+pub async fn get_completion(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<String>,
+    body: web::Json<CompletionRequest>,
+) -> HttpResult<HttpResponse> {
+    let CompletionRequest {
+        message,
+        llm,
+        stream,
+        include_chat_history,
+        llm_args,
+        rag_config,
+    } = body.into_inner();
+    let args = llm_args.unwrap_or_default();
+    let request = state.request(
+        &caller,
+        Service::Chat,
+        pb::CompletionRequest {
+            session_id: path.into_inner(),
+            message,
+            llm: llm.unwrap_or_default(),
+            include_chat_history: history_flag(include_chat_history)?,
+            temperature: args.temperature,
+            max_new_tokens: args.max_new_tokens,
+            use_agent: args.use_agent.unwrap_or(false),
+            memory_block_id: args.memory_block_id,
+            memory_block_name: args.memory_block_name,
+            rag_type: rag_config.and_then(|r| r.rag_type).unwrap_or_default(),
+        },
+    )?;
+    let mut events = state.chat.clone().complete(request).await?.into_inner();
+    if stream {
+        let lines = events.map(|item| {
+            let line = match item {
+                Ok(pb::CompletionEvent { event: Some(e) }) => StreamLine::of(e),
+                Ok(pb::CompletionEvent { event: None }) => return Ok(Bytes::new()),
+                Err(status) => StreamLine::of(Event::Error(pb::CompletionError {
+                    message: ApiError::from_status(&status).message,
+                    message_id: None,
+                })),
+            };
+            Ok::<_, actix_web::Error>(line.bytes())
+        });
+        return Ok(HttpResponse::Ok()
+            .content_type("application/jsonl")
+            .insert_header(("cache-control", "no-cache"))
+            .insert_header(("x-accel-buffering", "no"))
+            .streaming(lines));
+    }
+    let mut body = String::new();
+    while let Some(item) = events.next().await {
+        match item?.event {
+            Some(Event::Delta(text)) => body.push_str(&text),
+            Some(Event::Done(done)) => {
+                return Ok(HttpResponse::Ok().json(CompletionResult {
+                    message_id: done.message_id,
+                    body: done.body,
+                }));
+            }
+            Some(Event::Error(e)) => {
+                return Err(ApiError::new(ErrorCode::Unavailable, e.message).into());
+            }
+            Some(Event::QuestionId(_)) | None => {}
+        }
+    }
+    Err(ApiError::new(
+        ErrorCode::Unavailable,
+        "the reply ended before it was finished",
+    )
+    .into())
+}
+
+#[utoipa::path(
+    tag = "Chat",
+    params(("question_id" = String, Path), ("action" = String, Path, description = "pause, resume, stop or finish")),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+#[post("/messages/{question_id}/{action}")]
+pub async fn control_message(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<(String, String)>,
+) -> HttpResult<HttpResponse> {
+    let (question_id, action) = path.into_inner();
+    if !matches!(action.as_str(), "pause" | "resume" | "stop" | "finish") {
+        return Err(ApiError::not_found(format!("no such action: {action}")).into());
+    }
+    let request = state.request(
+        &caller,
+        Service::Chat,
+        pb::ControlRequest {
+            question_id,
+            action,
+        },
+    )?;
+    state.chat.clone().control_message(request).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct MetaQuery {
+    /// usage_stats, prompt_raw, or an agent_* type.
+    pub info_type: Option<String>,
+}
+
+/// A metadata entry of a reply.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MessageMeta {
+    pub message_type: String,
+    pub content: String,
+}
+
+#[utoipa::path(
+    tag = "Chat",
+    params(("message_id" = String, Path), MetaQuery),
+    responses((status = 200, body = Vec<MessageMeta>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+#[get("/messages/{message_id}/meta")]
+pub async fn get_message_meta(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<String>,
+    query: web::Query<MetaQuery>,
+) -> HttpResult<web::Json<Vec<MessageMeta>>> {
+    let request = state.request(
+        &caller,
+        Service::Chat,
+        pb::MessageMetaRequest {
+            message_id: path.into_inner(),
+            info_type: query.into_inner().info_type.unwrap_or_default(),
+        },
+    )?;
+    let list = state
+        .chat
+        .clone()
+        .get_message_meta(request)
+        .await?
+        .into_inner();
+    Ok(web::Json(
+        list.entries
+            .into_iter()
+            .map(|m| MessageMeta {
+                message_type: m.message_type,
+                content: m.content,
+            })
+            .collect(),
+    ))
+}
+
+/// A document excerpt a reply was answered from.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MessageReference {
+    pub document_id: String,
+    pub document_name: String,
+    pub chunk_id: i64,
+    /// Page numbers, comma-separated (the client reads a string).
+    pub pages: String,
+    pub score: f64,
+    pub collection_id: String,
+    pub content: String,
+    pub were_references_deleted: bool,
+}
+
+#[utoipa::path(
+    tag = "Chat",
+    params(("message_id" = String, Path)),
+    responses((status = 200, body = Vec<MessageReference>), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+#[get("/messages/{message_id}/references")]
+pub async fn get_message_references(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<String>,
+) -> HttpResult<web::Json<Vec<MessageReference>>> {
+    let request = state.request(
+        &caller,
+        Service::Chat,
+        pb::MessageRef {
+            id: path.into_inner(),
+        },
+    )?;
+    let list = state
+        .chat
+        .clone()
+        .list_references(request)
+        .await?
+        .into_inner();
+    Ok(web::Json(
+        list.references
+            .into_iter()
+            .map(|r| MessageReference {
+                document_id: r.document_id,
+                document_name: r.document_name,
+                chunk_id: r.chunk_id,
+                pages: r
+                    .pages
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                score: r.score,
+                collection_id: r.collection_id,
+                content: r.content,
+                were_references_deleted: r.were_references_deleted,
+            })
+            .collect(),
+    ))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct QuestionsQuery {
+    /// Suggestions to return (default 5, at most 20).
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SuggestedQuestion {
+    pub question: String,
+}
+
+#[utoipa::path(
+    tag = "Chat",
+    params(("session_id" = String, Path), QuestionsQuery),
+    responses((status = 200, body = Vec<SuggestedQuestion>), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+#[get("/chats/{session_id}/questions")]
+pub async fn list_questions_for_chat_session(
+    state: web::Data<AppState>,
+    caller: Authed,
+    path: web::Path<String>,
+    query: web::Query<QuestionsQuery>,
+) -> HttpResult<web::Json<Vec<SuggestedQuestion>>> {
+    let request = state.request(
+        &caller,
+        Service::Chat,
+        pb::SuggestQuestionsRequest {
+            session_id: path.into_inner(),
+            limit: query.into_inner().limit.unwrap_or(0),
+        },
+    )?;
+    let list = state
+        .chat
+        .clone()
+        .suggest_questions(request)
+        .await?
+        .into_inner();
+    Ok(web::Json(
+        list.questions
+            .into_iter()
+            .map(|question| SuggestedQuestion { question })
+            .collect(),
+    ))
+}

@@ -1,0 +1,582 @@
+//! Completions through the REST API against a scripted OpenAI-compatible upstream (real
+//! HTTP, SSE streams with delays): plain and streamed answers, stored messages, metadata,
+//! references from RAG, control of a running stream, failures, ownership.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use docchat_common::testing::{ScriptedHttp, SeenRequest, Streamed, backends};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::documents::upload;
+use crate::harness::{TestApp, eventually};
+
+/// The reply the scripted model streams, one word a token.
+const ANSWER: &str = "Paris is the capital of France. It lies on the Seine. The city has many bridges and museums to visit.";
+
+/// An upstream whose streamed answers send one word every `delay`. A question containing
+/// FAIL breaks off after three words; a long question (LONG) repeats the answer 20 times.
+async fn upstream(delay: Duration) -> ScriptedHttp {
+    ScriptedHttp::start_streaming(Arc::new(move |r: &SeenRequest| {
+        let body: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+        let last = body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        if body["stream"] != json!(true) {
+            let text = if last.contains("User:") {
+                "1. Where is the Seine?\n2. What museums are there?"
+            } else {
+                "Paris is the French capital."
+            };
+            let answer = json!({
+                "choices": [{"message": {"role": "assistant", "content": text}}],
+                "usage": {"prompt_tokens": 7, "completion_tokens": 5}
+            });
+            return Streamed {
+                status: 200,
+                content_type: "application/json".into(),
+                parts: vec![(Duration::ZERO, answer.to_string().into_bytes())],
+            };
+        }
+        let text = if last.contains("LONG") {
+            vec![ANSWER; 20].join(" ")
+        } else {
+            ANSWER.to_owned()
+        };
+        let words: Vec<String> = text.split_inclusive(' ').map(str::to_owned).collect();
+        let mut parts: Vec<(Duration, Vec<u8>)> = Vec::new();
+        for (i, w) in words.iter().enumerate() {
+            if last.contains("FAIL") && i == 3 {
+                // Broken off: no [DONE].
+                return Streamed {
+                    status: 200,
+                    content_type: "text/event-stream".into(),
+                    parts,
+                };
+            }
+            let chunk = json!({"choices": [{"delta": {"content": w}}]});
+            parts.push((delay, format!("data: {chunk}\n\n").into_bytes()));
+        }
+        let usage = json!({"choices": [], "usage": {"prompt_tokens": 42, "completion_tokens": words.len()}});
+        parts.push((Duration::ZERO, format!("data: {usage}\n\ndata: [DONE]\n\n").into_bytes()));
+        Streamed {
+            status: 200,
+            content_type: "text/event-stream".into(),
+            parts,
+        }
+    }))
+    .await
+}
+
+fn models_file(dir: &std::path::Path, base_url: &str) -> std::path::PathBuf {
+    let path = dir.join("models.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[models]]\nname = \"scripted\"\nprovider = \"openai\"\nbase_url = \"{base_url}/v1\"\ncontext_length = 8192\ninput_price = 1.0\noutput_price = 2.0\ndefault = true\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+async fn app_with(
+    backend: &docchat_common::testing::Backend,
+    upstream: &ScriptedHttp,
+) -> (TestApp, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = models_file(dir.path(), &upstream.base_url);
+    let app = TestApp::start_with(backend, |c| c.models_file = Some(file)).await;
+    (app, dir)
+}
+
+/// The JSON lines of a streamed answer, read as they come.
+struct Lines {
+    response: reqwest::Response,
+    buffer: Vec<u8>,
+}
+
+impl Lines {
+    async fn next(&mut self, wait: Duration) -> Option<Value> {
+        loop {
+            if let Some(i) = self.buffer.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=i).collect();
+                return Some(serde_json::from_slice(&line).unwrap());
+            }
+            match tokio::time::timeout(wait, self.response.chunk()).await {
+                Ok(Ok(Some(bytes))) => self.buffer.extend_from_slice(&bytes),
+                _ => return None,
+            }
+        }
+    }
+}
+
+async fn stream(app: &TestApp, key: &str, session: &str, body: Value) -> Lines {
+    let response = app
+        .req(
+            Method::POST,
+            &format!("/api/v1/chats/{session}/completions"),
+            Some(key),
+        )
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/jsonl");
+    Lines {
+        response,
+        buffer: Vec::new(),
+    }
+}
+
+async fn session(app: &TestApp, key: &str, collection: Option<&str>) -> String {
+    let path = match collection {
+        Some(c) => format!("/api/v1/chats?collection_id={c}"),
+        None => "/api/v1/chats".to_owned(),
+    };
+    let (s, chat) = app.call(Method::POST, &path, key, Some(json!({}))).await;
+    assert_eq!(s, 201, "{chat}");
+    chat["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn answers_are_stored_with_metadata_and_rag_cites_its_documents() {
+    for backend in backends() {
+        let model = upstream(Duration::ZERO).await;
+        let (app, _dir) = app_with(&backend, &model).await;
+        let (_, alice) = app.user("alice").await;
+        let (_, bob) = app.user("bob").await;
+
+        // llm_only, not streamed.
+        let chat = session(&app, &alice, None).await;
+        let path = format!("/api/v1/chats/{chat}/completions");
+        let (s, answer) = app
+            .call(Method::POST, &path, &alice, Some(json!({"message": "What is the capital of France?", "llm": "auto", "stream": false, "llm_args": {"temperature": 0.2, "max_new_tokens": 64}})))
+            .await;
+        assert_eq!(s, 200, "{}: {answer}", backend.name);
+        assert_eq!(answer["body"], ANSWER);
+        let reply_id = answer["message_id"].as_str().unwrap().to_owned();
+        let sent: Value = serde_json::from_slice(&model.seen().last().unwrap().body).unwrap();
+        assert_eq!(sent["max_tokens"], 64);
+        assert_eq!(sent["stream"], true);
+
+        let (s, messages) = app
+            .call(
+                Method::GET,
+                &format!("/api/v1/chats/{chat}/messages"),
+                &alice,
+                None,
+            )
+            .await;
+        assert_eq!(s, 200);
+        let messages = messages.as_array().unwrap();
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert!(messages[0]["reply_to"].is_null());
+        assert_eq!(messages[1]["id"], reply_id.as_str());
+        assert_eq!(messages[1]["reply_to"], messages[0]["id"]);
+        assert_eq!(messages[1]["has_references"], false);
+        let (_, got) = app
+            .call(Method::GET, &format!("/api/v1/chats/{chat}"), &alice, None)
+            .await;
+        assert_eq!(got["latest_message_content"], ANSWER);
+
+        let (s, meta) = app
+            .call(
+                Method::GET,
+                &format!("/api/v1/messages/{reply_id}/meta?info_type=usage_stats"),
+                &alice,
+                None,
+            )
+            .await;
+        assert_eq!(s, 200, "{meta}");
+        assert_eq!(meta[0]["message_type"], "usage_stats");
+        let stats: Value = serde_json::from_str(meta[0]["content"].as_str().unwrap()).unwrap();
+        assert_eq!(stats["input_tokens"], 42);
+        assert_eq!(stats["output_tokens"], 20);
+        let cost = stats["cost"].as_f64().unwrap();
+        assert!((cost - (42.0 + 40.0) / 1e6).abs() < 1e-12, "{stats}");
+        let (_, raw) = app
+            .call(
+                Method::GET,
+                &format!("/api/v1/messages/{reply_id}/meta?info_type=prompt_raw"),
+                &alice,
+                None,
+            )
+            .await;
+        assert!(
+            raw[0]["content"]
+                .as_str()
+                .unwrap()
+                .contains("What is the capital of France?")
+        );
+        let (s, refs) = app
+            .call(
+                Method::GET,
+                &format!("/api/v1/messages/{reply_id}/references"),
+                &alice,
+                None,
+            )
+            .await;
+        assert_eq!((s, refs), (200, json!([])));
+
+        // Streamed: the question id first, the pieces, then the reply id.
+        let mut lines = stream(
+            &app,
+            &alice,
+            &chat,
+            json!({"message": "And again?", "stream": true, "include_chat_history": "on"}),
+        )
+        .await;
+        let first = lines.next(Duration::from_secs(10)).await.unwrap();
+        assert!(first["question_id"].is_string());
+        let mut body = String::new();
+        let last = loop {
+            let line = lines.next(Duration::from_secs(10)).await.unwrap();
+            if line["finished"] == true {
+                break line;
+            }
+            body.push_str(line["body"].as_str().unwrap());
+        };
+        assert_eq!(body, ANSWER);
+        assert!(
+            last["message_id"].is_string() && last.get("error").is_none(),
+            "{last}"
+        );
+        // History went with it.
+        let sent: Value = serde_json::from_slice(&model.seen().last().unwrap().body).unwrap();
+        let roles: Vec<&str> = sent["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["system", "user", "assistant", "user"]);
+
+        // Suggested follow-ups come from the conversation.
+        let (s, questions) = app
+            .call(
+                Method::GET,
+                &format!("/api/v1/chats/{chat}/questions?limit=2"),
+                &alice,
+                None,
+            )
+            .await;
+        assert_eq!(s, 200, "{questions}");
+        assert_eq!(
+            questions,
+            json!([{"question": "Where is the Seine?"}, {"question": "What museums are there?"}])
+        );
+
+        // Bad input and other people's things.
+        for (body, want) in [
+            (
+                json!({"message": "x", "rag_config": {"rag_type": "rag"}}),
+                400,
+            ),
+            (
+                json!({"message": "x", "rag_config": {"rag_type": "agentic_rag"}}),
+                400,
+            ),
+            (json!({"message": "x", "llm": "no-such-model"}), 400),
+            (json!({"message": "   "}), 400),
+            (
+                json!({"message": "x", "llm_args": {"memory_block_id": "not-a-uuid"}}),
+                400,
+            ),
+        ] {
+            let (s, e) = app
+                .call(Method::POST, &path, &alice, Some(body.clone()))
+                .await;
+            crate::harness::assert_error(s, &e, want);
+        }
+        let (s, e) = app
+            .call(Method::POST, &path, &bob, Some(json!({"message": "mine?"})))
+            .await;
+        crate::harness::assert_error(s, &e, 404);
+        for path in [
+            format!("/api/v1/messages/{reply_id}/meta?info_type=usage_stats"),
+            format!("/api/v1/messages/{reply_id}/references"),
+            format!("/api/v1/chats/{chat}/questions"),
+        ] {
+            let (s, e) = app.call(Method::GET, &path, &bob, None).await;
+            crate::harness::assert_error(s, &e, 404);
+        }
+        let question = messages[0]["id"].as_str().unwrap();
+        let (s, e) = app
+            .call(
+                Method::POST,
+                &format!("/api/v1/messages/{question}/stop"),
+                &bob,
+                None,
+            )
+            .await;
+        crate::harness::assert_error(s, &e, 404);
+        let (s, _) = app
+            .call(
+                Method::POST,
+                &format!("/api/v1/messages/{question}/stop"),
+                &alice,
+                None,
+            )
+            .await;
+        assert_eq!(s, 204, "a finished question can still be stopped (no-op)");
+        let (s, e) = app
+            .call(
+                Method::GET,
+                &format!("/api/v1/messages/{reply_id}/meta"),
+                &alice,
+                None,
+            )
+            .await;
+        crate::harness::assert_error(s, &e, 400);
+
+        // RAG over a collection: references name the document and page.
+        let (_, col) = app
+            .call(
+                Method::POST,
+                "/api/v1/collections",
+                &alice,
+                Some(json!({"name": "kb", "description": ""})),
+            )
+            .await;
+        let cid = col["id"].as_str().unwrap().to_owned();
+        let (_, up) = upload(
+            &app,
+            &alice,
+            "france.md",
+            b"# France\n\nParis is the capital of France. The Seine flows through Paris.\n"
+                .to_vec(),
+        )
+        .await;
+        let (s, _) = app
+            .call(
+                Method::POST,
+                &format!(
+                    "/api/v1/uploads/{}/ingest?collection_id={cid}",
+                    up["id"].as_str().unwrap()
+                ),
+                &alice,
+                None,
+            )
+            .await;
+        assert_eq!(s, 204);
+        eventually("the document is ingested", || async {
+            let (_, c) = app
+                .call(
+                    Method::GET,
+                    &format!("/api/v1/collections/{cid}"),
+                    &alice,
+                    None,
+                )
+                .await;
+            c["document_count"] == 1
+        })
+        .await;
+        let rag_chat = session(&app, &alice, Some(&cid)).await;
+        for rag_type in ["rag", "hyde1", "hyde2"] {
+            let (s, answer) = app
+                .call(Method::POST, &format!("/api/v1/chats/{rag_chat}/completions"), &alice, Some(json!({"message": "What is the capital of France?", "rag_config": {"rag_type": rag_type}})))
+                .await;
+            assert_eq!(s, 200, "{rag_type}: {answer}");
+            let reply = answer["message_id"].as_str().unwrap();
+            let (_, refs) = app
+                .call(
+                    Method::GET,
+                    &format!("/api/v1/messages/{reply}/references"),
+                    &alice,
+                    None,
+                )
+                .await;
+            assert_eq!(refs[0]["document_name"], "france.md", "{rag_type}: {refs}");
+            assert_eq!(refs[0]["pages"], "1");
+            assert!(refs[0]["chunk_id"].is_i64() && refs[0]["score"].is_f64());
+            let sent: Value = serde_json::from_slice(&model.seen().last().unwrap().body).unwrap();
+            assert!(
+                sent["messages"][1]["content"]
+                    .as_str()
+                    .unwrap()
+                    .contains("[1] france.md, page 1"),
+                "{sent}"
+            );
+        }
+        app.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn running_replies_pause_resume_stop_and_finish() {
+    let backend = &backends()[0];
+    let model = upstream(Duration::from_millis(40)).await;
+    let (app, _dir) = app_with(backend, &model).await;
+    let (_, alice) = app.user("alice").await;
+    let chat = session(&app, &alice, None).await;
+    let control = |question: String, action: &'static str| {
+        let app = &app;
+        let alice = alice.clone();
+        async move {
+            let (s, body) = app
+                .call(
+                    Method::POST,
+                    &format!("/api/v1/messages/{question}/{action}"),
+                    &alice,
+                    None,
+                )
+                .await;
+            assert_eq!(s, 204, "{action}: {body}");
+        }
+    };
+
+    // Pause holds the stream; resume continues it; stop ends it and keeps the partial reply.
+    let mut lines = stream(
+        &app,
+        &alice,
+        &chat,
+        json!({"message": "LONG please", "stream": true}),
+    )
+    .await;
+    let question = lines.next(Duration::from_secs(10)).await.unwrap()["question_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut body = String::new();
+    for _ in 0..3 {
+        body.push_str(
+            lines.next(Duration::from_secs(10)).await.unwrap()["body"]
+                .as_str()
+                .unwrap(),
+        );
+    }
+    control(question.clone(), "pause").await;
+    // What was already on its way may still arrive; then nothing.
+    while let Some(line) = lines.next(Duration::from_millis(400)).await {
+        body.push_str(line["body"].as_str().unwrap());
+    }
+    assert!(
+        lines.next(Duration::from_millis(300)).await.is_none(),
+        "paused: nothing is sent"
+    );
+    control(question.clone(), "resume").await;
+    let line = lines.next(Duration::from_secs(10)).await.expect("resumed");
+    body.push_str(line["body"].as_str().unwrap());
+    control(question.clone(), "pause").await;
+    control(question.clone(), "stop").await;
+    let last = loop {
+        let line = lines
+            .next(Duration::from_secs(10))
+            .await
+            .expect("stopped while paused ends the stream");
+        if line["finished"] == true {
+            break line;
+        }
+        body.push_str(line["body"].as_str().unwrap());
+    };
+    let reply = last["message_id"].as_str().unwrap().to_owned();
+    let full = vec![ANSWER; 20].join(" ");
+    assert!(
+        body.len() < full.len() / 2,
+        "stopped early: {} of {}",
+        body.len(),
+        full.len()
+    );
+    let (_, messages) = app
+        .call(
+            Method::GET,
+            &format!("/api/v1/chats/{chat}/messages"),
+            &alice,
+            None,
+        )
+        .await;
+    let stored = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == reply.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(
+        stored["content"],
+        body.as_str(),
+        "the partial reply is kept"
+    );
+    eventually("the upstream stream was closed", || async {
+        model.aborted() >= 1
+    })
+    .await;
+
+    // Finish ends at the end of the current sentence.
+    let mut lines = stream(
+        &app,
+        &alice,
+        &chat,
+        json!({"message": "LONG again", "stream": true, "include_chat_history": "off"}),
+    )
+    .await;
+    let question = lines.next(Duration::from_secs(10)).await.unwrap()["question_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut body = String::new();
+    for _ in 0..2 {
+        body.push_str(
+            lines.next(Duration::from_secs(10)).await.unwrap()["body"]
+                .as_str()
+                .unwrap(),
+        );
+    }
+    control(question, "finish").await;
+    loop {
+        let line = lines.next(Duration::from_secs(10)).await.unwrap();
+        if line["finished"] == true {
+            break;
+        }
+        body.push_str(line["body"].as_str().unwrap());
+    }
+    assert!(body.trim_end().ends_with('.'), "{body:?}");
+    assert!(body.len() < full.len() / 2, "{body:?}");
+
+    // An upstream that breaks off: an error line, and the partial reply stored with it.
+    let mut lines = stream(
+        &app,
+        &alice,
+        &chat,
+        json!({"message": "FAIL now", "stream": true}),
+    )
+    .await;
+    let mut body = String::new();
+    let last = loop {
+        let line = lines.next(Duration::from_secs(10)).await.unwrap();
+        if line["finished"] == true {
+            break line;
+        }
+        body.push_str(line["body"].as_str().unwrap_or_default());
+    };
+    assert!(
+        last["error"].as_str().unwrap().contains("ended before"),
+        "{last}"
+    );
+    assert_eq!(body, "Paris is the ");
+    let reply = last["message_id"].as_str().unwrap();
+    let (_, messages) = app
+        .call(
+            Method::GET,
+            &format!("/api/v1/chats/{chat}/messages"),
+            &alice,
+            None,
+        )
+        .await;
+    let stored = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == reply)
+        .unwrap()
+        .clone();
+    assert_eq!(stored["content"], "Paris is the ");
+    assert!(stored["error"].is_string());
+    app.stop().await;
+}
