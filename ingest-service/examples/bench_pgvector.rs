@@ -166,7 +166,12 @@ async fn main() {
         "{:<10} {:<24} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}",
         "data", "layout", "ef_search", "recall@10", "p50 ms", "p99 ms", "load s", "index s"
     );
-    for kind in ["clustered", "uniform"] {
+    // DOCCHAT_BENCH_DATA=clustered runs one data set.
+    let only = std::env::var("DOCCHAT_BENCH_DATA").ok();
+    for kind in ["clustered", "uniform"]
+        .into_iter()
+        .filter(|k| only.as_deref().is_none_or(|o| o == *k))
+    {
         for collections in [1usize, 10] {
             let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
             let (points, queries) = data(kind, n, &mut rng);
