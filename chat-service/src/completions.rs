@@ -287,14 +287,15 @@ impl Completer {
                 return;
             }
         };
+        let Prompt { messages, hits } = prompt;
         let mut reply = Reply {
-            references: prompt.hits.clone(),
-            prompt_raw: serde_json::to_string_pretty(&prompt.messages).unwrap_or_default(),
+            references: hits,
+            prompt_raw: serde_json::to_string_pretty(&messages).unwrap_or_default(),
             ..Reply::default()
         };
         let mut stream = match job
             .model
-            .stream(&prompt.messages, job.max_new_tokens, job.temperature)
+            .stream(&messages, job.max_new_tokens, job.temperature)
             .await
         {
             Ok(s) => s,
@@ -589,14 +590,16 @@ fn build_prompt(
         .saturating_mul(4)
         .saturating_sub(question.len() + SYSTEM_PROMPT.len());
     // Excerpts first (best first), then history from the most recent back.
-    while !hits.is_empty() && excerpts(&hits).len() > budget {
+    let mut context = excerpts(&hits);
+    while !hits.is_empty() && context.len() > budget {
         hits.pop();
+        context = excerpts(&hits);
     }
-    let mut left = budget.saturating_sub(if hits.is_empty() {
-        0
+    let mut left = if hits.is_empty() {
+        budget
     } else {
-        excerpts(&hits).len()
-    });
+        budget.saturating_sub(context.len())
+    };
     let mut kept: Vec<ChatMessage> = Vec::new();
     for m in history.iter().rev() {
         if m.content.is_empty() || m.content.len() > left {
@@ -615,7 +618,7 @@ fn build_prompt(
     kept.reverse();
     let mut messages = vec![ChatMessage::system(SYSTEM_PROMPT)];
     if !hits.is_empty() {
-        messages.push(ChatMessage::system(excerpts(&hits)));
+        messages.push(ChatMessage::system(context));
     }
     messages.extend(kept);
     messages.push(ChatMessage::user(question));

@@ -15,11 +15,14 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
+mod support;
+
 use docchat_common::config::Config;
 use docchat_ingest_service::entities::chunks;
 use docchat_ingest_service::index::{CollectionVectors, encode};
 use docchat_ingest_service::vectors::{VectorStore, hnsw_index_sql};
 use sea_orm::{ActiveValue::Set, ConnectionTrait, DatabaseConnection, EntityTrait};
+use support::{Rng, percentile, unit};
 
 const DIM: usize = 384;
 const K: usize = 10;
@@ -28,35 +31,14 @@ const PER_DOCUMENT: usize = 100;
 /// hnsw.ef_search values measured on each loaded set (the default is 100).
 const EF_SEARCH: [u32; 4] = [40, 100, 200, 400];
 
-/// xorshift: deterministic vectors without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        ((self.0 >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-    }
-
-    fn raw(&mut self) -> Vec<f32> {
-        (0..DIM).map(|_| self.next()).collect()
-    }
-}
-
-fn unit(v: Vec<f32>) -> Vec<f32> {
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    v.into_iter().map(|x| x / n).collect()
-}
-
 /// `n` points (and `QUERIES` queries) of the named kind.
 fn data(kind: &str, n: usize, rng: &mut Rng) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
     match kind {
         "clustered" => {
-            let centers: Vec<Vec<f32>> = (0..2000).map(|_| unit(rng.raw())).collect();
+            let centers: Vec<Vec<f32>> = (0..2000).map(|_| unit(rng.raw(DIM))).collect();
             let point = |rng: &mut Rng| {
                 let c = &centers[(rng.0 % centers.len() as u64) as usize];
-                let noise = unit(rng.raw());
+                let noise = unit(rng.raw(DIM));
                 unit(c.iter().zip(&noise).map(|(c, e)| c + 0.6 * e).collect())
             };
             let points = (0..n).map(|_| point(rng)).collect();
@@ -64,14 +46,10 @@ fn data(kind: &str, n: usize, rng: &mut Rng) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
             (points, queries)
         }
         _ => (
-            (0..n).map(|_| unit(rng.raw())).collect(),
-            (0..QUERIES).map(|_| unit(rng.raw())).collect(),
+            (0..n).map(|_| unit(rng.raw(DIM))).collect(),
+            (0..QUERIES).map(|_| unit(rng.raw(DIM))).collect(),
         ),
     }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
 async fn fresh_database(server: &str) -> (DatabaseConnection, String) {

@@ -8,27 +8,9 @@ use std::time::Instant;
 
 use docchat_ingest_service::index::CollectionVectors;
 
-/// xorshift: deterministic vectors without a dependency.
-struct Rng(u64);
+mod support;
 
-impl Rng {
-    fn next(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        ((self.0 >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-    }
-
-    fn unit(&mut self, dim: usize) -> Vec<f32> {
-        let v: Vec<f32> = (0..dim).map(|_| self.next()).collect();
-        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        v.into_iter().map(|x| x / n).collect()
-    }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
+use support::{Rng, percentile};
 
 fn main() {
     let n: usize = std::env::args()

@@ -452,9 +452,13 @@ async fn running_replies_pause_resume_stop_and_finish() {
         );
     }
     control(question.clone(), "pause").await;
-    // What was already on its way may still arrive; then nothing.
+    // What was already on its way (a few buffered lines) may still arrive; then nothing.
+    let mut in_flight = 0;
     while let Some(line) = lines.next(Duration::from_millis(400)).await {
+        assert_ne!(line["finished"], true, "a pause does not end the reply");
         body.push_str(line["body"].as_str().unwrap());
+        in_flight += 1;
+        assert!(in_flight <= 12, "paused, yet the reply keeps coming");
     }
     assert!(
         lines.next(Duration::from_millis(300)).await.is_none(),

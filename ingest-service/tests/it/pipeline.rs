@@ -1154,6 +1154,18 @@ async fn pgvector_takes_over_earlier_vectors_and_honours_document_filters() {
         .await
         .unwrap();
     assert_eq!(hits[0].document_name, "notes.md", "{hits:?}");
+    // No word in common with either document, so lexical search finds nothing: only the
+    // pgvector side can answer this.
+    let semantic = s
+        .search(
+            &alice,
+            &col.id,
+            "Which metropolis governs that European nation?",
+            3,
+        )
+        .await
+        .unwrap();
+    assert_eq!(semantic[0].document_name, "notes.md", "{semantic:?}");
     // A document filter keeps to that document even when another matches better.
     let only_bread = s
         .client
