@@ -108,8 +108,8 @@ pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
     Ok(Database::connect(opts).await?)
 }
 
-/// Applies pending migrations. On PostgreSQL an advisory lock keeps replicas that start
-/// together from migrating at the same time.
+/// Applies pending migrations, one migrator at a time: on PostgreSQL an advisory lock keeps
+/// replicas that start together apart, on SQLite a lock of this process.
 pub async fn migrate<M: MigratorTrait>(
     db: &DatabaseConnection,
     lock_name: &str,
@@ -126,10 +126,16 @@ pub async fn migrate<M: MigratorTrait>(
         M::up(&conn, None).await?;
         conn.commit().await?;
     } else {
+        // SQLite serves one process (standalone), so a process-wide lock serializes its
+        // migrators; without it, two starting together both insert the same version.
+        let _one_at_a_time = SQLITE_MIGRATIONS.lock().await;
         M::up(db, None).await?;
     }
     Ok(())
 }
+
+static SQLITE_MIGRATIONS: std::sync::LazyLock<tokio::sync::Mutex<()>> =
+    std::sync::LazyLock::new(|| tokio::sync::Mutex::new(()));
 
 fn lock_key(name: &str) -> i64 {
     // FNV-1a: stable across builds, unlike std's hasher.
