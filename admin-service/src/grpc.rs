@@ -3,7 +3,7 @@
 
 use docchat_common::auth::{Caller, caller, permissions};
 use docchat_common::error::{ApiError, ApiResult};
-use docchat_common::time::{opt_to_proto, to_proto};
+use docchat_common::time::{now, opt_to_proto, to_proto};
 use docchat_proto::admin::v1 as pb;
 use docchat_proto::admin::v1::admin_service_server::AdminService;
 use docchat_proto::common::v1::{Empty, PageRequest};
@@ -13,6 +13,7 @@ use tonic::{Request, Response, Status};
 use crate::entities::{api_keys, roles, settings as settings_entity};
 use crate::identity::{self, UserView};
 use crate::settings;
+use crate::usage;
 
 pub struct AdminGrpc {
     pub db: DatabaseConnection,
@@ -398,6 +399,27 @@ impl AdminService for AdminGrpc {
         ok(settings::list_scoped(&self.db, settings::USER, &user_id)
             .await
             .map(scoped_pb))
+    }
+
+    async fn get_llm_spend(&self, request: Request<pb::LlmSpendRequest>) -> Reply<pb::LlmSpend> {
+        let me = caller(&request)?;
+        let user_id = match request.into_inner().user_id {
+            id if id.is_empty() || id == me.user_id => me.user_id.clone(),
+            id => {
+                if !(me.is_admin || me.is_service) {
+                    return Err(ApiError::forbidden("cannot read another user's spend").into());
+                }
+                id
+            }
+        };
+        let spend = usage::spend(&self.db, &user_id, now()).await?;
+        Ok(Response::new(pb::LlmSpend {
+            cost_last_24h: spend.last_24h,
+            cost_total: spend.total,
+            window_reset_at: opt_to_proto(spend.window_reset_at),
+            prompt_tokens_total: spend.prompt_tokens,
+            completion_tokens_total: spend.completion_tokens,
+        }))
     }
 
     async fn resolve_settings(

@@ -1,16 +1,19 @@
-//! admin-service: users, API keys, roles, groups, permissions and runtime settings.
+//! admin-service: users, API keys, roles, groups, permissions, runtime settings and the LLM
+//! cost ledger.
 
 pub mod entities;
 pub mod grpc;
 pub mod identity;
 pub mod migrations;
 pub mod settings;
+pub mod usage;
 
 use std::sync::Arc;
 
 use docchat_common::auth::AuthInterceptor;
+use docchat_common::bus::Subscription;
 use docchat_common::config::{Config, Service};
-use docchat_common::grpc::ServiceContext;
+use docchat_common::grpc::{Background, ServiceContext};
 use docchat_proto::admin::v1::admin_service_server::AdminServiceServer;
 use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
@@ -40,6 +43,16 @@ pub async fn serve(
         tracing::warn!(api_key = %generated, "generated the admin API key; store it now, it will not be shown again");
     }
 
+    let background = Background::new();
+    ctx.bus
+        .subscribe(
+            Subscription::new(usage::USAGE_GROUP, &[usage::USAGE_EVENT]),
+            Arc::new(usage::UsageLedger { db: db.clone() }),
+            &background.tracker,
+            background.token.clone(),
+        )
+        .await?;
+
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_serving::<AdminServiceServer<grpc::AdminGrpc>>()
@@ -51,7 +64,12 @@ pub async fn serve(
     let router = docchat_common::grpc::server()
         .add_service(health_service)
         .add_service(service);
-    docchat_common::grpc::serve_router(router, listener, shutdown).await?;
+    let served = docchat_common::grpc::serve_router(router, listener, shutdown).await;
+    background
+        .shutdown(std::time::Duration::from_secs(
+            ctx.config.shutdown_grace_seconds,
+        ))
+        .await;
     db.close().await?;
-    Ok(())
+    served
 }

@@ -10,17 +10,22 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use docchat_common::auth::authorized;
+use docchat_common::budget::CostGuard;
 use docchat_common::bus::envelope;
 use docchat_common::config::Service;
 use docchat_common::error::{ApiError, ApiResult, ErrorCode};
 use docchat_common::outbox::{self, OutboxRelay};
+use docchat_common::settings::SettingsClient;
 use docchat_common::time::now;
 use docchat_common::{Caller, JwtKeys};
-use docchat_inference::{ChatError, ChatMessage, OpenAiChat, Registry, StreamEvent};
+use docchat_inference::{
+    ChatError, ChatMessage, Completion, ModelEntry, OpenAiChat, Registry, StreamEvent,
+};
 use docchat_proto::chat::v1 as pb;
 use docchat_proto::events::v1::LlmUsage;
 use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
-use docchat_proto::ingest::v1::{SearchHit, SearchRequest};
+use docchat_proto::ingest::v1::{ListChunksRequest, SearchHit, SearchRequest};
+use futures::StreamExt;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect, Set, TransactionTrait,
@@ -31,6 +36,8 @@ use tonic::transport::Channel;
 
 use crate::control::{Controls, Registration, State};
 use crate::entities::{chat_sessions, message_meta, message_references, messages};
+use crate::fairness::{Fairness, Priority};
+use crate::limits::{self, ClaimLocks};
 
 /// SPEC.md's default of llm_args.max_new_tokens.
 pub const DEFAULT_MAX_NEW_TOKENS: u32 = 1536;
@@ -48,6 +55,17 @@ const EVENT_BUFFER: usize = 4;
 const SYSTEM_PROMPT: &str =
     "You are docchat, a helpful assistant. Answer accurately and concisely.";
 const RAG_INSTRUCTIONS: &str = "Answer the question using the numbered document excerpts below. Cite the excerpts you use by their number in brackets, like [1]. If the excerpts do not contain the answer, say so.";
+const NOTES_INSTRUCTIONS: &str = "Answer the question using the notes below, summarized from the documents of this chat. If the notes do not contain the answer, say so.";
+const SUMMARY_PROMPT: &str = "Summarize the document excerpts below, keeping every fact, number and name that could help answer the question. Say which document each fact comes from. Write only the summary.";
+/// Chunks either side of each retrieved one in rag+ answers.
+const NEIGHBOURS: u32 = 1;
+/// Most chunks an all_data answer reads.
+const MAX_ALL_DATA_CHUNKS: u32 = 2000;
+/// Tokens of one summary in the recursive summarization.
+const SUMMARY_TOKENS: u32 = 512;
+const MAX_SUMMARY_ROUNDS: usize = 4;
+/// Summary calls in flight at once.
+const SUMMARY_CONCURRENCY: usize = 4;
 const HYDE_PROMPT: &str = "Write a short passage that answers the question, as a document on the subject would. It is used to search documents, so be specific.";
 
 /// The chat models of the registry, each ready to call (or why it is not).
@@ -93,6 +111,11 @@ pub enum RagMode {
     Hyde1,
     /// As Hyde1, then a second draft written from the first retrieval is the query.
     Hyde2,
+    /// The retrieved chunks with their neighbours, in document order; summarized
+    /// recursively when they do not fit the context.
+    RagPlus,
+    /// Every chunk of the collection, summarized recursively to fit.
+    AllData,
 }
 
 impl RagMode {
@@ -126,9 +149,8 @@ impl RagMode {
             "agentic_rag" | "fast_agentic_rag" | "rlm_rag" => {
                 Err(agent_unavailable(&format!("rag_type {rag_type}")))
             }
-            "rag+" | "all_data" => Err(ApiError::bad_request(format!(
-                "rag_type {rag_type} is not available on this server yet; use rag, hyde1 or hyde2"
-            ))),
+            "rag+" => needs_collection(RagMode::RagPlus),
+            "all_data" => needs_collection(RagMode::AllData),
             other => Err(ApiError::bad_request(format!(
                 "unknown rag_type {other}: use auto, llm_only, agent_only, rag, agentic_rag, rlm_rag, fast_agentic_rag, hyde1, hyde2, rag+ or all_data"
             ))),
@@ -144,6 +166,8 @@ fn agent_unavailable(what: &str) -> ApiError {
 
 /// Validated llm_args and options of one request.
 struct Job {
+    /// Where the generation queues for a slot, when chat fairness is on.
+    priority: Option<Priority>,
     caller: Caller,
     session: chat_sessions::Model,
     question: messages::Model,
@@ -169,6 +193,11 @@ pub struct Completer {
     pub keys: Arc<JwtKeys>,
     pub relay: OutboxRelay,
     pub controls: Controls,
+    pub settings: SettingsClient,
+    pub costs: CostGuard,
+    pub claims: ClaimLocks,
+    /// Rate limit and priority queues, when chat fairness is on.
+    pub fairness: Option<Fairness>,
 }
 
 impl Completer {
@@ -179,7 +208,11 @@ impl Completer {
         caller: &Caller,
         request: pb::CompletionRequest,
     ) -> ApiResult<mpsc::Receiver<Result<pb::CompletionEvent, Status>>> {
-        let job = self.prepare(caller, request).await?;
+        let priority = match &self.fairness {
+            Some(fairness) => Some(fairness.admit(&caller.user_id)?),
+            None => None,
+        };
+        let job = self.prepare(caller, request, priority).await?;
         let (control, registration) = self.controls.register(&job.question.id);
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
         let _ = tx
@@ -191,7 +224,45 @@ impl Completer {
         Ok(rx)
     }
 
-    async fn prepare(&self, caller: &Caller, r: pb::CompletionRequest) -> ApiResult<Job> {
+    /// Refuses (429) when `caller` has reached a cost cap.
+    pub async fn check_budget(&self, caller: &Caller) -> ApiResult<()> {
+        let settings = self.settings.resolve(caller).await?;
+        self.costs.check(caller, &settings).await
+    }
+
+    /// Books one model call made outside a reply (suggested questions): a `usage.llm` event.
+    pub async fn book(
+        &self,
+        caller: &Caller,
+        entry: &ModelEntry,
+        purpose: &str,
+        done: &Completion,
+        message_id: &str,
+    ) -> ApiResult<()> {
+        let usage = LlmUsage {
+            user_id: caller.user_id.clone(),
+            model: entry.name.clone(),
+            prompt_tokens: done.prompt_tokens,
+            completion_tokens: done.completion_tokens,
+            cost: cost(
+                (entry.input_price, entry.output_price),
+                done.prompt_tokens,
+                done.completion_tokens,
+            ),
+            purpose: purpose.to_owned(),
+            message_id: message_id.to_owned(),
+        };
+        outbox::enqueue(&self.db, &envelope("usage.llm", &caller.user_id, &usage)).await?;
+        self.relay.notify();
+        Ok(())
+    }
+
+    async fn prepare(
+        &self,
+        caller: &Caller,
+        r: pb::CompletionRequest,
+        priority: Option<Priority>,
+    ) -> ApiResult<Job> {
         let message = r.message.trim();
         if message.is_empty() {
             return Err(ApiError::bad_request("message must not be empty"));
@@ -250,8 +321,15 @@ impl Completer {
         let model = self.models.get(&entry.name)?;
         let max_new_tokens =
             max_new_tokens.min(entry.context_length.try_into().unwrap_or(u32::MAX));
-        let question = store_question(&self.db, caller, &session, message).await?;
+        let settings = self.settings.resolve(caller).await?;
+        self.costs.check(caller, &settings).await?;
+        let cap = settings.limit("chat_max_concurrent_per_user");
+        let question = {
+            let _claiming = self.claims.lock(&caller.user_id).await;
+            store_question(&self.db, caller, &session, message, cap).await?
+        };
         Ok(Job {
+            priority,
             caller: caller.clone(),
             session,
             question,
@@ -275,6 +353,19 @@ impl Completer {
     ) {
         let started = Instant::now();
         let mut usage = UsageLog::default();
+        let _slot = match (&self.fairness, job.priority) {
+            (Some(fairness), Some(priority)) => {
+                tokio::select! {
+                    permit = fairness.acquire(priority) => Some(permit),
+                    _ = async { control.wait_for(|s| *s == State::Stopped).await.is_ok() } => {
+                        // Stopped while queued: nothing was generated.
+                        self.finish(&job, Reply::default(), usage, started, &tx).await;
+                        return;
+                    }
+                }
+            }
+            _ => None,
+        };
         let prompt = match self.prompt(&job, &mut usage).await {
             Ok(p) => p,
             Err(e) => {
@@ -372,9 +463,9 @@ impl Completer {
     /// The messages sent to the model, with the excerpts they cite.
     async fn prompt(&self, job: &Job, usage: &mut UsageLog) -> ApiResult<Prompt> {
         let question = job.question.content.as_str();
-        let hits = match job.mode {
-            RagMode::LlmOnly => Vec::new(),
-            RagMode::Rag => self.search(job, question).await?,
+        let (hits, notes) = match job.mode {
+            RagMode::LlmOnly => (Vec::new(), None),
+            RagMode::Rag => (self.search(job, question).await?, None),
             RagMode::Hyde1 | RagMode::Hyde2 => {
                 let draft = self.draft(job, question, &[], usage).await?;
                 let mut hits = self.search(job, &format!("{question}\n{draft}")).await?;
@@ -382,7 +473,23 @@ impl Completer {
                     let draft = self.draft(job, question, &hits, usage).await?;
                     hits = self.search(job, &format!("{question}\n{draft}")).await?;
                 }
-                hits
+                (hits, None)
+            }
+            RagMode::RagPlus => {
+                let found = self.search(job, question).await?;
+                let ids: Vec<i64> = found.iter().map(|h| h.chunk_id).collect();
+                let mut chunks = self.chunks(job, ids, NEIGHBOURS).await?;
+                for c in &mut chunks {
+                    c.score = found
+                        .iter()
+                        .find(|h| h.chunk_id == c.chunk_id)
+                        .map_or(0.0, |h| h.score);
+                }
+                self.fit(job, question, chunks, usage).await?
+            }
+            RagMode::AllData => {
+                let chunks = self.chunks(job, Vec::new(), 0).await?;
+                self.fit(job, question, chunks, usage).await?
             }
         };
         let history = if job.history {
@@ -394,9 +501,102 @@ impl Completer {
             question,
             &history,
             hits,
+            notes.as_deref(),
             job.context_length,
             job.max_new_tokens,
         ))
+    }
+
+    /// Chunks of the session's collection in document order: around `ids` (with
+    /// `neighbours` either side), or all of them when `ids` is empty.
+    async fn chunks(&self, job: &Job, ids: Vec<i64>, neighbours: u32) -> ApiResult<Vec<SearchHit>> {
+        let Some(collection_id) = job.session.collection_id.clone() else {
+            return Ok(Vec::new());
+        };
+        if ids.is_empty() && neighbours > 0 {
+            return Ok(Vec::new());
+        }
+        let request = authorized(
+            &self.keys,
+            &job.caller,
+            Service::Ingest,
+            ListChunksRequest {
+                collection_id,
+                around: ids,
+                neighbours,
+                offset: 0,
+                limit: MAX_ALL_DATA_CHUNKS,
+            },
+        )?;
+        let list = self
+            .ingest
+            .clone()
+            .list_chunks(request)
+            .await
+            .map_err(|s| ApiError::from_status(&s))?
+            .into_inner();
+        if list.more {
+            tracing::warn!(question = %job.question.id, "the collection has more than {MAX_ALL_DATA_CHUNKS} chunks; the answer reads the first ones");
+        }
+        Ok(list.chunks)
+    }
+
+    /// The chunks as they are when they fit the prompt; otherwise summarized recursively
+    /// (groups that fit one model call, each summarized for the question, then the
+    /// summaries grouped again) into notes that fit. The chunks stay the references.
+    async fn fit(
+        &self,
+        job: &Job,
+        question: &str,
+        chunks: Vec<SearchHit>,
+        usage: &mut UsageLog,
+    ) -> ApiResult<(Vec<SearchHit>, Option<String>)> {
+        let budget = context_budget(question, job.context_length, job.max_new_tokens) / 2;
+        if excerpts(&chunks).len() <= budget {
+            return Ok((chunks, None));
+        }
+        // One summary call reads at most this many characters.
+        let per_call = (context_budget(question, job.context_length, SUMMARY_TOKENS) / 2).max(500);
+        let mut pieces: Vec<String> = chunks.iter().map(excerpt_text).collect();
+        for _round in 0..MAX_SUMMARY_ROUNDS {
+            let total: usize = pieces.iter().map(|p| p.len() + 2).sum();
+            if total <= budget {
+                break;
+            }
+            let groups = group(&pieces, per_call);
+            let calls = futures::stream::iter(groups.into_iter().map(|text| {
+                let messages = vec![
+                    ChatMessage::system(format!("{SUMMARY_PROMPT}\n\nQuestion: {question}")),
+                    ChatMessage::user(text),
+                ];
+                let model = job.model.clone();
+                async move { model.complete(&messages, SUMMARY_TOKENS, 0.0).await }
+            }))
+            .buffered(SUMMARY_CONCURRENCY)
+            .collect::<Vec<_>>()
+            .await;
+            let mut next = Vec::with_capacity(calls.len());
+            for done in calls {
+                let done = done.map_err(model_error)?;
+                usage.add(job, "summary", done.prompt_tokens, done.completion_tokens);
+                next.push(done.text.trim().to_owned());
+            }
+            if next.iter().map(String::len).sum::<usize>() >= total {
+                // Summaries no shorter than their input: stop rather than loop.
+                pieces = next;
+                break;
+            }
+            pieces = next;
+        }
+        let mut notes = pieces.join("\n\n");
+        if notes.len() > budget {
+            let cut = (0..=budget)
+                .rev()
+                .find(|i| notes.is_char_boundary(*i))
+                .unwrap_or(0);
+            notes.truncate(cut);
+        }
+        Ok((chunks, Some(notes)))
     }
 
     /// A HyDE draft: what an answer might say, to search with.
@@ -473,6 +673,9 @@ impl Completer {
             }
             Err(e) => {
                 tracing::error!(question = %job.question.id, error = %e, "storing a reply failed");
+                if let Err(e) = limits::release(&self.db, &job.question.id).await {
+                    tracing::warn!(question = %job.question.id, error = %e, "releasing a completion slot failed; its lease will run out");
+                }
                 let _ = tx
                     .send(Ok(event(pb::completion_event::Event::Error(
                         pb::CompletionError {
@@ -526,8 +729,7 @@ impl UsageLog {
         prompt_tokens: u64,
         completion_tokens: u64,
     ) {
-        let cost = (prompt_tokens as f64 * job.prices.0 + completion_tokens as f64 * job.prices.1)
-            / 1_000_000.0;
+        let cost = cost(job.prices, prompt_tokens, completion_tokens);
         self.calls.push(Call {
             purpose,
             prompt_tokens,
@@ -535,6 +737,11 @@ impl UsageLog {
             cost,
         });
     }
+}
+
+/// What a call costs at `prices` (per million input and output tokens).
+fn cost(prices: (f64, f64), prompt_tokens: u64, completion_tokens: u64) -> f64 {
+    (prompt_tokens as f64 * prices.0 + completion_tokens as f64 * prices.1) / 1_000_000.0
 }
 
 #[derive(Default)]
@@ -551,26 +758,63 @@ struct Prompt {
     hits: Vec<SearchHit>,
 }
 
+/// A chunk as summarization reads it: where it comes from, then its text.
+fn excerpt_text(hit: &SearchHit) -> String {
+    format!(
+        "{}{}\n{}",
+        hit.document_name,
+        pages_of(hit),
+        hit.text.trim()
+    )
+}
+
+/// Consecutive pieces joined into groups of at most `limit` characters (a longer piece is
+/// a group of its own, cut to the limit).
+fn group(pieces: &[String], limit: usize) -> Vec<String> {
+    let mut groups: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for piece in pieces {
+        if !current.is_empty() && current.len() + piece.len() + 2 > limit {
+            groups.push(std::mem::take(&mut current));
+        }
+        if !current.is_empty() {
+            current.push_str("\n\n");
+        }
+        let end = (0..=piece.len().min(limit))
+            .rev()
+            .find(|i| piece.is_char_boundary(*i))
+            .unwrap_or(0);
+        current.push_str(&piece[..end]);
+    }
+    if !current.is_empty() {
+        groups.push(current);
+    }
+    groups
+}
+
+fn pages_of(hit: &SearchHit) -> String {
+    if hit.pages.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", page {}",
+            hit.pages
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
 fn excerpts(hits: &[SearchHit]) -> String {
     let mut out = String::from(RAG_INSTRUCTIONS);
     for (i, hit) in hits.iter().enumerate() {
-        let pages = if hit.pages.is_empty() {
-            String::new()
-        } else {
-            format!(
-                ", page {}",
-                hit.pages
-                    .iter()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        };
         out.push_str(&format!(
             "\n\n[{}] {}{}\n{}",
             i + 1,
             hit.document_name,
-            pages,
+            pages_of(hit),
             hit.text.trim()
         ));
     }
@@ -583,22 +827,29 @@ fn build_prompt(
     question: &str,
     history: &[messages::Model],
     mut hits: Vec<SearchHit>,
+    notes: Option<&str>,
     context_length: u64,
     max_new_tokens: u32,
 ) -> Prompt {
-    let budget = (context_length.saturating_sub(u64::from(max_new_tokens)) as usize)
-        .saturating_mul(4)
-        .saturating_sub(question.len() + SYSTEM_PROMPT.len());
-    // Excerpts first (best first), then history from the most recent back.
-    let mut context = excerpts(&hits);
-    while !hits.is_empty() && context.len() > budget {
-        hits.pop();
-        context = excerpts(&hits);
-    }
-    let mut left = if hits.is_empty() {
-        budget
-    } else {
+    let budget = context_budget(question, context_length, max_new_tokens);
+    // Excerpts first (best first), then history from the most recent back. Notes were
+    // already made to fit; the excerpts they summarize stay the references.
+    let context = match notes {
+        Some(notes) => format!("{NOTES_INSTRUCTIONS}\n\n{notes}"),
+        None => {
+            let mut context = excerpts(&hits);
+            while !hits.is_empty() && context.len() > budget {
+                hits.pop();
+                context = excerpts(&hits);
+            }
+            context
+        }
+    };
+    let has_context = notes.is_some() || !hits.is_empty();
+    let mut left = if has_context {
         budget.saturating_sub(context.len())
+    } else {
+        budget
     };
     let mut kept: Vec<ChatMessage> = Vec::new();
     for m in history.iter().rev() {
@@ -617,12 +868,19 @@ fn build_prompt(
     }
     kept.reverse();
     let mut messages = vec![ChatMessage::system(SYSTEM_PROMPT)];
-    if !hits.is_empty() {
+    if has_context {
         messages.push(ChatMessage::system(context));
     }
     messages.extend(kept);
     messages.push(ChatMessage::user(question));
     Prompt { messages, hits }
+}
+
+/// Characters of the prompt left for context and history (about four a token).
+fn context_budget(question: &str, context_length: u64, max_new_tokens: u32) -> usize {
+    (context_length.saturating_sub(u64::from(max_new_tokens)) as usize)
+        .saturating_mul(4)
+        .saturating_sub(question.len() + SYSTEM_PROMPT.len())
 }
 
 /// Time-ordered ids, so a reply sorts after its question even within one clock tick.
@@ -635,11 +893,14 @@ async fn store_question(
     caller: &Caller,
     session: &chat_sessions::Model,
     content: &str,
+    concurrency_cap: Option<i64>,
 ) -> ApiResult<messages::Model> {
     let at = now();
+    let id = message_id();
     let txn = db.begin().await?;
+    limits::claim(&txn, &caller.user_id, &id, concurrency_cap).await?;
     let question = messages::ActiveModel {
-        id: Set(message_id()),
+        id: Set(id),
         session_id: Set(session.id.clone()),
         owner_id: Set(caller.user_id.clone()),
         username: Set(caller.username.clone()),
@@ -804,6 +1065,7 @@ async fn store_reply(
     }
     update.updated_at = Set(at);
     update.update(&txn).await?;
+    limits::release(&txn, &job.question.id).await?;
     txn.commit().await?;
     Ok(id)
 }
@@ -831,8 +1093,18 @@ mod tests {
             RagMode::choose("llm_only", false, true).unwrap(),
             RagMode::LlmOnly
         );
+        assert_eq!(
+            RagMode::choose("rag+", false, true).unwrap(),
+            RagMode::RagPlus
+        );
+        assert_eq!(
+            RagMode::choose("all_data", false, true).unwrap(),
+            RagMode::AllData
+        );
         for (rag_type, agent, collection) in [
             ("rag", false, false),
+            ("rag+", false, false),
+            ("all_data", false, false),
             ("hyde1", false, false),
             ("agentic_rag", false, true),
             ("rlm_rag", false, true),
@@ -842,6 +1114,17 @@ mod tests {
             let e = RagMode::choose(rag_type, agent, collection).unwrap_err();
             assert_eq!(e.code, ErrorCode::BadRequest, "{rag_type}");
         }
+    }
+
+    #[test]
+    fn pieces_group_within_the_limit_in_order() {
+        let pieces: Vec<String> = ["aaaa", "bbbb", "cccc", "dddddddddddd"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        let groups = group(&pieces, 10);
+        assert_eq!(groups, ["aaaa\n\nbbbb", "cccc", "dddddddddd"]);
+        assert!(group(&[], 10).is_empty());
     }
 
     #[test]
@@ -881,6 +1164,7 @@ mod tests {
             "why?",
             &history,
             vec![hit("Paris is the capital.")],
+            None,
             8192,
             1536,
         );
@@ -892,7 +1176,14 @@ mod tests {
                 .contains("[1] notes.md, page 2\nParis")
         );
         // A tiny context drops excerpts and history before the question.
-        let p = build_prompt("why?", &history, vec![hit(&"x".repeat(5000))], 1600, 1536);
+        let p = build_prompt(
+            "why?",
+            &history,
+            vec![hit(&"x".repeat(5000))],
+            None,
+            1600,
+            1536,
+        );
         assert!(p.hits.is_empty());
         assert_eq!(p.messages.last().unwrap().content, "why?");
     }

@@ -93,6 +93,16 @@ impl Controls {
         )
     }
 
+    /// The questions generating on this replica.
+    pub fn running_ids(&self) -> Vec<String> {
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
     /// Applies an action if the question is generating here; says whether it was.
     pub fn apply(&self, question_id: &str, action: Action) -> bool {
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());

@@ -184,16 +184,11 @@ impl ChatService for ChatGrpc {
     ) -> Reply<pb::SuggestedQuestionList> {
         let me = caller(&request)?;
         let r = request.into_inner();
-        ok(replies::suggest(
-            &self.db,
-            &self.registry,
-            &self.completer.models,
-            &me,
-            &r.session_id,
-            r.limit,
+        ok(
+            replies::suggest(&self.completer, &me, &r.session_id, r.limit)
+                .await
+                .map(|questions| pb::SuggestedQuestionList { questions }),
         )
-        .await
-        .map(|questions| pb::SuggestedQuestionList { questions }))
     }
 
     async fn create_session(

@@ -4,7 +4,9 @@ pub mod completions;
 pub mod control;
 pub mod entities;
 pub mod events;
+pub mod fairness;
 pub mod grpc;
+pub mod limits;
 pub mod migrations;
 pub mod replies;
 pub mod sessions;
@@ -12,10 +14,12 @@ pub mod sessions;
 use std::sync::Arc;
 
 use docchat_common::auth::AuthInterceptor;
+use docchat_common::budget::CostGuard;
 use docchat_common::bus::Subscription;
 use docchat_common::config::{Config, Service};
 use docchat_common::grpc::{Background, ServiceContext};
 use docchat_common::outbox::OutboxRelay;
+use docchat_common::settings::SettingsClient;
 use docchat_inference::Registry;
 use docchat_proto::chat::v1::chat_service_server::ChatServiceServer;
 use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
@@ -63,8 +67,24 @@ pub async fn serve(
             background.token.clone(),
         )
         .await?;
+    background.tracker.spawn(limits::renew_leases(
+        db.clone(),
+        controls.clone(),
+        background.token.clone(),
+    ));
     let ingest = IngestServiceClient::new(ctx.channel(Service::Ingest)?);
+    let admin = ctx.channel(Service::Admin)?;
+    let fairness = ctx.config.chat_fairness_enabled.then(|| {
+        fairness::Fairness::new(
+            fairness::FairnessConfig::from_config(&ctx.config),
+            Arc::new(fairness::SystemClock),
+        )
+    });
     let completer = completions::Completer {
+        settings: SettingsClient::new(admin.clone(), ctx.keys.clone()),
+        costs: CostGuard::new(admin, ctx.keys.clone()),
+        claims: limits::ClaimLocks::default(),
+        fairness,
         db: db.clone(),
         models: Arc::new(completions::Models::new(&registry)),
         registry: registry.clone(),

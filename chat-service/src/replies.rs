@@ -3,10 +3,10 @@
 
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult, ErrorCode};
-use docchat_inference::{ChatMessage, Registry};
+use docchat_inference::ChatMessage;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
-use crate::completions::Models;
+use crate::completions::Completer;
 use crate::entities::{message_meta, message_references, messages};
 
 /// info_type values with stored entries; agent_* ones answer empty until agents exist.
@@ -92,13 +92,12 @@ pub async fn references(
 
 /// Follow-up questions the user could ask next, from the last turns of the session.
 pub async fn suggest(
-    db: &DatabaseConnection,
-    registry: &Registry,
-    models: &Models,
+    completer: &Completer,
     caller: &Caller,
     session_id: &str,
     limit: u32,
 ) -> ApiResult<Vec<String>> {
+    let db = &completer.db;
     crate::sessions::get(db, caller, session_id).await?;
     let limit = if limit == 0 {
         5
@@ -115,10 +114,12 @@ pub async fn suggest(
         return Ok(Vec::new());
     }
     recent.reverse();
-    let entry = registry
+    completer.check_budget(caller).await?;
+    let entry = completer
+        .registry
         .default_chat_model()
         .ok_or_else(|| ApiError::new(ErrorCode::Unavailable, "no chat model is configured"))?;
-    let model = models.get(&entry.name)?;
+    let model = completer.models.get(&entry.name)?;
     let conversation: String = recent
         .iter()
         .map(|m| {
@@ -141,6 +142,9 @@ pub async fn suggest(
         .complete(&prompt, 300, 0.0)
         .await
         .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
+    completer
+        .book(caller, entry, "questions", &done, "")
+        .await?;
     Ok(parse_questions(&done.text, limit as usize))
 }
 

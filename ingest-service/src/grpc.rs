@@ -618,6 +618,26 @@ impl IngestService for IngestGrpc {
         Ok(Response::new(Empty {}))
     }
 
+    async fn list_chunks(&self, request: Request<pb::ListChunksRequest>) -> Reply<pb::ChunkList> {
+        let me = caller(&request)?;
+        let r = request.into_inner();
+        let (chunks, more) = self
+            .searcher
+            .chunks_in_order(
+                &me,
+                &r.collection_id,
+                &r.around,
+                r.neighbours,
+                r.offset,
+                u64::from(r.limit),
+            )
+            .await?;
+        Ok(Response::new(pb::ChunkList {
+            chunks: chunks.into_iter().map(hit_pb).collect(),
+            more,
+        }))
+    }
+
     async fn search(&self, request: Request<pb::SearchRequest>) -> Reply<pb::SearchResponse> {
         let me = caller(&request)?;
         let pb::SearchRequest {
@@ -631,26 +651,27 @@ impl IngestService for IngestGrpc {
             .search(&me, &collection_ids, &document_ids, &query, top_k as usize)
             .await?;
         Ok(Response::new(pb::SearchResponse {
-            hits: hits
-                .into_iter()
-                .map(|h| pb::SearchHit {
-                    chunk_id: h.chunk.id,
-                    document_id: h.chunk.document_id,
-                    document_name: h.document_name,
-                    collection_id: h.chunk.collection_id,
-                    pages: h
-                        .chunk
-                        .pages
-                        .split(',')
-                        .filter_map(|p| p.parse().ok())
-                        .collect(),
-                    text: h.chunk.text,
-                    score: h.score,
-                    chunk_index: u32::try_from(h.chunk.chunk_index).unwrap_or(0),
-                    start_time: h.chunk.start_time,
-                    end_time: h.chunk.end_time,
-                })
-                .collect(),
+            hits: hits.into_iter().map(hit_pb).collect(),
         }))
+    }
+}
+
+fn hit_pb(h: crate::search::Hit) -> pb::SearchHit {
+    pb::SearchHit {
+        chunk_id: h.chunk.id,
+        document_id: h.chunk.document_id,
+        document_name: h.document_name,
+        collection_id: h.chunk.collection_id,
+        pages: h
+            .chunk
+            .pages
+            .split(',')
+            .filter_map(|p| p.parse().ok())
+            .collect(),
+        text: h.chunk.text,
+        score: h.score,
+        chunk_index: u32::try_from(h.chunk.chunk_index).unwrap_or(0),
+        start_time: h.chunk.start_time,
+        end_time: h.chunk.end_time,
     }
 }

@@ -9,7 +9,7 @@ use docchat_common::error::{ApiError, ApiResult, ErrorCode};
 use docchat_inference::Embedders;
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait,
-    QueryFilter, Statement,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Statement,
 };
 
 use crate::entities::{chunks, collections, documents};
@@ -244,6 +244,150 @@ impl Searcher {
                 })
             })
             .collect())
+    }
+}
+
+/// Most chunks one [`Searcher::chunks_in_order`] call returns.
+pub const MAX_CHUNKS_PAGE: u64 = 2000;
+
+impl Searcher {
+    /// Chunks of one collection in document order (oldest document first, then position):
+    /// every chunk, paged, or when `around` names chunks, those with `neighbours` chunks
+    /// either side in the same document. Says whether more follow (whole-collection paging).
+    pub async fn chunks_in_order(
+        &self,
+        caller: &Caller,
+        collection_id: &str,
+        around: &[i64],
+        neighbours: u32,
+        offset: u64,
+        limit: u64,
+    ) -> ApiResult<(Vec<Hit>, bool)> {
+        let visible = collections::Entity::find_by_id(collection_id.to_owned())
+            .filter(
+                Condition::any()
+                    .add(collections::Column::OwnerId.eq(caller.user_id.clone()))
+                    .add(collections::Column::IsPublic.eq(true)),
+            )
+            .one(&self.db)
+            .await?;
+        if visible.is_none() {
+            return Err(ApiError::not_found(format!(
+                "collection {collection_id} not found"
+            )));
+        }
+        let limit = if limit == 0 {
+            MAX_CHUNKS_PAGE
+        } else {
+            limit.min(MAX_CHUNKS_PAGE)
+        };
+        let in_collection = chunks::Column::CollectionId.eq(collection_id);
+        let mut query = chunks::Entity::find().filter(in_collection.clone());
+        if !around.is_empty() {
+            let targets = chunks::Entity::find()
+                .filter(in_collection)
+                .filter(chunks::Column::Id.is_in(around.iter().copied().take(200)))
+                .all(&self.db)
+                .await?;
+            if targets.is_empty() {
+                return Ok((Vec::new(), false));
+            }
+            let n = i32::try_from(neighbours.min(20)).unwrap_or(0);
+            let mut near = Condition::any();
+            for t in &targets {
+                near = near.add(
+                    Condition::all()
+                        .add(chunks::Column::DocumentId.eq(t.document_id.clone()))
+                        .add(
+                            chunks::Column::ChunkIndex
+                                .between(t.chunk_index - n, t.chunk_index + n),
+                        ),
+                );
+            }
+            query = query.filter(near);
+        }
+        let docs: Vec<documents::Model> = documents::Entity::find()
+            .filter(documents::Column::CollectionId.eq(collection_id))
+            .order_by_asc(documents::Column::CreatedAt)
+            .order_by_asc(documents::Column::Id)
+            .all(&self.db)
+            .await?;
+        let position: HashMap<&str, usize> = docs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.id.as_str(), i))
+            .collect();
+        // Chunks in document order: the documents' order is known, so page through their
+        // chunks one document at a time without loading the rest.
+        let mut rows: Vec<chunks::Model> = Vec::new();
+        let mut more = false;
+        if around.is_empty() {
+            let mut skip = offset;
+            for d in &docs {
+                if rows.len() as u64 >= limit {
+                    more = true;
+                    break;
+                }
+                let count = chunks::Entity::find()
+                    .filter(chunks::Column::DocumentId.eq(d.id.clone()))
+                    .filter(chunks::Column::CollectionId.eq(collection_id))
+                    .count(&self.db)
+                    .await?;
+                if skip >= count {
+                    skip -= count;
+                    continue;
+                }
+                let want = limit - rows.len() as u64;
+                let page = chunks::Entity::find()
+                    .filter(chunks::Column::DocumentId.eq(d.id.clone()))
+                    .filter(chunks::Column::CollectionId.eq(collection_id))
+                    .order_by_asc(chunks::Column::ChunkIndex)
+                    .offset(skip)
+                    .limit(want)
+                    .all(&self.db)
+                    .await?;
+                if count - skip > want {
+                    more = true;
+                }
+                skip = 0;
+                rows.extend(page);
+                if more {
+                    break;
+                }
+            }
+        } else {
+            rows = query.all(&self.db).await?;
+            rows.sort_by_key(|c| {
+                (
+                    position
+                        .get(c.document_id.as_str())
+                        .copied()
+                        .unwrap_or(usize::MAX),
+                    c.chunk_index,
+                )
+            });
+            rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        }
+        let names: HashMap<&str, &str> = docs
+            .iter()
+            .map(|d| (d.id.as_str(), d.name.as_str()))
+            .collect();
+        Ok((
+            rows.into_iter()
+                .map(|mut chunk| {
+                    chunk.embedding = Vec::new();
+                    Hit {
+                        document_name: names
+                            .get(chunk.document_id.as_str())
+                            .map(|n| (*n).to_owned())
+                            .unwrap_or_default(),
+                        chunk,
+                        score: 0.0,
+                    }
+                })
+                .collect(),
+            more,
+        ))
     }
 }
 

@@ -4,12 +4,16 @@
 use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_identity;
+mod m20261122_000002_llm_usage;
 
 pub struct Migrator;
 
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261121_000001_identity::Migration)]
+        vec![
+            Box::new(m20261121_000001_identity::Migration),
+            Box::new(m20261122_000002_llm_usage::Migration),
+        ]
     }
 }

@@ -21,6 +21,7 @@ const BOOTSTRAP: &str = "sk-bootstrap-0123456789";
 
 struct Admin {
     svc: Spawned,
+    bus: std::sync::Arc<dyn docchat_common::bus::EventBus>,
     keys: std::sync::Arc<docchat_common::JwtKeys>,
     client: AdminServiceClient<Channel>,
 }
@@ -35,11 +36,17 @@ async fn start(config: docchat_common::Config) -> Admin {
     let (listener, url) = bind().await;
     let ctx = context(config);
     let keys = ctx.keys.clone();
+    let bus = ctx.bus.clone();
     let svc = Spawned::start(ctx, listener, url, docchat_admin_service::serve)
         .await
         .unwrap();
     let client = AdminServiceClient::new(svc.channel());
-    Admin { svc, keys, client }
+    Admin {
+        svc,
+        bus,
+        keys,
+        client,
+    }
 }
 
 fn gateway() -> Caller {
@@ -388,4 +395,88 @@ async fn settings_client_caches_for_config_cache_ttl_seconds() {
         Some(4)
     );
     admin.svc.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_llm_ledger_books_usage_events_once_and_rolls_its_24_hour_window() {
+    use docchat_common::bus::envelope;
+    use docchat_proto::events::v1::LlmUsage;
+
+    for backend in backends() {
+        let dir = tempfile::tempdir().unwrap();
+        let admin = start(backend.config(dir.path())).await;
+        let mut c = admin.client.clone();
+        let alice = user("u-alice", false);
+        let usage = |cost: f64| LlmUsage {
+            user_id: alice.user_id.clone(),
+            model: "scripted".into(),
+            prompt_tokens: 100,
+            completion_tokens: 10,
+            cost,
+            purpose: "chat".into(),
+            message_id: "m1".into(),
+        };
+        let spend = |c: &mut AdminServiceClient<Channel>| {
+            let request = admin.req(&alice, pb::LlmSpendRequest::default());
+            let mut c = c.clone();
+            async move { c.get_llm_spend(request).await.unwrap().into_inner() }
+        };
+        assert_eq!(spend(&mut c).await.cost_total, 0.0, "{}", backend.name);
+
+        // One call now (published twice: a redelivery counts once) and one 25 hours ago.
+        let now = envelope("usage.llm", &alice.user_id, &usage(0.25));
+        admin.bus.publish(&now).await.unwrap();
+        admin.bus.publish(&now).await.unwrap();
+        let mut old = envelope("usage.llm", &alice.user_id, &usage(1.0));
+        let then = chrono::Utc::now() - chrono::Duration::hours(25);
+        old.time = Some(docchat_common::time::to_proto(then));
+        admin.bus.publish(&old).await.unwrap();
+        // A later event proves the earlier ones were handled (one queue, in order).
+        let marker = envelope("usage.llm", &alice.user_id, &usage(0.0));
+        admin.bus.publish(&marker).await.unwrap();
+
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+        let got = loop {
+            let got = spend(&mut c).await;
+            if got.prompt_tokens_total == 300 {
+                break got;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "not booked: {got:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
+        assert!((got.cost_total - 1.25).abs() < 1e-9, "{got:?}");
+        assert!((got.cost_last_24h - 0.25).abs() < 1e-9, "{got:?}");
+        assert_eq!(got.completion_tokens_total, 30);
+        let reset = docchat_common::time::from_proto(got.window_reset_at.as_ref().unwrap());
+        let in_a_day = chrono::Utc::now() + chrono::Duration::hours(24);
+        assert!((in_a_day - reset).num_seconds().abs() < 60, "{reset}");
+
+        // Another user cannot read alice's spend; an administrator can.
+        let bob = user("u-bob", false);
+        let e = c
+            .get_llm_spend(admin.req(
+                &bob,
+                pb::LlmSpendRequest {
+                    user_id: alice.user_id.clone(),
+                },
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied);
+        let seen = c
+            .get_llm_spend(admin.req(
+                &user("u-root", true),
+                pb::LlmSpendRequest {
+                    user_id: alice.user_id.clone(),
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(seen.cost_total, got.cost_total);
+        admin.svc.shutdown.cancel();
+    }
 }

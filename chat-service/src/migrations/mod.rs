@@ -4,6 +4,7 @@ use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_sessions;
 mod m20261122_000002_replies;
+mod m20261122_000003_active;
 
 pub struct Migrator;
 
@@ -14,6 +15,7 @@ impl MigratorTrait for Migrator {
             Box::new(docchat_common::outbox::CreateOutbox),
             Box::new(m20261121_000001_sessions::Migration),
             Box::new(m20261122_000002_replies::Migration),
+            Box::new(m20261122_000003_active::Migration),
         ]
     }
 }

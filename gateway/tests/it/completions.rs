@@ -13,11 +13,11 @@ use crate::documents::upload;
 use crate::harness::{TestApp, eventually};
 
 /// The reply the scripted model streams, one word a token.
-const ANSWER: &str = "Paris is the capital of France. It lies on the Seine. The city has many bridges and museums to visit.";
+pub(crate) const ANSWER: &str = "Paris is the capital of France. It lies on the Seine. The city has many bridges and museums to visit.";
 
 /// An upstream whose streamed answers send one word every `delay`. A question containing
 /// FAIL breaks off after three words; a long question (LONG) repeats the answer 20 times.
-async fn upstream(delay: Duration) -> ScriptedHttp {
+pub(crate) async fn upstream(delay: Duration) -> ScriptedHttp {
     ScriptedHttp::start_streaming(Arc::new(move |r: &SeenRequest| {
         let body: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
         let last = body["messages"]
@@ -72,7 +72,7 @@ async fn upstream(delay: Duration) -> ScriptedHttp {
     .await
 }
 
-fn models_file(dir: &std::path::Path, base_url: &str) -> std::path::PathBuf {
+pub(crate) fn models_file(dir: &std::path::Path, base_url: &str) -> std::path::PathBuf {
     let path = dir.join("models.toml");
     std::fs::write(
         &path,
@@ -84,7 +84,7 @@ fn models_file(dir: &std::path::Path, base_url: &str) -> std::path::PathBuf {
     path
 }
 
-async fn app_with(
+pub(crate) async fn app_with(
     backend: &docchat_common::testing::Backend,
     upstream: &ScriptedHttp,
 ) -> (TestApp, tempfile::TempDir) {
@@ -95,13 +95,13 @@ async fn app_with(
 }
 
 /// The JSON lines of a streamed answer, read as they come.
-struct Lines {
+pub(crate) struct Lines {
     response: reqwest::Response,
     buffer: Vec<u8>,
 }
 
 impl Lines {
-    async fn next(&mut self, wait: Duration) -> Option<Value> {
+    pub(crate) async fn next(&mut self, wait: Duration) -> Option<Value> {
         loop {
             if let Some(i) = self.buffer.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = self.buffer.drain(..=i).collect();
@@ -115,7 +115,7 @@ impl Lines {
     }
 }
 
-async fn stream(app: &TestApp, key: &str, session: &str, body: Value) -> Lines {
+pub(crate) async fn stream(app: &TestApp, key: &str, session: &str, body: Value) -> Lines {
     let response = app
         .req(
             Method::POST,
@@ -134,7 +134,7 @@ async fn stream(app: &TestApp, key: &str, session: &str, body: Value) -> Lines {
     }
 }
 
-async fn session(app: &TestApp, key: &str, collection: Option<&str>) -> String {
+pub(crate) async fn session(app: &TestApp, key: &str, collection: Option<&str>) -> String {
     let path = match collection {
         Some(c) => format!("/api/v1/chats?collection_id={c}"),
         None => "/api/v1/chats".to_owned(),
@@ -378,7 +378,7 @@ async fn answers_are_stored_with_metadata_and_rag_cites_its_documents() {
         })
         .await;
         let rag_chat = session(&app, &alice, Some(&cid)).await;
-        for rag_type in ["rag", "hyde1", "hyde2"] {
+        for rag_type in ["rag", "hyde1", "hyde2", "rag+", "all_data"] {
             let (s, answer) = app
                 .call(Method::POST, &format!("/api/v1/chats/{rag_chat}/completions"), &alice, Some(json!({"message": "What is the capital of France?", "rag_config": {"rag_type": rag_type}})))
                 .await;
@@ -583,4 +583,157 @@ async fn running_replies_pause_resume_stop_and_finish() {
     assert_eq!(stored["content"], "Paris is the ");
     assert!(stored["error"].is_string());
     app.stop().await;
+}
+
+#[tokio::test]
+async fn rag_plus_and_all_data_summarize_what_does_not_fit() {
+    for backend in backends() {
+        let model = upstream(Duration::ZERO).await;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("models.toml");
+        // A small context: a long document cannot fit and must be summarized.
+        std::fs::write(
+            &path,
+            format!(
+                "[[models]]\nname = \"small\"\nprovider = \"openai\"\nbase_url = \"{}/v1\"\ncontext_length = 1024\ndefault = true\n",
+                model.base_url
+            ),
+        )
+        .unwrap();
+        let app = TestApp::start_with(&backend, |c| c.models_file = Some(path)).await;
+        let (_, alice) = app.user("alice").await;
+        let (_, col) = app
+            .call(
+                Method::POST,
+                "/api/v1/collections",
+                &alice,
+                Some(json!({"name": "atlas", "description": ""})),
+            )
+            .await;
+        let cid = col["id"].as_str().unwrap().to_owned();
+        let mut text = String::from("# Atlas\n\n");
+        for i in 0..40 {
+            text.push_str(&format!(
+                "## Region {i}\n\nRegion {i} has rivers, hills and a market town where {i} bakers sell bread every morning to travellers crossing the old stone bridge over the river.\n\n"
+            ));
+        }
+        let (_, up) = upload(&app, &alice, "atlas.md", text.into_bytes()).await;
+        let (s, _) = app
+            .call(
+                Method::POST,
+                &format!(
+                    "/api/v1/uploads/{}/ingest?collection_id={cid}",
+                    up["id"].as_str().unwrap()
+                ),
+                &alice,
+                None,
+            )
+            .await;
+        assert_eq!(s, 204);
+        eventually("the document is ingested", || async {
+            let (_, c) = app
+                .call(
+                    Method::GET,
+                    &format!("/api/v1/collections/{cid}"),
+                    &alice,
+                    None,
+                )
+                .await;
+            c["document_count"] == 1
+        })
+        .await;
+        let chat = session(&app, &alice, Some(&cid)).await;
+        for rag_type in ["all_data", "rag+"] {
+            let before = model.seen().len();
+            let (s, answer) = app
+                .call(
+                    Method::POST,
+                    &format!("/api/v1/chats/{chat}/completions"),
+                    &alice,
+                    Some(json!({"message": "Which region has the most bakers?", "rag_config": {"rag_type": rag_type}, "llm_args": {"max_new_tokens": 128}, "include_chat_history": "off"})),
+                )
+                .await;
+            assert_eq!(s, 200, "{}: {rag_type}: {answer}", backend.name);
+            let calls: Vec<Value> = model.seen()[before..]
+                .iter()
+                .map(|r| serde_json::from_slice(&r.body).unwrap())
+                .collect();
+            let summaries: Vec<&Value> = calls
+                .iter()
+                .filter(|c| {
+                    c["messages"][0]["content"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("Summarize the document excerpts")
+                })
+                .collect();
+            let last = calls.last().unwrap();
+            assert_eq!(last["stream"], true);
+            let context = last["messages"][1]["content"].as_str().unwrap();
+            if rag_type == "all_data" {
+                // Every chunk was read: the summary calls saw the first and the last region.
+                assert!(
+                    summaries.len() >= 2,
+                    "{rag_type}: {} summary calls",
+                    summaries.len()
+                );
+                let read: String = summaries
+                    .iter()
+                    .map(|c| c["messages"][1]["content"].as_str().unwrap())
+                    .collect();
+                assert!(read.contains("Region 0 has") && read.contains("Region 39 has"));
+                assert!(context.contains("notes below"), "{context}");
+                assert!(
+                    context.contains("Paris is the French capital."),
+                    "{context}"
+                );
+            }
+            // Each summary call fits the model's context (about four characters a token).
+            for c in &summaries {
+                let chars: usize = c["messages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|m| m["content"].as_str().unwrap().len())
+                    .sum();
+                assert!(chars / 4 + 512 <= 1024 + 64, "{chars} characters");
+            }
+            let reply = answer["message_id"].as_str().unwrap();
+            let (_, refs) = app
+                .call(
+                    Method::GET,
+                    &format!("/api/v1/messages/{reply}/references"),
+                    &alice,
+                    None,
+                )
+                .await;
+            assert_eq!(refs[0]["document_name"], "atlas.md", "{refs}");
+            if rag_type == "rag+" {
+                // The retrieved chunks come with their neighbours, in document order.
+                let refs = refs.as_array().unwrap();
+                assert!(refs.len() > 1, "{refs:?}");
+            }
+            let (_, meta) = app
+                .call(
+                    Method::GET,
+                    &format!("/api/v1/messages/{reply}/meta?info_type=usage_stats"),
+                    &alice,
+                    None,
+                )
+                .await;
+            let stats: Value = serde_json::from_str(meta[0]["content"].as_str().unwrap()).unwrap();
+            let purposes: Vec<&str> = stats["calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["purpose"].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                purposes.iter().filter(|p| **p == "summary").count(),
+                summaries.len(),
+                "{purposes:?}"
+            );
+        }
+        app.stop().await;
+    }
 }

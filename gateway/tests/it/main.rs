@@ -12,6 +12,7 @@ mod completions;
 mod documents;
 mod harness;
 mod identity;
+mod limits;
 mod readiness;
 mod slice;
 mod tags_extractors;

@@ -94,6 +94,19 @@ pub struct Config {
     pub crawl_fairness_enabled: bool,
     pub crawl_fresh_user_window_minutes: i64,
     pub crawl_heavy_user_jobs_threshold: u64,
+    /// Deployment-time chat fairness (SPEC.md): a per-user rate limit and priority queues in
+    /// front of each chat-service replica's model calls.
+    pub chat_fairness_enabled: bool,
+    /// Chat requests per user per minute while fairness is on; more answer 429.
+    pub chat_rate_limit_per_minute: u32,
+    /// A user without requests in this window is high priority.
+    pub chat_fresh_user_window_minutes: u64,
+    /// Requests within the fresh window after which a user is low priority.
+    pub chat_heavy_user_threshold: u32,
+    /// Every this many hand-overs, the lowest non-empty priority queue is served first.
+    pub chat_fairness_starvation_interval: u32,
+    /// Generations a chat-service replica runs at once while fairness is on; more queue.
+    pub chat_fairness_slots: usize,
     /// How often ingest-service looks for collection descriptions to (re)generate.
     pub description_interval_seconds: u64,
     /// Where chunk vectors are searched: `auto` (pgvector when the database is PostgreSQL
@@ -135,6 +148,12 @@ impl Default for Config {
             crawl_fairness_enabled: true,
             crawl_fresh_user_window_minutes: 60,
             crawl_heavy_user_jobs_threshold: 50,
+            chat_fairness_enabled: false,
+            chat_rate_limit_per_minute: 60,
+            chat_fresh_user_window_minutes: 60,
+            chat_heavy_user_threshold: 100,
+            chat_fairness_starvation_interval: 30,
+            chat_fairness_slots: 32,
             description_interval_seconds: 30,
             vector_backend: "auto".into(),
             pgvector_ef_search: 100,
@@ -181,6 +200,14 @@ impl Config {
         }
         if !(1..=10_000).contains(&self.pgvector_ef_search) {
             anyhow::bail!("DOCCHAT_PGVECTOR_EF_SEARCH must be between 1 and 10000");
+        }
+        if self.chat_rate_limit_per_minute == 0 || self.chat_fairness_slots == 0 {
+            anyhow::bail!(
+                "DOCCHAT_CHAT_RATE_LIMIT_PER_MINUTE and DOCCHAT_CHAT_FAIRNESS_SLOTS must be at least 1"
+            );
+        }
+        if self.chat_fairness_starvation_interval == 0 {
+            anyhow::bail!("DOCCHAT_CHAT_FAIRNESS_STARVATION_INTERVAL must be at least 1");
         }
         for (name, url) in [
             ("DOCCHAT_ADMIN_URL", &self.admin_url),

@@ -3,6 +3,7 @@
 //! type and its HTTP/gRPC mapping, and the runtime-settings client.
 
 pub mod auth;
+pub mod budget;
 pub mod bus;
 pub mod config;
 pub mod db;

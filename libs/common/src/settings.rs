@@ -263,6 +263,14 @@ impl Resolved {
         }
     }
 
+    /// A cost setting; `None` means no cap (any negative value, the documented -1).
+    pub fn cost(&self, name: &str) -> Option<f64> {
+        self.raw(name)
+            .parse::<f64>()
+            .ok()
+            .filter(|c| c.is_finite() && *c >= 0.0)
+    }
+
     pub fn text(&self, name: &str) -> &str {
         self.raw(name)
     }

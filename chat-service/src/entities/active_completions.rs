@@ -1,0 +1,18 @@
+use sea_orm::entity::prelude::*;
+
+/// A completion being generated; counts against chat_max_concurrent_per_user while its
+/// lease holds.
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "active_completions")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub question_id: String,
+    pub user_id: String,
+    pub started_at: ChronoDateTimeUtc,
+    pub lease_until: ChronoDateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

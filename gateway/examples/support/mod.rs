@@ -1,0 +1,184 @@
+//! What the gateway benchmarks share: a fast fake OpenAI-compatible upstream (actix-web on
+//! its own thread, keep-alive, canned answers), latency percentiles and a load loop.
+// Each benchmark uses part of this.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix_web::{App, HttpResponse, HttpServer, web};
+use futures::StreamExt;
+
+/// The canned answer, streamed one word a chunk.
+pub const WORDS: usize = 16;
+
+fn answer_words() -> Vec<String> {
+    (0..WORDS).map(|i| format!("word{i} ")).collect()
+}
+
+#[derive(Clone)]
+struct Upstream {
+    token_delay: Duration,
+}
+
+async fn completions(state: web::Data<Upstream>, body: web::Bytes) -> HttpResponse {
+    let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let model = request["model"].as_str().unwrap_or("fake").to_owned();
+    let words = answer_words();
+    if request["stream"] != serde_json::json!(true) {
+        let text: String = words.concat();
+        return HttpResponse::Ok().json(serde_json::json!({
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 20, "completion_tokens": WORDS, "total_tokens": 20 + WORDS},
+        }));
+    }
+    let delay = state.token_delay;
+    let mut chunks: Vec<String> = words
+        .into_iter()
+        .map(|w| {
+            let chunk = serde_json::json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1_700_000_000, "model": model, "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": null}]});
+            format!("data: {chunk}\n\n")
+        })
+        .collect();
+    let usage = serde_json::json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1_700_000_000, "model": model, "choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": WORDS, "total_tokens": 20 + WORDS}});
+    chunks.push(format!("data: {usage}\n\ndata: [DONE]\n\n"));
+    let stream =
+        futures::stream::iter(chunks.into_iter().enumerate()).then(move |(i, c)| async move {
+            if i > 0 && !delay.is_zero() {
+                actix_web::rt::time::sleep(delay).await;
+            }
+            Ok::<_, actix_web::Error>(web::Bytes::from(c))
+        });
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .streaming(stream)
+}
+
+/// Starts the fake upstream on its own thread with `workers` workers; answers its base URL
+/// (`http://127.0.0.1:<port>`, the OpenAI root is `/v1`).
+pub fn start_upstream(workers: usize, token_delay: Duration) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        actix_web::rt::System::new().block_on(async move {
+            HttpServer::new(move || {
+                App::new()
+                    .app_data(web::Data::new(Upstream { token_delay }))
+                    .app_data(web::PayloadConfig::new(1 << 20))
+                    .route("/v1/chat/completions", web::post().to(completions))
+            })
+            .workers(workers)
+            .backlog(1024)
+            .listen(listener)
+            .unwrap()
+            .run()
+            .await
+            .unwrap();
+        });
+    });
+    url
+}
+
+/// The `p` quantile of sorted samples.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Timings of one request: to its first piece of content, and to its end (ms).
+#[derive(Clone, Copy)]
+pub struct Sample {
+    pub first: f64,
+    pub total: f64,
+}
+
+/// What a load run measured.
+pub struct Measured {
+    pub first: Vec<f64>,
+    pub total: Vec<f64>,
+    pub errors: usize,
+    pub elapsed: Duration,
+}
+
+impl Measured {
+    pub fn rps(&self) -> f64 {
+        self.total.len() as f64 / self.elapsed.as_secs_f64()
+    }
+    pub fn p(&self, which: &str, q: f64) -> f64 {
+        match which {
+            "first" => percentile(&self.first, q),
+            _ => percentile(&self.total, q),
+        }
+    }
+}
+
+/// Runs `requests` calls of `one` at `concurrency`, after `warmup` unmeasured ones.
+pub async fn load<F, Fut>(concurrency: usize, requests: usize, warmup: usize, one: F) -> Measured
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Sample, String>> + Send,
+{
+    let one = Arc::new(one);
+    for _ in 0..warmup {
+        let _ = one().await;
+    }
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (one, next) = (one.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut samples = Vec::new();
+            let mut errors = Vec::new();
+            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < requests {
+                match one().await {
+                    Ok(s) => samples.push(s),
+                    Err(e) => errors.push(e),
+                }
+            }
+            (samples, errors)
+        }));
+    }
+    let mut first = Vec::new();
+    let mut total = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        let (samples, errs) = t.await.unwrap();
+        for s in samples {
+            first.push(s.first);
+            total.push(s.total);
+        }
+        if let Some(e) = errs.first() {
+            eprintln!("error: {e}");
+        }
+        errors += errs.len();
+    }
+    let elapsed = started.elapsed();
+    first.sort_by(f64::total_cmp);
+    total.sort_by(f64::total_cmp);
+    Measured {
+        first,
+        total,
+        errors,
+        elapsed,
+    }
+}
+
+/// Peak resident memory of this process (VmHWM), in MB.
+pub fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
