@@ -325,6 +325,20 @@ impl Gguf {
             .ok_or_else(|| self.bad(format!("tensor {name} is missing")))
     }
 
+    /// Bytes `start..start + len` of tensor `name`'s data.
+    pub(crate) fn raw_range(&self, name: &str, start: usize, len: usize) -> Result<Vec<u8>, LocalError> {
+        let info = self.info(name)?;
+        let mut buf = vec![0u8; len];
+        let io = |source| LocalError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let mut f = &self.file;
+        f.seek(SeekFrom::Start(info.offset + start as u64)).map_err(io)?;
+        f.read_exact(&mut buf).map_err(io)?;
+        Ok(buf)
+    }
+
     /// The raw bytes of tensor `name`, with its info.
     pub(crate) fn raw(&self, name: &str) -> Result<(TensorInfo, Vec<u8>), LocalError> {
         let info = self.info(name)?.clone();

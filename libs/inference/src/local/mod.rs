@@ -33,7 +33,7 @@ pub use tokenizer::Tokenizer;
 
 use crate::chat::{ChatError, ChatMessage, ChatStream, Completion, StreamEvent, StreamItem};
 use crate::registry::{ModelEntry, ModelKind};
-use gemma3::{Gemma3, PREFILL_CHUNK};
+use gemma3::{Gemma3, Logits, PREFILL_CHUNK};
 use gguf::Gguf;
 
 /// Context served when the options do not say: the KV cache and rotary tables are sized to
@@ -108,7 +108,13 @@ pub struct GenParams {
     /// the likeliest other token is taken instead (benchmarks use it to decode a fixed
     /// number of tokens).
     pub stop_at_control: bool,
+    /// Score the whole vocabulary exactly for every token instead of shortlisting the
+    /// likeliest [`SHORTLIST`] (or `top_k`) with the 4-bit embedding; slower.
+    pub exact_logits: bool,
 }
+
+/// Tokens shortlisted by the 4-bit output embedding and then scored exactly, at least.
+pub const SHORTLIST: usize = 64;
 
 impl GenParams {
     pub fn greedy(max_tokens: usize) -> GenParams {
@@ -119,6 +125,7 @@ impl GenParams {
             top_p: 0.95,
             seed: 0,
             stop_at_control: true,
+            exact_logits: false,
         }
     }
 }
@@ -283,11 +290,16 @@ impl LocalModel {
                 stop: StopReason::Length,
             };
             let mut cache = self.model.new_cache(prompt.len() + params.max_tokens);
+            let want = if params.exact_logits {
+                Logits::Last
+            } else {
+                Logits::Shortlist(params.top_k.max(SHORTLIST))
+            };
             let mut logits = Vec::new();
             for chunk in prompt.chunks(PREFILL_CHUNK) {
                 match self
                     .model
-                    .forward(chunk, &mut cache, false, self.threads, cancelled)?
+                    .forward(chunk, &mut cache, want, self.threads, cancelled)?
                 {
                     Some(l) => logits = l,
                     None => {
@@ -329,7 +341,7 @@ impl LocalModel {
                 }
                 match self
                     .model
-                    .forward(&[next], &mut cache, false, self.threads, cancelled)?
+                    .forward(&[next], &mut cache, want, self.threads, cancelled)?
                 {
                     Some(l) => logits = l,
                     None => {
@@ -356,7 +368,7 @@ impl LocalModel {
             let vocab = self.model.cfg.vocab;
             let logits = self
                 .model
-                .forward(ids, &mut cache, true, self.threads, &|| false)?
+                .forward(ids, &mut cache, Logits::All, self.threads, &|| false)?
                 .ok_or_else(|| LocalError::Generation("cancelled".into()))?;
             let mut total = 0f64;
             for (row, &next) in logits.chunks_exact(vocab).zip(&ids[1..]) {

@@ -227,18 +227,55 @@ impl Q8Matrix {
         Q8Matrix { rows, cols, data }
     }
 
-    /// Takes a GGUF Q8_0 tensor as it is (no requantization).
-    pub(crate) fn from_q8_0(raw: &[u8], rows: usize, cols: usize) -> Q8Matrix {
-        let blocks = raw.len() / 34;
-        let mut data = Q8 {
-            qs: Vec::with_capacity(blocks * QK),
-            d: Vec::with_capacity(blocks),
-        };
-        for b in raw.chunks_exact(34) {
-            data.d.push(half(b, 0));
-            data.qs.extend(b[2..34].iter().map(|&q| q as i8));
+    /// An empty matrix with room for `rows` rows, filled by the `append_` functions.
+    pub(crate) fn with_capacity(rows: usize, cols: usize) -> Q8Matrix {
+        Q8Matrix {
+            rows: 0,
+            cols,
+            data: Q8 {
+                qs: Vec::with_capacity(rows * cols),
+                d: Vec::with_capacity(rows * cols / QK),
+            },
         }
-        Q8Matrix { rows, cols, data }
+    }
+
+    /// Appends rows of a GGUF Q8_0 tensor as they are (no requantization).
+    pub(crate) fn append_q8_0(&mut self, raw: &[u8]) {
+        for b in raw.chunks_exact(34) {
+            self.data.d.push(half(b, 0));
+            self.data.qs.extend(b[2..34].iter().map(|&q| q as i8));
+        }
+        self.rows = self.data.qs.len() / self.cols;
+    }
+
+    /// Appends f32 rows, quantized.
+    pub(crate) fn append_f32(&mut self, w: &[f32]) {
+        let part = Q8Matrix::from_f32(w, w.len() / self.cols, self.cols);
+        self.data.qs.extend_from_slice(&part.data.qs);
+        self.data.d.extend_from_slice(&part.data.d);
+        self.rows = self.data.qs.len() / self.cols;
+    }
+
+    /// Takes a GGUF Q8_0 tensor as it is (no requantization).
+    #[cfg(test)]
+    pub(crate) fn from_q8_0(raw: &[u8], rows: usize, cols: usize) -> Q8Matrix {
+        let mut m = Q8Matrix::with_capacity(rows, cols);
+        m.append_q8_0(raw);
+        m
+    }
+
+    /// The dot product of row `r` with `x`.
+    pub(crate) fn row_dot(&self, r: usize, x: &Q8, dots: Dots) -> f32 {
+        let bpr = self.cols / QK;
+        let mut out = [0f32];
+        dots.rows(
+            &self.data.qs[r * self.cols..(r + 1) * self.cols],
+            &self.data.d[r * bpr..(r + 1) * bpr],
+            &x.qs,
+            &x.d,
+            &mut out,
+        );
+        out[0]
     }
 
     /// Row `r` dequantized into `out`.
@@ -257,8 +294,10 @@ impl Q8Matrix {
     pub(crate) fn matvec(&self, x: &Q8, out: &mut [f32], dots: Dots) {
         let cols = self.cols;
         let bpr = cols / QK;
-        // Enough tasks to balance two to eight threads, each a few hundred KB of weights.
-        let rows_per_task = (self.rows / 64).clamp(16, 4096);
+        // A few tasks per thread (rayon's per-task cost is a microsecond or two, and a token
+        // runs about a hundred products), each at most a few MB of weights.
+        let tasks = (rayon::current_num_threads() * 4).max(1);
+        let rows_per_task = self.rows.div_ceil(tasks).clamp(16, 8192);
         out[..self.rows]
             .par_chunks_mut(rows_per_task)
             .enumerate()
@@ -267,6 +306,70 @@ impl Q8Matrix {
                 let qs = &self.data.qs[r0 * cols..(r0 + out.len()) * cols];
                 let d = &self.data.d[r0 * bpr..(r0 + out.len()) * bpr];
                 dots.rows(qs, d, &x.qs, &x.d, out);
+            });
+    }
+}
+
+/// A row-major matrix in 4-bit blocks of 32 (ggml's Q4_0 layout with f32 scales: byte `j`
+/// of a block holds element `j` in its low nibble and `j + 16` in its high one, each stored
+/// plus 8). Used only to shortlist the likeliest tokens: half the bytes of [`Q8Matrix`].
+#[derive(Debug, Clone)]
+pub(crate) struct Q4Matrix {
+    pub(crate) rows: usize,
+    pub(crate) cols: usize,
+    qs: Vec<u8>,
+    d: Vec<f32>,
+}
+
+impl Q4Matrix {
+    /// Requantizes a Q8 matrix.
+    pub(crate) fn from_q8(m: &Q8Matrix) -> Q4Matrix {
+        let blocks = m.data.d.len();
+        let mut qs = vec![0u8; blocks * QK / 2];
+        let mut d = vec![0f32; blocks];
+        qs.par_chunks_mut(QK / 2 * 1024)
+            .zip(d.par_chunks_mut(1024))
+            .zip(m.data.qs.par_chunks(QK * 1024))
+            .zip(m.data.d.par_chunks(1024))
+            .for_each(|(((qs, d), src), sd)| {
+                for (((q, d), b), &bd) in qs
+                    .chunks_exact_mut(QK / 2)
+                    .zip(d.iter_mut())
+                    .zip(src.chunks_exact(QK))
+                    .zip(sd)
+                {
+                    let amax = b.iter().map(|v| v.unsigned_abs()).max().unwrap_or(0);
+                    let scale = f32::from(amax) * bd / 7.0;
+                    let inv = if scale > 0.0 { bd / scale } else { 0.0 };
+                    let nib = |v: i8| ((f32::from(v) * inv).round().clamp(-8.0, 7.0) as i8 + 8) as u8;
+                    for j in 0..QK / 2 {
+                        q[j] = nib(b[j]) | (nib(b[j + QK / 2]) << 4);
+                    }
+                    *d = scale;
+                }
+            });
+        Q4Matrix {
+            rows: m.rows,
+            cols: m.cols,
+            qs,
+            d,
+        }
+    }
+
+    /// `out = self · x` (approximately), rows split over the current rayon pool.
+    pub(crate) fn matvec(&self, x: &Q8, out: &mut [f32], dots: Dots) {
+        let cols = self.cols;
+        let bpr = cols / QK;
+        let tasks = (rayon::current_num_threads() * 4).max(1);
+        let rows_per_task = self.rows.div_ceil(tasks).clamp(16, 8192);
+        out[..self.rows]
+            .par_chunks_mut(rows_per_task)
+            .enumerate()
+            .for_each(|(t, out)| {
+                let r0 = t * rows_per_task;
+                let qs = &self.qs[r0 * cols / 2..(r0 + out.len()) * cols / 2];
+                let d = &self.d[r0 * bpr..(r0 + out.len()) * bpr];
+                dots.rows_q4(qs, d, &x.qs, &x.d, out);
             });
     }
 }
@@ -302,6 +405,54 @@ impl Dots {
         }
         portable_rows(w_qs, w_d, x_qs, x_d, out)
     }
+
+    /// As [`rows`](Dots::rows) for 4-bit rows (`w_qs` packed two to a byte).
+    pub(crate) fn rows_q4(
+        self,
+        w_qs: &[u8],
+        w_d: &[f32],
+        x_qs: &[i8],
+        x_d: &[f32],
+        out: &mut [f32],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(simd) = self.v3 {
+            simd.vectorize(avx2::RowsQ4 {
+                simd,
+                w_qs,
+                w_d,
+                x_qs,
+                x_d,
+                out,
+            });
+            return;
+        }
+        portable_rows_q4(w_qs, w_d, x_qs, x_d, out)
+    }
+}
+
+fn portable_rows_q4(w_qs: &[u8], w_d: &[f32], x_qs: &[i8], x_d: &[f32], out: &mut [f32]) {
+    let cols = x_qs.len();
+    let bpr = x_d.len();
+    for (r, o) in out.iter_mut().enumerate() {
+        let w = &w_qs[r * cols / 2..(r + 1) * cols / 2];
+        let wd = &w_d[r * bpr..(r + 1) * bpr];
+        let mut acc = 0f32;
+        for (((wb, xb), &dw), &dx) in w
+            .chunks_exact(QK / 2)
+            .zip(x_qs.chunks_exact(QK))
+            .zip(wd)
+            .zip(x_d)
+        {
+            let mut s = 0i32;
+            for j in 0..QK / 2 {
+                s += (i32::from(wb[j] & 0x0f) - 8) * i32::from(xb[j]);
+                s += (i32::from(wb[j] >> 4) - 8) * i32::from(xb[j + QK / 2]);
+            }
+            acc += dw * dx * s as f32;
+        }
+        *o = acc;
+    }
 }
 
 fn portable_rows(w_qs: &[i8], w_d: &[f32], x_qs: &[i8], x_d: &[f32], out: &mut [f32]) {
@@ -332,7 +483,7 @@ fn portable_rows(w_qs: &[i8], w_d: &[f32], x_qs: &[i8], x_d: &[f32], out: &mut [
 mod avx2 {
     use pulp::x86::V3;
     use pulp::{NullaryFnOnce, cast};
-    use std::arch::x86_64::{__m256, __m256i};
+    use std::arch::x86_64::{__m128i, __m256, __m256i};
 
     use super::QK;
 
@@ -390,6 +541,72 @@ mod avx2 {
         }
     }
 
+    pub(super) struct RowsQ4<'a> {
+        pub(super) simd: V3,
+        pub(super) w_qs: &'a [u8],
+        pub(super) w_d: &'a [f32],
+        pub(super) x_qs: &'a [i8],
+        pub(super) x_d: &'a [f32],
+        pub(super) out: &'a mut [f32],
+    }
+
+    impl NullaryFnOnce for RowsQ4<'_> {
+        type Output = ();
+
+        #[inline(always)]
+        fn call(self) {
+            let RowsQ4 {
+                simd,
+                w_qs,
+                w_d,
+                x_qs,
+                x_d,
+                out,
+            } = self;
+            let cols = x_qs.len();
+            let bpr = x_d.len();
+            let (xb, _) = x_qs.as_chunks::<QK>();
+            let xv: Vec<__m256i> = xb.iter().map(|b| cast(*b)).collect();
+            let ones = simd.avx._mm256_set1_epi16(1);
+            let low = simd.avx._mm256_set1_epi8(0x0f);
+            let eight = simd.avx._mm256_set1_epi8(8);
+            for (r, o) in out.iter_mut().enumerate() {
+                let (wb, _) = w_qs[r * cols / 2..(r + 1) * cols / 2].as_chunks::<{ QK / 2 }>();
+                let wd = &w_d[r * bpr..(r + 1) * bpr];
+                let mut acc0 = simd.avx._mm256_setzero_ps();
+                let mut acc1 = simd.avx._mm256_setzero_ps();
+                let mut i = 0;
+                while i + 1 < bpr {
+                    acc0 = block(simd, ones, unpack(simd, low, eight, wb[i]), xv[i], wd[i] * x_d[i], acc0);
+                    acc1 = block(
+                        simd,
+                        ones,
+                        unpack(simd, low, eight, wb[i + 1]),
+                        xv[i + 1],
+                        wd[i + 1] * x_d[i + 1],
+                        acc1,
+                    );
+                    i += 2;
+                }
+                if i < bpr {
+                    acc0 = block(simd, ones, unpack(simd, low, eight, wb[i]), xv[i], wd[i] * x_d[i], acc0);
+                }
+                *o = hsum(simd.avx._mm256_add_ps(acc0, acc1));
+            }
+        }
+    }
+
+    /// 32 signed 4-bit values from 16 bytes (low nibbles first, then high ones).
+    #[inline(always)]
+    fn unpack(simd: V3, low: __m256i, eight: __m256i, b: [u8; QK / 2]) -> __m256i {
+        let v: __m128i = cast(b);
+        let both = simd
+            .avx
+            ._mm256_set_m128i(simd.sse2._mm_srli_epi16::<4>(v), v);
+        simd.avx2
+            ._mm256_sub_epi8(simd.avx2._mm256_and_si256(both, low), eight)
+    }
+
     #[inline(always)]
     fn block(simd: V3, ones: __m256i, w: __m256i, x: __m256i, d: f32, acc: __m256) -> __m256 {
         // maddubs multiplies unsigned by signed bytes: |w| times x with w's sign.
@@ -442,6 +659,28 @@ mod tests {
             // Both sides rounded to 8 bits: a few thousandths per product, 96 products.
             assert!((out[r] - want).abs() < 0.1, "row {r}: {} vs {want}", out[r]);
             assert!((out[r] - portable[r]).abs() < 1e-4);
+        }
+    }
+
+    #[test]
+    fn q4_matvec_approximates_q8() {
+        let (rows, cols) = (41, 128);
+        let w: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
+            .collect();
+        let x: Vec<f32> = (0..cols).map(|i| (i as f32 * 0.37).sin()).collect();
+        let q8 = Q8Matrix::from_f32(&w, rows, cols);
+        let q4 = Q4Matrix::from_q8(&q8);
+        let xq = Q8::quantize(&x);
+        let mut fast = vec![0f32; rows];
+        q4.matvec(&xq, &mut fast, Dots::detect());
+        let mut portable = vec![0f32; rows];
+        portable_rows_q4(&q4.qs, &q4.d, &xq.qs, &xq.d, &mut portable);
+        for r in 0..rows {
+            let want: f32 = (0..cols).map(|c| w[r * cols + c] * x[c]).sum();
+            assert!((fast[r] - portable[r]).abs() < 1e-3);
+            // 4 bits: an error of up to 1/14 of each block's largest weight.
+            assert!((fast[r] - want).abs() < 1.0, "row {r}: {} vs {want}", fast[r]);
         }
     }
 

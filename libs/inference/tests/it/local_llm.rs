@@ -158,10 +158,10 @@ fn perplexity_of_plain_english_is_low() {
 }
 
 #[test]
-fn prompt_passes_in_chunks_match_one_pass() {
+fn long_prompts_run_in_chunks_over_the_window() {
     // A prompt longer than one batched pass (512 tokens) and than the sliding window: the
     // second chunk must see the first through the cache, within the window.
-    let Some(m) = model("prompt_passes_in_chunks_match_one_pass") else {
+    let Some(m) = model("long_prompts_run_in_chunks_over_the_window") else {
         return;
     };
     let t = m.tokenizer();
@@ -180,6 +180,30 @@ fn prompt_passes_in_chunks_match_one_pass() {
     // The prompt is the paragraph's tokens over and over, so it continues with its start.
     let expect = t.encode(para);
     assert_eq!(a, expect[..4], "{:?}", t.decode(&a));
+}
+
+#[test]
+fn shortlisted_logits_decode_as_exact_ones() {
+    let Some(m) = model("shortlisted_logits_decode_as_exact_ones") else {
+        return;
+    };
+    let t = m.tokenizer();
+    let mut prompt = vec![t.bos()];
+    prompt.extend(t.encode("In the beginning of the nineteenth century, the town"));
+    let run = |exact: bool| {
+        let mut params = GenParams::greedy(48);
+        params.exact_logits = exact;
+        params.stop_at_control = false;
+        let mut out = Vec::new();
+        m.generate(&prompt, &params, &|| false, &mut |id| {
+            out.push(id);
+            true
+        })
+        .unwrap();
+        out
+    };
+    let (fast, exact) = (run(false), run(true));
+    assert_eq!(t.decode(&fast), t.decode(&exact));
 }
 
 async fn collect(chat: &LocalChat, messages: &[ChatMessage], max: u32) -> (String, (u64, u64)) {
