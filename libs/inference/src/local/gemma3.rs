@@ -75,7 +75,12 @@ impl Config {
         let hidden = u("embedding_length")?;
         let heads = u("attention.head_count")?;
         let head_dim = u("attention.key_length").unwrap_or(hidden / heads.max(1));
-        let vocab = g.info("token_embd.weight")?.dims.get(1).copied().unwrap_or(0);
+        let vocab = g
+            .info("token_embd.weight")?
+            .dims
+            .get(1)
+            .copied()
+            .unwrap_or(0);
         let cfg = Config {
             hidden,
             layers: u("block_count")?,
@@ -97,11 +102,11 @@ impl Config {
         let q = super::quant::QK;
         if cfg.heads == 0
             || cfg.kv_heads == 0
-            || cfg.heads % cfg.kv_heads != 0
-            || cfg.head_dim % 2 != 0
-            || cfg.hidden % q != 0
-            || cfg.ffn % q != 0
-            || (cfg.heads * cfg.head_dim) % q != 0
+            || !cfg.heads.is_multiple_of(cfg.kv_heads)
+            || !cfg.head_dim.is_multiple_of(2)
+            || !cfg.hidden.is_multiple_of(q)
+            || !cfg.ffn.is_multiple_of(q)
+            || !(cfg.heads * cfg.head_dim).is_multiple_of(q)
             || cfg.vocab == 0
         {
             return Err(g.bad(format!("unsupported gemma3 shape {cfg:?}")));
@@ -277,10 +282,7 @@ impl Gemma3 {
     fn linear(&self, lin: &Linear, x: &[f32], n: usize, out: &mut [f32], par: Par) {
         if n <= 2 {
             let mut xq = Q8::default();
-            for (x, out) in x
-                .chunks_exact(lin.cols)
-                .zip(out.chunks_exact_mut(lin.rows))
-            {
+            for (x, out) in x.chunks_exact(lin.cols).zip(out.chunks_exact_mut(lin.rows)) {
                 xq.quantize_into(x);
                 lin.q8.matvec(&xq, out, self.dots);
             }
@@ -333,15 +335,16 @@ impl Gemma3 {
         let (qd, kvd) = (cfg.heads * hd, cfg.kv_heads * hd);
         let qkv_w = qd + 2 * kvd;
 
-        let t_total = std::time::Instant::now();
         let mut x = vec![0f32; n * h];
         let scale = (h as f32).sqrt();
-        x.par_chunks_mut(h).zip(tokens.par_iter()).for_each(|(row, &t)| {
-            self.embed.row_f32(t as usize, row);
-            for v in row.iter_mut() {
-                *v *= scale;
-            }
-        });
+        x.par_chunks_mut(h)
+            .zip(tokens.par_iter())
+            .for_each(|(row, &t)| {
+                self.embed.row_f32(t as usize, row);
+                for v in row.iter_mut() {
+                    *v *= scale;
+                }
+            });
         let mut xn = vec![0f32; n * h];
         let mut qkv = vec![0f32; n * qkv_w];
         let mut ctx = vec![0f32; n * qd];
@@ -402,7 +405,6 @@ impl Gemma3 {
         } else {
             vec![&x[(n - 1) * h..]]
         };
-        let t_logits = std::time::Instant::now();
         let mut logits = vec![0f32; rows.len() * cfg.vocab];
         let mut xq = Q8::default();
         let mut normed = vec![0f32; h];
@@ -419,9 +421,6 @@ impl Gemma3 {
                     *v = (*v / cap).tanh() * cap;
                 }
             }
-        }
-        if std::env::var_os("GGUF_PROFILE").is_some() {
-            eprintln!("n={n} total {:?} logits {:?}", t_total.elapsed(), t_logits.elapsed());
         }
         Ok(Some(logits))
     }

@@ -281,7 +281,7 @@ impl Gguf {
             if let Some(dt) = dtype {
                 let (per, bytes) = dt.block();
                 let n = info.elements();
-                if n % per != 0 || info.offset + (n / per * bytes) as u64 > file_len {
+                if !n.is_multiple_of(per) || info.offset + (n / per * bytes) as u64 > file_len {
                     return Err(c.bad(format!("tensor {name} lies outside the file")));
                 }
             }
@@ -326,7 +326,12 @@ impl Gguf {
     }
 
     /// Bytes `start..start + len` of tensor `name`'s data.
-    pub(crate) fn raw_range(&self, name: &str, start: usize, len: usize) -> Result<Vec<u8>, LocalError> {
+    pub(crate) fn raw_range(
+        &self,
+        name: &str,
+        start: usize,
+        len: usize,
+    ) -> Result<Vec<u8>, LocalError> {
         let info = self.info(name)?;
         let mut buf = vec![0u8; len];
         let io = |source| LocalError::Io {
@@ -334,7 +339,8 @@ impl Gguf {
             source,
         };
         let mut f = &self.file;
-        f.seek(SeekFrom::Start(info.offset + start as u64)).map_err(io)?;
+        f.seek(SeekFrom::Start(info.offset + start as u64))
+            .map_err(io)?;
         f.read_exact(&mut buf).map_err(io)?;
         Ok(buf)
     }
@@ -342,9 +348,12 @@ impl Gguf {
     /// The raw bytes of tensor `name`, with its info.
     pub(crate) fn raw(&self, name: &str) -> Result<(TensorInfo, Vec<u8>), LocalError> {
         let info = self.info(name)?.clone();
-        let dtype = info
-            .dtype
-            .ok_or_else(|| self.bad(format!("tensor {name} has unsupported type {}", info.type_id)))?;
+        let dtype = info.dtype.ok_or_else(|| {
+            self.bad(format!(
+                "tensor {name} has unsupported type {}",
+                info.type_id
+            ))
+        })?;
         let (per, bytes) = dtype.block();
         let len = info.elements() / per * bytes;
         let mut buf = vec![0u8; len];

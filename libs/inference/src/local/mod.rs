@@ -492,9 +492,10 @@ impl LocalChat {
 
     /// The local model of a registry entry found by [`find_local_models`].
     pub fn from_entry(entry: &ModelEntry, options: LocalOptions) -> Result<Self, ChatError> {
-        let path = entry.local_path.as_ref().ok_or_else(|| {
-            ChatError::Local(format!("model {} has no local file", entry.name))
-        })?;
+        let path = entry
+            .local_path
+            .as_ref()
+            .ok_or_else(|| ChatError::Local(format!("model {} has no local file", entry.name)))?;
         Ok(LocalChat::new(entry.name.clone(), path.clone(), options))
     }
 
@@ -620,21 +621,16 @@ fn run_job(model: &LocalModel, job: Job, seed: Option<u64>, n: u64) {
     let mut pending = Vec::new();
     let mut started = false;
     let tokenizer = model.tokenizer();
-    let result = model.generate(
-        &prompt,
-        &params,
-        &|| tx.is_closed(),
-        &mut |id| {
-            tokenizer.token_bytes(id, &mut pending);
-            let mut text = tokenizer::take_utf8(&mut pending);
-            if !started {
-                // The answer starts at its first visible character.
-                text = text.trim_start().to_owned();
-                started = !text.is_empty();
-            }
-            text.is_empty() || tx.blocking_send(StreamItem::Delta(text)).is_ok()
-        },
-    );
+    let result = model.generate(&prompt, &params, &|| tx.is_closed(), &mut |id| {
+        tokenizer.token_bytes(id, &mut pending);
+        let mut text = tokenizer::take_utf8(&mut pending);
+        if !started {
+            // The answer starts at its first visible character.
+            text = text.trim_start().to_owned();
+            started = !text.is_empty();
+        }
+        text.is_empty() || tx.blocking_send(StreamItem::Delta(text)).is_ok()
+    });
     match result {
         Ok(stats) => {
             if !pending.is_empty() {

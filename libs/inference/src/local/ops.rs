@@ -174,7 +174,10 @@ mod tests {
                 * x
                 * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh());
             let got = gelu_tanh(x as f32) as f64;
-            assert!((got - want).abs() < 1e-6 * (1.0 + x.abs()), "{x}: {got} vs {want}");
+            assert!(
+                (got - want).abs() < 1e-6 * (1.0 + x.abs()),
+                "{x}: {got} vs {want}"
+            );
         }
         assert!((gelu_tanh(100.0) - 100.0).abs() < 1e-4);
         assert!(gelu_tanh(-100.0).abs() < 1e-4);

@@ -341,7 +341,8 @@ impl Q4Matrix {
                     let amax = b.iter().map(|v| v.unsigned_abs()).max().unwrap_or(0);
                     let scale = f32::from(amax) * bd / 7.0;
                     let inv = if scale > 0.0 { bd / scale } else { 0.0 };
-                    let nib = |v: i8| ((f32::from(v) * inv).round().clamp(-8.0, 7.0) as i8 + 8) as u8;
+                    let nib =
+                        |v: i8| ((f32::from(v) * inv).round().clamp(-8.0, 7.0) as i8 + 8) as u8;
                     for j in 0..QK / 2 {
                         q[j] = nib(b[j]) | (nib(b[j + QK / 2]) << 4);
                     }
@@ -577,7 +578,14 @@ mod avx2 {
                 let mut acc1 = simd.avx._mm256_setzero_ps();
                 let mut i = 0;
                 while i + 1 < bpr {
-                    acc0 = block(simd, ones, unpack(simd, low, eight, wb[i]), xv[i], wd[i] * x_d[i], acc0);
+                    acc0 = block(
+                        simd,
+                        ones,
+                        unpack(simd, low, eight, wb[i]),
+                        xv[i],
+                        wd[i] * x_d[i],
+                        acc0,
+                    );
                     acc1 = block(
                         simd,
                         ones,
@@ -589,7 +597,14 @@ mod avx2 {
                     i += 2;
                 }
                 if i < bpr {
-                    acc0 = block(simd, ones, unpack(simd, low, eight, wb[i]), xv[i], wd[i] * x_d[i], acc0);
+                    acc0 = block(
+                        simd,
+                        ones,
+                        unpack(simd, low, eight, wb[i]),
+                        xv[i],
+                        wd[i] * x_d[i],
+                        acc0,
+                    );
                 }
                 *o = hsum(simd.avx._mm256_add_ps(acc0, acc1));
             }
@@ -615,14 +630,14 @@ mod avx2 {
         let pairs = simd.avx2._mm256_maddubs_epi16(aw, sx);
         let quads = simd.avx2._mm256_madd_epi16(pairs, ones);
         let f = simd.avx._mm256_cvtepi32_ps(quads);
-        simd.fma
-            ._mm256_fmadd_ps(simd.avx._mm256_set1_ps(d), f, acc)
+        simd.fma._mm256_fmadd_ps(simd.avx._mm256_set1_ps(d), f, acc)
     }
 
     #[inline(always)]
     fn hsum(v: __m256) -> f32 {
         let lanes: [f32; 8] = cast(v);
-        ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]))
+        ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5]))
+            + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]))
     }
 }
 
@@ -680,7 +695,11 @@ mod tests {
             let want: f32 = (0..cols).map(|c| w[r * cols + c] * x[c]).sum();
             assert!((fast[r] - portable[r]).abs() < 1e-3);
             // 4 bits: an error of up to 1/14 of each block's largest weight.
-            assert!((fast[r] - want).abs() < 1.0, "row {r}: {} vs {want}", fast[r]);
+            assert!(
+                (fast[r] - want).abs() < 1.0,
+                "row {r}: {} vs {want}",
+                fast[r]
+            );
         }
     }
 

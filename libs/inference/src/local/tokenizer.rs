@@ -142,7 +142,10 @@ impl Tokenizer {
 
     /// The id of a piece of any kind (e.g. `<end_of_turn>`), if the vocabulary has it.
     pub fn token_id(&self, piece: &str) -> Option<u32> {
-        self.pieces.iter().position(|p| p == piece).map(|i| i as u32)
+        self.pieces
+            .iter()
+            .position(|p| p == piece)
+            .map(|i| i as u32)
     }
 
     /// The piece of `id` as the vocabulary spells it.
@@ -168,7 +171,11 @@ impl Tokenizer {
         // between them.
         while i < rest.len() {
             let tail = &rest[i..];
-            match self.user_defined.iter().find(|(p, _)| tail.starts_with(p.as_str())) {
+            match self
+                .user_defined
+                .iter()
+                .find(|(p, _)| tail.starts_with(p.as_str()))
+            {
                 Some((p, id)) => {
                     self.encode_plain(&rest[plain_start..i], &mut out);
                     out.push(*id);
