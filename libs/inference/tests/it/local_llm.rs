@@ -292,3 +292,34 @@ async fn registry_lists_the_local_model() {
     assert_eq!(registry.resolve("auto").unwrap().name, "up");
     assert_eq!(registry.chat_models().count(), 2);
 }
+
+#[test]
+fn chat_model_futures_are_send() {
+    fn send<T: Send>(_: &T) {}
+    let m = ChatModel::Local(LocalChat::new(
+        "x",
+        "/nonexistent/model.gguf",
+        LocalOptions::default(),
+    ));
+    let messages = [ChatMessage::user("hi")];
+    send(&m.stream(&messages, 1, 0.0));
+    send(&m.complete(&messages, 1, 0.0));
+}
+
+#[tokio::test]
+async fn a_missing_model_file_fails_the_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.gguf");
+    std::fs::write(&path, b"GGUF but not really").unwrap();
+    for p in [path, dir.path().join("missing.gguf")] {
+        let chat = LocalChat::new("broken", p, LocalOptions::default());
+        let err = chat
+            .complete(&[ChatMessage::user("hi")], 4, 0.0)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, docchat_inference::ChatError::Local(_)),
+            "{err}"
+        );
+    }
+}
