@@ -8,6 +8,7 @@ use std::time::Duration;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
+use crate::local::{LocalChat, LocalOptions};
 use crate::registry::{ModelEntry, Registry};
 
 #[derive(Debug, thiserror::Error)]
@@ -20,6 +21,9 @@ pub enum ChatError {
     Upstream { status: u16, message: String },
     #[error("the model's answer is malformed: {0}")]
     Malformed(String),
+    /// A local model failed to load or to run (or the prompt does not fit its context).
+    #[error("local model: {0}")]
+    Local(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -231,12 +235,14 @@ impl OpenAiChat {
         let response = self.send(&body).await?;
         let prompt_chars: usize = messages.iter().map(|m| m.content.len()).sum();
         Ok(ChatStream {
-            body: Box::pin(response.bytes_stream()),
-            buffer: Vec::new(),
-            done: false,
-            usage: None,
-            prompt_chars,
-            completion_chars: 0,
+            source: Source::Sse(SseStream {
+                body: Box::pin(response.bytes_stream()),
+                buffer: Vec::new(),
+                done: false,
+                usage: None,
+                prompt_chars,
+                completion_chars: 0,
+            }),
         })
     }
 }
@@ -252,8 +258,89 @@ type ByteStream =
     std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
 
 /// A streamed answer. Dropping it closes the upstream connection, which cancels the
-/// generation upstream.
+/// generation upstream, or the channel from a local model's worker, which stops it.
 pub struct ChatStream {
+    source: Source,
+}
+
+enum Source {
+    Sse(SseStream),
+    Channel(ChannelStream),
+}
+
+/// What a local model's worker sends.
+pub(crate) enum StreamItem {
+    Delta(String),
+    Done {
+        prompt_tokens: u64,
+        completion_tokens: u64,
+    },
+    Failed(ChatError),
+}
+
+struct ChannelStream {
+    rx: tokio::sync::mpsc::Receiver<StreamItem>,
+    usage: (u64, u64),
+    done: bool,
+}
+
+impl ChatStream {
+    /// A stream fed by a local model's worker.
+    pub(crate) fn from_channel(rx: tokio::sync::mpsc::Receiver<StreamItem>) -> ChatStream {
+        ChatStream {
+            source: Source::Channel(ChannelStream {
+                rx,
+                usage: (0, 0),
+                done: false,
+            }),
+        }
+    }
+
+    /// The next piece of the answer; `None` at its end.
+    pub async fn next(&mut self) -> Option<Result<StreamEvent, ChatError>> {
+        match &mut self.source {
+            Source::Sse(s) => s.next().await,
+            Source::Channel(c) => {
+                if c.done {
+                    return None;
+                }
+                match c.rx.recv().await {
+                    Some(StreamItem::Delta(text)) => Some(Ok(StreamEvent::Delta(text))),
+                    Some(StreamItem::Done {
+                        prompt_tokens,
+                        completion_tokens,
+                    }) => {
+                        c.usage = (prompt_tokens, completion_tokens);
+                        c.done = true;
+                        None
+                    }
+                    Some(StreamItem::Failed(e)) => {
+                        c.done = true;
+                        Some(Err(e))
+                    }
+                    None => {
+                        c.done = true;
+                        Some(Err(ChatError::Local(
+                            "the model stopped before the end of its answer".into(),
+                        )))
+                    }
+                }
+            }
+        }
+    }
+
+    /// (prompt, completion) tokens: the upstream's count, or an estimate (4 bytes a token)
+    /// when it sent none; a local model's exact count once the stream has ended.
+    pub fn usage(&self) -> (u64, u64) {
+        match &self.source {
+            Source::Sse(s) => s.usage(),
+            Source::Channel(c) => c.usage,
+        }
+    }
+}
+
+/// An answer streamed as Server-Sent Events.
+struct SseStream {
     body: ByteStream,
     buffer: Vec<u8>,
     done: bool,
@@ -282,9 +369,8 @@ struct Delta {
     content: Option<String>,
 }
 
-impl ChatStream {
-    /// The next piece of the answer; `None` at its end.
-    pub async fn next(&mut self) -> Option<Result<StreamEvent, ChatError>> {
+impl SseStream {
+    async fn next(&mut self) -> Option<Result<StreamEvent, ChatError>> {
         use futures::StreamExt;
         loop {
             // One SSE event per blank-line-terminated block; only `data:` lines matter.
@@ -344,9 +430,7 @@ impl ChatStream {
         }
     }
 
-    /// (prompt, completion) tokens: the upstream's count, or an estimate (4 bytes a token)
-    /// when it sent none.
-    pub fn usage(&self) -> (u64, u64) {
+    fn usage(&self) -> (u64, u64) {
         match &self.usage {
             Some(u) => (u.prompt_tokens, u.completion_tokens),
             None => (
@@ -370,5 +454,75 @@ fn find_event_end(buffer: &[u8]) -> Option<(usize, usize)> {
     match (lf, crlf) {
         (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
         (a, b) => a.or(b),
+    }
+}
+
+/// Any chat model docchat can call: an OpenAI-compatible upstream or a local GGUF model.
+pub enum ChatModel {
+    OpenAi(OpenAiChat),
+    Local(LocalChat),
+}
+
+impl std::fmt::Debug for ChatModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChatModel::OpenAi(m) => f.debug_tuple("OpenAi").field(&m.name).finish(),
+            ChatModel::Local(m) => f.debug_tuple("Local").field(m).finish(),
+        }
+    }
+}
+
+impl ChatModel {
+    /// The model of a registry entry: provider `local` runs in-process with `local`'s
+    /// settings, anything else is an OpenAI-compatible upstream.
+    pub fn from_entry(entry: &ModelEntry, local: &LocalOptions) -> Result<ChatModel, ChatError> {
+        if entry.provider == "local" {
+            LocalChat::from_entry(entry, local.clone()).map(ChatModel::Local)
+        } else {
+            OpenAiChat::from_entry(entry).map(ChatModel::OpenAi)
+        }
+    }
+
+    /// The default chat model of `registry` (the target of `auto`), if any.
+    pub fn default_of(
+        registry: &Registry,
+        local: &LocalOptions,
+    ) -> Result<Option<ChatModel>, ChatError> {
+        registry
+            .default_chat_model()
+            .map(|e| ChatModel::from_entry(e, local))
+            .transpose()
+    }
+
+    /// The registry name of the model.
+    pub fn name(&self) -> &str {
+        match self {
+            ChatModel::OpenAi(m) => m.name(),
+            ChatModel::Local(m) => m.name(),
+        }
+    }
+
+    pub async fn complete(
+        &self,
+        messages: &[ChatMessage],
+        max_tokens: u32,
+        temperature: f32,
+    ) -> Result<Completion, ChatError> {
+        match self {
+            ChatModel::OpenAi(m) => m.complete(messages, max_tokens, temperature).await,
+            ChatModel::Local(m) => m.complete(messages, max_tokens, temperature).await,
+        }
+    }
+
+    pub async fn stream(
+        &self,
+        messages: &[ChatMessage],
+        max_tokens: u32,
+        temperature: f32,
+    ) -> Result<ChatStream, ChatError> {
+        match self {
+            ChatModel::OpenAi(m) => m.stream(messages, max_tokens, temperature).await,
+            ChatModel::Local(m) => m.stream(messages, max_tokens, temperature).await,
+        }
     }
 }

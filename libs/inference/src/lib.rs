@@ -1,16 +1,21 @@
 //! Chat models and embedders for docchat: the model registry (the models file of
 //! ARCHITECTURE.md §5, read once at start) and sentence embedders (§6): the local
 //! all-MiniLM-L6-v2 run in-process and any OpenAI-compatible `/v1/embeddings` upstream,
-//! gathered by name in [`Embedders`].
+//! gathered by name in [`Embedders`]; and local GGUF chat models run in-process
+//! ([`LocalChat`], behind the same calls as an upstream through [`ChatModel`]).
 
 pub mod chat;
 pub mod embed;
+pub mod local;
 pub mod registry;
 pub mod transcribe;
 
-pub use chat::{ChatError, ChatMessage, ChatStream, Completion, OpenAiChat, StreamEvent};
+pub use chat::{
+    ChatError, ChatMessage, ChatModel, ChatStream, Completion, OpenAiChat, StreamEvent,
+};
 pub use embed::{
     EmbedError, Embedder, Embedders, MINILM_NAME, MiniLmEmbedder, OpenAiEmbedder, l2_normalize,
 };
+pub use local::{LocalChat, LocalError, LocalModel, LocalOptions, find_local_models};
 pub use registry::{ModelEntry, ModelKind, Registry};
 pub use transcribe::{SpeechSegment, TranscribeError, Transcriber};

@@ -2,7 +2,7 @@
 //! display names, base models, context lengths and prices, and `auto` routing to the
 //! default model.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -55,6 +55,10 @@ pub struct ModelEntry {
     /// first answer).
     #[serde(default)]
     pub dimensions: Option<usize>,
+    /// Local models (provider `local`): the GGUF file. Found in the models dir by
+    /// [`Registry::with_local_models`], never read from the models file.
+    #[serde(skip)]
+    pub local_path: Option<PathBuf>,
 }
 
 fn default_provider() -> String {
@@ -160,6 +164,22 @@ impl Registry {
         Ok(Registry {
             models: file.models,
         })
+    }
+
+    /// Adds the local GGUF chat models found in `models_dir` (see
+    /// [`find_local_models`](crate::local::find_local_models)) after the configured ones,
+    /// each with a context of at most `context_cap` tokens. A name the models file already
+    /// uses keeps the file's entry. Without a models dir or a GGUF file, nothing changes.
+    pub fn with_local_models(mut self, models_dir: &Path, context_cap: usize) -> Registry {
+        for entry in crate::local::find_local_models(models_dir, context_cap) {
+            if self.models.iter().any(|m| m.name == entry.name) {
+                tracing::warn!(name = %entry.name, "a local model has the name of a configured one and is ignored");
+                continue;
+            }
+            tracing::info!(name = %entry.name, path = %entry.base_url, "local chat model found");
+            self.models.push(entry);
+        }
+        self
     }
 
     /// Chat models, in file order.

@@ -3,7 +3,7 @@
 //! docchat can use by name.
 
 mod bert;
-mod kernels;
+pub(crate) mod kernels;
 mod minilm;
 mod openai;
 

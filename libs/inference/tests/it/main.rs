@@ -1,6 +1,6 @@
-//! Integration tests of docchat-inference: the local MiniLM against sentence-transformers'
-//! reference vectors (when the model has been fetched), and the OpenAI-compatible
-//! embedder against an HTTP server started in the test.
+//! Integration tests of docchat-inference: the local Gemma 3 chat model and the local
+//! MiniLM against sentence-transformers' reference vectors (when the models have been
+//! fetched), and the OpenAI-compatible embedder against an HTTP server started in the test.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -9,5 +9,6 @@
 )]
 // Tests without the model files say on stderr that they are skipped.
 
+mod local_llm;
 mod minilm;
 mod openai;

@@ -1,0 +1,536 @@
+//! Gemma 3 text decoder (`general.architecture = "gemma3"`), as Hugging Face's
+//! `Gemma3ForCausalLM` computes it:
+//!
+//! - token embeddings scaled by `sqrt(hidden)`; the output projection is the same (tied)
+//!   embedding matrix;
+//! - RMS norms with `1 + weight` (the GGUF converter stores the `1 +`), before and after
+//!   attention and before and after the feed-forward block, and on each query and key head;
+//! - grouped-query attention with scale `1/sqrt(head_dim)`; five sliding-window layers
+//!   (window 512, rotary base 10 000) for every global one (rotary base 1 000 000);
+//! - GELU-tanh gated MLP.
+//!
+//! Two copies of each layer's weights are kept: f32 for prompts (batched products through
+//! faer, compute-bound) and Q8 for decoding one token at a time (matrix-vector products,
+//! bound by memory bandwidth, so the smaller copy is faster). The embedding stays in the
+//! file's Q8_0. All work runs on the calling rayon pool.
+
+use faer::linalg::matmul::matmul;
+use faer::{Accum, MatMut, MatRef, Par};
+use rayon::prelude::*;
+
+use super::LocalError;
+use super::gguf::Gguf;
+use super::ops::{Ops, RopeTable};
+use super::quant::{Dots, Q4Matrix, Q8, Q8Matrix, dequantize};
+use crate::embed::kernels::Kernels;
+
+/// Most tokens one batched pass takes; longer prompts run in chunks of this many.
+pub(crate) const PREFILL_CHUNK: usize = 512;
+
+/// Which logits a pass computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Logits {
+    /// Exact logits of every token of the pass (perplexity).
+    All,
+    /// Exact logits of the last token.
+    Last,
+    /// For the last token: the `k` likeliest tokens by the 4-bit embedding, scored exactly
+    /// with the 8-bit one; every other logit is `-inf`. Reads 40% fewer bytes than `Last`,
+    /// and the top `k` of the 4-bit scores hold the exact top tokens but for near ties far
+    /// below the shortlist's edge.
+    Shortlist(usize),
+}
+
+/// Hyper-parameters read from the GGUF metadata.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) hidden: usize,
+    pub(crate) layers: usize,
+    pub(crate) heads: usize,
+    pub(crate) kv_heads: usize,
+    pub(crate) head_dim: usize,
+    pub(crate) ffn: usize,
+    pub(crate) eps: f32,
+    pub(crate) rope_global: f64,
+    pub(crate) rope_local: f64,
+    pub(crate) window: usize,
+    /// The model's trained context (metadata).
+    pub(crate) trained_context: usize,
+    pub(crate) vocab: usize,
+    pub(crate) final_softcap: Option<f32>,
+    /// Every `global_every`-th layer attends globally.
+    pub(crate) global_every: usize,
+}
+
+impl Config {
+    pub(crate) fn from_gguf(g: &Gguf) -> Result<Config, LocalError> {
+        let arch = g.string("general.architecture").unwrap_or_default();
+        if arch != "gemma3" {
+            return Err(g.bad(format!(
+                "architecture {arch:?} is not supported (only gemma3)"
+            )));
+        }
+        let u = |k: &str| g.u64(&format!("gemma3.{k}")).map(|v| v as usize);
+        let f = |k: &str| g.get(&format!("gemma3.{k}")).and_then(|v| v.as_f64());
+        let hidden = u("embedding_length")?;
+        let heads = u("attention.head_count")?;
+        let head_dim = u("attention.key_length").unwrap_or(hidden / heads.max(1));
+        let vocab = g
+            .info("token_embd.weight")?
+            .dims
+            .get(1)
+            .copied()
+            .unwrap_or(0);
+        let cfg = Config {
+            hidden,
+            layers: u("block_count")?,
+            heads,
+            kv_heads: u("attention.head_count_kv").unwrap_or(heads),
+            head_dim,
+            ffn: u("feed_forward_length")?,
+            eps: f("attention.layer_norm_rms_epsilon").unwrap_or(1e-6) as f32,
+            rope_global: f("rope.freq_base").unwrap_or(1_000_000.0),
+            rope_local: f("rope.local.freq_base").unwrap_or(10_000.0),
+            window: u("attention.sliding_window").unwrap_or(512),
+            trained_context: u("context_length").unwrap_or(32_768),
+            vocab,
+            final_softcap: f("final_logit_softcapping")
+                .filter(|&c| c > 0.0)
+                .map(|c| c as f32),
+            global_every: 6,
+        };
+        let q = super::quant::QK;
+        if cfg.heads == 0
+            || cfg.kv_heads == 0
+            || !cfg.heads.is_multiple_of(cfg.kv_heads)
+            || !cfg.head_dim.is_multiple_of(2)
+            || !cfg.hidden.is_multiple_of(q)
+            || !cfg.ffn.is_multiple_of(q)
+            || !(cfg.heads * cfg.head_dim).is_multiple_of(q)
+            || cfg.vocab == 0
+        {
+            return Err(g.bad(format!("unsupported gemma3 shape {cfg:?}")));
+        }
+        Ok(cfg)
+    }
+}
+
+/// One weight matrix (`rows` outputs × `cols` inputs, row-major) in both forms.
+struct Linear {
+    rows: usize,
+    cols: usize,
+    f32: Vec<f32>,
+    q8: Q8Matrix,
+}
+
+impl Linear {
+    fn new(f32: Vec<f32>, rows: usize, cols: usize) -> Linear {
+        let q8 = Q8Matrix::from_f32(&f32, rows, cols);
+        Linear {
+            rows,
+            cols,
+            f32,
+            q8,
+        }
+    }
+}
+
+struct Layer {
+    attn_norm: Vec<f32>,
+    q_norm: Vec<f32>,
+    k_norm: Vec<f32>,
+    post_attn_norm: Vec<f32>,
+    ffn_norm: Vec<f32>,
+    post_ffn_norm: Vec<f32>,
+    /// Queries, keys and values stacked.
+    qkv: Linear,
+    o: Linear,
+    /// Gate and up projections stacked.
+    gate_up: Linear,
+    down: Linear,
+    global: bool,
+}
+
+/// The loaded decoder.
+pub(crate) struct Gemma3 {
+    pub(crate) cfg: Config,
+    /// Context this instance serves (rotary tables and caches are sized to it).
+    pub(crate) context: usize,
+    embed: Q8Matrix,
+    /// The embedding in 4 bits, to shortlist the likeliest next tokens while decoding.
+    embed_q4: Q4Matrix,
+    out_norm: Vec<f32>,
+    layers: Vec<Layer>,
+    rope_local: RopeTable,
+    rope_global: RopeTable,
+    ops: Ops,
+    dots: Dots,
+    kernels: Kernels,
+}
+
+/// Keys and values of the tokens seen so far, per layer (`len × kv_heads·head_dim`).
+pub(crate) struct Cache {
+    k: Vec<Vec<f32>>,
+    v: Vec<Vec<f32>>,
+    pub(crate) len: usize,
+}
+
+impl Gemma3 {
+    /// Reads the weights of `g`; `context` caps the positions served.
+    pub(crate) fn load(g: &Gguf, context: usize) -> Result<Gemma3, LocalError> {
+        let cfg = Config::from_gguf(g)?;
+        let context = context.clamp(1, cfg.trained_context.max(1));
+        let vector = |name: &str, len: usize| -> Result<Vec<f32>, LocalError> {
+            let (info, raw) = g.raw(name)?;
+            let v = dequantize(info.dtype.unwrap_or(super::gguf::DType::F32), &raw);
+            if v.len() != len {
+                return Err(g.bad(format!("{name} has {} values, expected {len}", v.len())));
+            }
+            Ok(v)
+        };
+        let matrix = |name: &str, rows: usize, cols: usize| -> Result<Vec<f32>, LocalError> {
+            let (info, raw) = g.raw(name)?;
+            if info.dims != [cols, rows] {
+                return Err(g.bad(format!(
+                    "{name} has shape {:?}, expected [{cols}, {rows}]",
+                    info.dims
+                )));
+            }
+            Ok(dequantize(
+                info.dtype.unwrap_or(super::gguf::DType::F32),
+                &raw,
+            ))
+        };
+        let (h, hd) = (cfg.hidden, cfg.head_dim);
+        let (qd, kvd) = (cfg.heads * hd, cfg.kv_heads * hd);
+        let mut layers = Vec::with_capacity(cfg.layers);
+        for i in 0..cfg.layers {
+            let p = |n: &str| format!("blk.{i}.{n}.weight");
+            let mut qkv = matrix(&p("attn_q"), qd, h)?;
+            qkv.extend(matrix(&p("attn_k"), kvd, h)?);
+            qkv.extend(matrix(&p("attn_v"), kvd, h)?);
+            let mut gate_up = matrix(&p("ffn_gate"), cfg.ffn, h)?;
+            gate_up.extend(matrix(&p("ffn_up"), cfg.ffn, h)?);
+            layers.push(Layer {
+                attn_norm: vector(&p("attn_norm"), h)?,
+                q_norm: vector(&p("attn_q_norm"), hd)?,
+                k_norm: vector(&p("attn_k_norm"), hd)?,
+                post_attn_norm: vector(&p("post_attention_norm"), h)?,
+                ffn_norm: vector(&p("ffn_norm"), h)?,
+                post_ffn_norm: vector(&p("post_ffw_norm"), h)?,
+                qkv: Linear::new(qkv, qd + 2 * kvd, h),
+                o: Linear::new(matrix(&p("attn_output"), h, qd)?, h, qd),
+                gate_up: Linear::new(gate_up, 2 * cfg.ffn, h),
+                down: Linear::new(matrix(&p("ffn_down"), h, cfg.ffn)?, h, cfg.ffn),
+                global: (i + 1) % cfg.global_every == 0,
+            });
+        }
+        // The embedding is the largest tensor: read it a slice at a time, so the file's copy
+        // and ours are never both in memory.
+        let info = g.info("token_embd.weight")?.clone();
+        let dt = info
+            .dtype
+            .ok_or_else(|| g.bad("token_embd.weight has an unsupported type"))?;
+        if info.dims != [h, cfg.vocab] {
+            return Err(g.bad(format!("token_embd.weight has shape {:?}", info.dims)));
+        }
+        let (per, bytes) = dt.block();
+        let row_bytes = h / per * bytes;
+        let mut embed = Q8Matrix::with_capacity(cfg.vocab, h);
+        const ROWS: usize = 8192;
+        for r0 in (0..cfg.vocab).step_by(ROWS) {
+            let rows = ROWS.min(cfg.vocab - r0);
+            let raw = g.raw_range("token_embd.weight", r0 * row_bytes, rows * row_bytes)?;
+            match dt {
+                super::gguf::DType::Q8_0 => embed.append_q8_0(&raw),
+                _ => embed.append_f32(&dequantize(dt, &raw)),
+            }
+        }
+        let embed_q4 = Q4Matrix::from_q8(&embed);
+        let out_norm = vector("output_norm.weight", h)?;
+        Ok(Gemma3 {
+            rope_local: RopeTable::new(hd, cfg.rope_local, context),
+            rope_global: RopeTable::new(hd, cfg.rope_global, context),
+            cfg,
+            context,
+            embed,
+            embed_q4,
+            out_norm,
+            layers,
+            ops: Ops::detect(),
+            dots: Dots::detect(),
+            kernels: Kernels::detect(),
+        })
+    }
+
+    pub(crate) fn new_cache(&self, capacity: usize) -> Cache {
+        let kvd = self.cfg.kv_heads * self.cfg.head_dim;
+        let cap = capacity.min(self.context);
+        Cache {
+            k: (0..self.cfg.layers)
+                .map(|_| Vec::with_capacity(cap * kvd))
+                .collect(),
+            v: (0..self.cfg.layers)
+                .map(|_| Vec::with_capacity(cap * kvd))
+                .collect(),
+            len: 0,
+        }
+    }
+
+    /// `out (n × lin.rows) = x (n × lin.cols) · linᵀ`: quantized matrix-vector products for
+    /// one or two rows, an f32 matrix product for more.
+    fn linear(&self, lin: &Linear, x: &[f32], n: usize, out: &mut [f32], par: Par) {
+        if n <= 2 {
+            let mut xq = Q8::default();
+            for (x, out) in x.chunks_exact(lin.cols).zip(out.chunks_exact_mut(lin.rows)) {
+                xq.quantize_into(x);
+                lin.q8.matvec(&xq, out, self.dots);
+            }
+        } else {
+            matmul(
+                MatMut::from_row_major_slice_mut(out, n, lin.rows),
+                Accum::Replace,
+                MatRef::from_row_major_slice(x, n, lin.cols),
+                MatRef::from_row_major_slice(&lin.f32, lin.rows, lin.cols).transpose(),
+                1.0,
+                par,
+            );
+        }
+    }
+
+    /// Runs `tokens` (at positions `cache.len..`) through the decoder, extending the cache.
+    /// Returns the logits `want` asks for (`vocab` per token).
+    /// `cancelled` is polled between layers; a cancelled pass returns `None`.
+    pub(crate) fn forward(
+        &self,
+        tokens: &[u32],
+        cache: &mut Cache,
+        want: Logits,
+        threads: usize,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Option<Vec<f32>>, LocalError> {
+        let cfg = &self.cfg;
+        let n = tokens.len();
+        let p0 = cache.len;
+        if n == 0 {
+            return Err(LocalError::Generation("nothing to run".into()));
+        }
+        if p0 + n > self.context {
+            return Err(LocalError::ContextExceeded {
+                tokens: p0 + n,
+                context: self.context,
+            });
+        }
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= cfg.vocab) {
+            return Err(LocalError::Generation(format!(
+                "token {bad} is outside the vocabulary"
+            )));
+        }
+        let par = if threads > 1 {
+            Par::rayon(threads)
+        } else {
+            Par::Seq
+        };
+        let (h, hd) = (cfg.hidden, cfg.head_dim);
+        let (qd, kvd) = (cfg.heads * hd, cfg.kv_heads * hd);
+        let qkv_w = qd + 2 * kvd;
+
+        let mut x = vec![0f32; n * h];
+        let scale = (h as f32).sqrt();
+        x.par_chunks_mut(h)
+            .zip(tokens.par_iter())
+            .for_each(|(row, &t)| {
+                self.embed.row_f32(t as usize, row);
+                for v in row.iter_mut() {
+                    *v *= scale;
+                }
+            });
+        let mut xn = vec![0f32; n * h];
+        let mut qkv = vec![0f32; n * qkv_w];
+        let mut ctx = vec![0f32; n * qd];
+        let mut tmp = vec![0f32; n * h];
+        let mut gu = vec![0f32; n * 2 * cfg.ffn];
+        let mut act = vec![0f32; n * cfg.ffn];
+        let ops = self.ops;
+
+        for (li, layer) in self.layers.iter().enumerate() {
+            if cancelled() {
+                return Ok(None);
+            }
+            let rope = if layer.global {
+                &self.rope_global
+            } else {
+                &self.rope_local
+            };
+            // Attention block.
+            xn.copy_from_slice(&x);
+            ops.rms_norm_rows(&mut xn, &layer.attn_norm, cfg.eps);
+            self.linear(&layer.qkv, &xn, n, &mut qkv, par);
+            qkv.par_chunks_mut(qkv_w).enumerate().for_each(|(i, row)| {
+                let (q, rest) = row.split_at_mut(qd);
+                let k = &mut rest[..kvd];
+                ops.rms_norm_rows(q, &layer.q_norm, cfg.eps);
+                ops.rms_norm_rows(k, &layer.k_norm, cfg.eps);
+                ops.rope(q, rope, p0 + i);
+                ops.rope(k, rope, p0 + i);
+            });
+            let (kc, vc) = (&mut cache.k[li], &mut cache.v[li]);
+            for row in qkv.chunks_exact(qkv_w) {
+                kc.extend_from_slice(&row[qd..qd + kvd]);
+                vc.extend_from_slice(&row[qd + kvd..]);
+            }
+            self.attention(layer.global, &qkv, p0, n, kc, vc, &mut ctx);
+            self.linear(&layer.o, &ctx, n, &mut tmp, par);
+            ops.rms_norm_rows(&mut tmp, &layer.post_attn_norm, cfg.eps);
+            for (x, t) in x.iter_mut().zip(&tmp) {
+                *x += t;
+            }
+            // Feed-forward block.
+            xn.copy_from_slice(&x);
+            ops.rms_norm_rows(&mut xn, &layer.ffn_norm, cfg.eps);
+            self.linear(&layer.gate_up, &xn, n, &mut gu, par);
+            act.par_chunks_mut(cfg.ffn)
+                .zip(gu.par_chunks(2 * cfg.ffn))
+                .for_each(|(a, g)| ops.gelu_gate(g, a, cfg.ffn));
+            self.linear(&layer.down, &act, n, &mut tmp, par);
+            ops.rms_norm_rows(&mut tmp, &layer.post_ffn_norm, cfg.eps);
+            for (x, t) in x.iter_mut().zip(&tmp) {
+                *x += t;
+            }
+        }
+        cache.len += n;
+
+        let rows: Vec<&[f32]> = if want == Logits::All {
+            x.chunks_exact(h).collect()
+        } else {
+            vec![&x[(n - 1) * h..]]
+        };
+        let mut logits = vec![0f32; rows.len() * cfg.vocab];
+        let mut xq = Q8::default();
+        let mut normed = vec![0f32; h];
+        for (row, out) in rows.into_iter().zip(logits.chunks_exact_mut(cfg.vocab)) {
+            normed.copy_from_slice(row);
+            ops.rms_norm_rows(&mut normed, &self.out_norm, cfg.eps);
+            xq.quantize_into(&normed);
+            match want {
+                Logits::Shortlist(k) if k < cfg.vocab => self.shortlist(&xq, out, k),
+                _ => self.embed.matvec(&xq, out, self.dots),
+            }
+            if let Some(cap) = cfg.final_softcap {
+                for v in out.iter_mut() {
+                    *v = (*v / cap).tanh() * cap;
+                }
+            }
+        }
+        Ok(Some(logits))
+    }
+
+    /// Shortlisted logits (see [`Logits::Shortlist`]) into `out`.
+    fn shortlist(&self, xq: &Q8, out: &mut [f32], k: usize) {
+        self.embed_q4.matvec(xq, out, self.dots);
+        let mut idx: Vec<u32> = (0..out.len() as u32).collect();
+        idx.select_nth_unstable_by(k - 1, |&a, &b| out[b as usize].total_cmp(&out[a as usize]));
+        idx.truncate(k);
+        out.fill(f32::NEG_INFINITY);
+        for &i in &idx {
+            out[i as usize] = self.embed.row_dot(i as usize, xq, self.dots);
+        }
+    }
+
+    /// Attention of the `n` queries in `qkv` (positions `p0..p0+n`) over the cached keys and
+    /// values (which already include these tokens); the result goes to `ctx` (`n × heads·hd`).
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        global: bool,
+        qkv: &[f32],
+        p0: usize,
+        n: usize,
+        kc: &[f32],
+        vc: &[f32],
+        ctx: &mut [f32],
+    ) {
+        let cfg = &self.cfg;
+        let hd = cfg.head_dim;
+        let (qd, kvd) = (cfg.heads * hd, cfg.kv_heads * hd);
+        let qkv_w = qd + 2 * kvd;
+        let total = p0 + n;
+        let window = cfg.window;
+        // Keys the earliest query may see.
+        let kstart = if global {
+            0
+        } else {
+            (p0 + 1).saturating_sub(window)
+        };
+        let len = total - kstart;
+        let group = cfg.heads / cfg.kv_heads;
+        let scale = 1.0 / (hd as f32).sqrt();
+        let kernels = self.kernels;
+
+        // One task per query head, each writing its own columns of ctx.
+        let mut tasks = Vec::with_capacity(cfg.heads);
+        let mut view = MatMut::from_row_major_slice_mut(ctx, n, qd);
+        for head in 0..cfg.heads {
+            let (this, others) = view.split_at_col_mut(hd);
+            tasks.push((head, this));
+            view = others;
+        }
+        let work = |(head, out): (usize, MatMut<'_, f32>)| {
+            let g = head / group;
+            let first = head * hd;
+            let q = strided(qkv, first, n, hd, qkv_w);
+            let kv_first = kstart * kvd + g * hd;
+            let keys = strided(kc, kv_first, len, hd, kvd);
+            let values = strided(vc, kv_first, len, hd, kvd);
+            let mut scores = vec![0f32; n * len];
+            matmul(
+                MatMut::from_row_major_slice_mut(&mut scores, n, len),
+                Accum::Replace,
+                q,
+                keys.transpose(),
+                scale,
+                Par::Seq,
+            );
+            // Causal mask, and the window on sliding layers: query at position qp sees keys
+            // kp with kp <= qp and qp - kp < window.
+            for (i, row) in scores.chunks_exact_mut(len).enumerate() {
+                let qp = p0 + i;
+                let lo = if global {
+                    0
+                } else {
+                    (qp + 1).saturating_sub(window)
+                };
+                for (j, s) in row.iter_mut().enumerate() {
+                    let kp = kstart + j;
+                    if kp > qp || kp < lo {
+                        *s = f32::NEG_INFINITY;
+                    }
+                }
+            }
+            kernels.softmax_rows(&mut scores, len);
+            matmul(
+                out,
+                Accum::Replace,
+                MatRef::from_row_major_slice(&scores, n, len),
+                values,
+                1.0,
+                Par::Seq,
+            );
+        };
+        if n * len >= 4096 {
+            tasks.into_par_iter().for_each(work);
+        } else {
+            tasks.into_iter().for_each(work);
+        }
+    }
+}
+
+/// The `rows × cols` matrix starting at `data[first]` with rows `stride` apart.
+fn strided(data: &[f32], first: usize, rows: usize, cols: usize, stride: usize) -> MatRef<'_, f32> {
+    MatRef::from_row_major_slice_with_stride(
+        &data[first..first + (rows - 1) * stride + cols],
+        rows,
+        cols,
+        stride,
+    )
+}

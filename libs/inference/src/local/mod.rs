@@ -1,0 +1,759 @@
+//! Local chat models: GGUF files under the models dir run in-process on the CPU.
+//!
+//! Supported: Gemma 3 (`general.architecture = "gemma3"`, e.g. the 270M Q4_K_M file
+//! `scripts/fetch-models.sh --with-llm` fetches) with the SentencePiece vocabulary the file
+//! carries. Any ggml block type among F32/F16/BF16/Q4_0/Q5_0/Q8_0/Q4_K/Q5_K/Q6_K is read;
+//! see [`gemma3`] for how the weights are kept.
+//!
+//! [`LocalChat`] is the chat-model face: the first request starts one worker thread, which
+//! loads the model (a second or so) and then runs requests one after another, queueing the
+//! rest; tokens reach the caller through a channel, and a caller that drops its
+//! [`ChatStream`](crate::ChatStream) stops the generation at the next token (or the next
+//! layer of a prompt pass).
+//!
+//! Prompt format: the files are base or instruction-tuned checkpoints without a chat
+//! template, so messages are always laid out in Gemma's turn format —
+//! `<bos><start_of_turn>user\n{system}\n\n{user}<end_of_turn>\n<start_of_turn>model\n` —
+//! with system messages folded into the first user turn as Gemma's own template does, and
+//! earlier assistant messages as `model` turns. Control tokens are added by id, never parsed
+//! from message text. Generation stops at `<eos>`, `<end_of_turn>` or any other control
+//! token, or after `max_tokens`.
+
+mod gemma3;
+mod gguf;
+mod ops;
+mod quant;
+mod tokenizer;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub use tokenizer::Tokenizer;
+
+use crate::chat::{ChatError, ChatMessage, ChatStream, Completion, StreamEvent, StreamItem};
+use crate::registry::{ModelEntry, ModelKind};
+use gemma3::{Gemma3, Logits, PREFILL_CHUNK};
+use gguf::Gguf;
+
+/// Context served when the options do not say: the KV cache and rotary tables are sized to
+/// it (Gemma 3 270M was trained on 32 768).
+pub const DEFAULT_CONTEXT: usize = 8192;
+
+/// Failures of loading or running a local model.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid model file {path}: {message}")]
+    InvalidModel { path: PathBuf, message: String },
+    #[error("{tokens} tokens do not fit the model's context of {context}")]
+    ContextExceeded { tokens: usize, context: usize },
+    #[error("generation failed: {0}")]
+    Generation(String),
+}
+
+impl From<LocalError> for ChatError {
+    fn from(e: LocalError) -> ChatError {
+        ChatError::Local(e.to_string())
+    }
+}
+
+/// How local models run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalOptions {
+    /// Threads of a model's pool; 0 = one per available CPU (`DOCCHAT_LLM_THREADS`).
+    pub threads: usize,
+    /// Most tokens (prompt and answer) one request may hold.
+    pub context: usize,
+    /// Seed of the sampler (temperature > 0); `None` seeds from the clock.
+    pub seed: Option<u64>,
+}
+
+impl Default for LocalOptions {
+    fn default() -> Self {
+        LocalOptions {
+            threads: 0,
+            context: DEFAULT_CONTEXT,
+            seed: None,
+        }
+    }
+}
+
+impl LocalOptions {
+    fn thread_count(&self) -> usize {
+        if self.threads > 0 {
+            self.threads
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        }
+    }
+}
+
+/// Sampling settings of one generation.
+#[derive(Debug, Clone)]
+pub struct GenParams {
+    pub max_tokens: usize,
+    /// 0 = greedy.
+    pub temperature: f32,
+    /// Sampling keeps the `top_k` likeliest tokens (Gemma's default 64)...
+    pub top_k: usize,
+    /// ...and of those the fewest whose probabilities reach `top_p` (0.95).
+    pub top_p: f32,
+    pub seed: u64,
+    /// Whether control tokens (`<eos>`, `<end_of_turn>`, ...) end the generation; when not,
+    /// the likeliest other token is taken instead (benchmarks use it to decode a fixed
+    /// number of tokens).
+    pub stop_at_control: bool,
+    /// Score the whole vocabulary exactly for every token instead of shortlisting the
+    /// likeliest [`SHORTLIST`] (or `top_k`) with the 4-bit embedding; slower.
+    pub exact_logits: bool,
+}
+
+/// Tokens shortlisted by the 4-bit output embedding and then scored exactly, at least.
+pub const SHORTLIST: usize = 64;
+
+impl GenParams {
+    pub fn greedy(max_tokens: usize) -> GenParams {
+        GenParams {
+            max_tokens,
+            temperature: 0.0,
+            top_k: 64,
+            top_p: 0.95,
+            seed: 0,
+            stop_at_control: true,
+            exact_logits: false,
+        }
+    }
+}
+
+/// Why a generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// An end-of-turn or other control token.
+    EndOfTurn,
+    /// `max_tokens`, or the end of the context.
+    Length,
+    /// The caller stopped it.
+    Cancelled,
+}
+
+/// Figures of one generation.
+#[derive(Debug, Clone)]
+pub struct GenStats {
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+    /// The prompt pass, up to the first token's logits.
+    pub prefill: Duration,
+    /// Every later pass.
+    pub decode: Duration,
+    pub stop: StopReason,
+}
+
+/// A loaded local model with its tokenizer and its own thread pool.
+pub struct LocalModel {
+    model: Gemma3,
+    tokenizer: Tokenizer,
+    pool: rayon::ThreadPool,
+    threads: usize,
+    start_of_turn: Option<u32>,
+    end_of_turn: Option<u32>,
+}
+
+impl std::fmt::Debug for LocalModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalModel")
+            .field("context", &self.model.context)
+            .field("threads", &self.threads)
+            .finish()
+    }
+}
+
+impl LocalModel {
+    /// Loads a GGUF file (on the calling thread; about a second for 270M parameters).
+    pub fn load(path: &Path, options: &LocalOptions) -> Result<LocalModel, LocalError> {
+        let started = Instant::now();
+        let threads = options.thread_count();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("docchat-llm-{i}"))
+            .build()
+            .map_err(|e| LocalError::Generation(format!("cannot start the model threads: {e}")))?;
+        let g = Gguf::open(path)?;
+        let tokenizer = Tokenizer::from_gguf(&g)?;
+        let model = pool.install(|| Gemma3::load(&g, options.context))?;
+        if tokenizer.vocab_size() != model.cfg.vocab {
+            return Err(g.bad(format!(
+                "the vocabulary has {} tokens but the embedding {}",
+                tokenizer.vocab_size(),
+                model.cfg.vocab
+            )));
+        }
+        tracing::info!(
+            path = %path.display(),
+            threads,
+            context = model.context,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "local chat model loaded"
+        );
+        Ok(LocalModel {
+            start_of_turn: tokenizer.token_id("<start_of_turn>"),
+            end_of_turn: tokenizer.token_id("<end_of_turn>"),
+            model,
+            tokenizer,
+            pool,
+            threads,
+        })
+    }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// Most tokens (prompt and answer) a generation may hold.
+    pub fn context_length(&self) -> usize {
+        self.model.context
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// The prompt of `messages` in Gemma's turn format (see the module docs).
+    pub fn chat_prompt(&self, messages: &[ChatMessage]) -> Vec<u32> {
+        let t = &self.tokenizer;
+        let mut ids = vec![t.bos()];
+        let system: Vec<&str> = messages
+            .iter()
+            .filter(|m| m.role == "system")
+            .map(|m| m.content.trim())
+            .filter(|c| !c.is_empty())
+            .collect();
+        let mut pending_system = (!system.is_empty()).then(|| system.join("\n\n"));
+        let turn = |ids: &mut Vec<u32>, role: &str, content: &str| {
+            ids.extend(self.start_of_turn);
+            ids.extend(t.encode(&format!("{role}\n")));
+            ids.extend(t.encode(content));
+            ids.extend(self.end_of_turn);
+            ids.extend(t.encode("\n"));
+        };
+        for m in messages {
+            match m.role.as_str() {
+                "system" => {}
+                "assistant" | "model" => turn(&mut ids, "model", m.content.trim()),
+                _ => {
+                    let content = match pending_system.take() {
+                        Some(s) => format!("{s}\n\n{}", m.content.trim()),
+                        None => m.content.trim().to_owned(),
+                    };
+                    turn(&mut ids, "user", &content);
+                }
+            }
+        }
+        if let Some(s) = pending_system {
+            turn(&mut ids, "user", &s);
+        }
+        ids.extend(self.start_of_turn);
+        ids.extend(t.encode("model\n"));
+        ids
+    }
+
+    /// Generates after `prompt` (which should start with `<bos>`). Each new token goes to
+    /// `on_token`, which returns false to stop; `cancelled` is also polled during the
+    /// prompt pass. Runs on the model's pool (the calling thread waits).
+    pub fn generate(
+        &self,
+        prompt: &[u32],
+        params: &GenParams,
+        cancelled: &(dyn Fn() -> bool + Sync),
+        on_token: &mut (dyn FnMut(u32) -> bool + Send),
+    ) -> Result<GenStats, LocalError> {
+        if prompt.is_empty() {
+            return Err(LocalError::Generation("the prompt is empty".into()));
+        }
+        if prompt.len() >= self.model.context {
+            return Err(LocalError::ContextExceeded {
+                tokens: prompt.len() + 1,
+                context: self.model.context,
+            });
+        }
+        self.pool.install(|| {
+            let started = Instant::now();
+            let mut stats = GenStats {
+                prompt_tokens: prompt.len(),
+                completion_tokens: 0,
+                prefill: Duration::ZERO,
+                decode: Duration::ZERO,
+                stop: StopReason::Length,
+            };
+            let mut cache = self.model.new_cache(prompt.len() + params.max_tokens);
+            let want = if params.exact_logits {
+                Logits::Last
+            } else {
+                Logits::Shortlist(params.top_k.max(SHORTLIST))
+            };
+            let mut logits = Vec::new();
+            for chunk in prompt.chunks(PREFILL_CHUNK) {
+                match self
+                    .model
+                    .forward(chunk, &mut cache, want, self.threads, cancelled)?
+                {
+                    Some(l) => logits = l,
+                    None => {
+                        stats.stop = StopReason::Cancelled;
+                        return Ok(stats);
+                    }
+                }
+            }
+            stats.prefill = started.elapsed();
+            let decode_start = Instant::now();
+            let mut rng = SplitMix64(params.seed);
+            while stats.completion_tokens < params.max_tokens {
+                let mut next = sample(&mut logits, params, &mut rng);
+                if next == self.tokenizer.eos()
+                    || Some(next) == self.end_of_turn
+                    || self.tokenizer.is_control(next)
+                {
+                    if params.stop_at_control {
+                        stats.stop = StopReason::EndOfTurn;
+                        break;
+                    }
+                    for (id, l) in logits.iter_mut().enumerate() {
+                        if self.tokenizer.is_control(id as u32) {
+                            *l = f32::NEG_INFINITY;
+                        }
+                    }
+                    next = sample(&mut logits, &GenParams::greedy(1), &mut rng);
+                }
+                stats.completion_tokens += 1;
+                if !on_token(next) {
+                    stats.stop = StopReason::Cancelled;
+                    break;
+                }
+                if stats.completion_tokens >= params.max_tokens {
+                    break;
+                }
+                if cache.len >= self.model.context {
+                    break;
+                }
+                match self
+                    .model
+                    .forward(&[next], &mut cache, want, self.threads, cancelled)?
+                {
+                    Some(l) => logits = l,
+                    None => {
+                        stats.stop = StopReason::Cancelled;
+                        break;
+                    }
+                }
+            }
+            stats.decode = decode_start.elapsed();
+            Ok(stats)
+        })
+    }
+
+    /// Mean negative log-likelihood (nats) of `ids[1..]`, each given the tokens before it:
+    /// `exp` of it is the perplexity.
+    pub fn mean_nll(&self, ids: &[u32]) -> Result<f64, LocalError> {
+        if ids.len() < 2 || ids.len() > PREFILL_CHUNK {
+            return Err(LocalError::Generation(format!(
+                "perplexity needs 2..={PREFILL_CHUNK} tokens"
+            )));
+        }
+        self.pool.install(|| {
+            let mut cache = self.model.new_cache(ids.len());
+            let vocab = self.model.cfg.vocab;
+            let logits = self
+                .model
+                .forward(ids, &mut cache, Logits::All, self.threads, &|| false)?
+                .ok_or_else(|| LocalError::Generation("cancelled".into()))?;
+            let mut total = 0f64;
+            for (row, &next) in logits.chunks_exact(vocab).zip(&ids[1..]) {
+                let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+                let sum: f64 = row.iter().map(|&v| f64::from(v - max).exp()).sum();
+                total += sum.ln() - f64::from(row[next as usize] - max);
+            }
+            Ok(total / (ids.len() - 1) as f64)
+        })
+    }
+}
+
+/// A small seeded generator (SplitMix64) for sampling.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_f32(&mut self) -> f32 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        (z >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+/// The next token: the argmax at temperature 0, else a draw from the top-k / top-p
+/// distribution at that temperature.
+fn sample(logits: &mut [f32], params: &GenParams, rng: &mut SplitMix64) -> u32 {
+    let argmax = logits
+        .iter()
+        .enumerate()
+        .fold((0usize, f32::NEG_INFINITY), |best, (i, &v)| {
+            if v > best.1 { (i, v) } else { best }
+        })
+        .0;
+    if params.temperature <= 0.0 || params.top_k <= 1 {
+        return argmax as u32;
+    }
+    let k = params.top_k.min(logits.len());
+    let mut idx: Vec<u32> = (0..logits.len() as u32).collect();
+    idx.select_nth_unstable_by(k - 1, |&a, &b| {
+        logits[b as usize].total_cmp(&logits[a as usize])
+    });
+    idx.truncate(k);
+    idx.sort_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]));
+    let max = logits[idx[0] as usize];
+    let mut probs: Vec<f32> = idx
+        .iter()
+        .map(|&i| ((logits[i as usize] - max) / params.temperature).exp())
+        .collect();
+    let sum: f32 = probs.iter().sum();
+    let mut cum = 0.0;
+    let mut keep = probs.len();
+    for (j, p) in probs.iter_mut().enumerate() {
+        *p /= sum;
+        cum += *p;
+        if cum >= params.top_p {
+            keep = j + 1;
+            break;
+        }
+    }
+    let total: f32 = probs[..keep].iter().sum();
+    let mut r = rng.next_f32() * total;
+    for (j, &p) in probs[..keep].iter().enumerate() {
+        if r < p {
+            return idx[j];
+        }
+        r -= p;
+    }
+    idx[keep - 1]
+}
+
+/// One request for the worker.
+struct Job {
+    messages: Vec<ChatMessage>,
+    max_tokens: usize,
+    temperature: f32,
+    tx: tokio::sync::mpsc::Sender<StreamItem>,
+}
+
+struct Shared {
+    name: String,
+    path: PathBuf,
+    options: LocalOptions,
+    /// The worker's queue, started by the first request.
+    jobs: Mutex<Option<std::sync::mpsc::Sender<Job>>>,
+    requests: std::sync::atomic::AtomicU64,
+}
+
+/// A local GGUF chat model behind the same calls as [`OpenAiChat`](crate::OpenAiChat).
+pub struct LocalChat {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for LocalChat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalChat")
+            .field("name", &self.shared.name)
+            .field("path", &self.shared.path)
+            .finish()
+    }
+}
+
+/// Tokens buffered between the worker and the caller.
+const CHANNEL: usize = 64;
+
+impl LocalChat {
+    /// A local model for `path`; nothing is loaded until the first request.
+    pub fn new(name: impl Into<String>, path: impl Into<PathBuf>, options: LocalOptions) -> Self {
+        LocalChat {
+            shared: Arc::new(Shared {
+                name: name.into(),
+                path: path.into(),
+                options,
+                jobs: Mutex::new(None),
+                requests: std::sync::atomic::AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The local model of a registry entry found by [`find_local_models`].
+    pub fn from_entry(entry: &ModelEntry, options: LocalOptions) -> Result<Self, ChatError> {
+        let path = entry
+            .local_path
+            .as_ref()
+            .ok_or_else(|| ChatError::Local(format!("model {} has no local file", entry.name)))?;
+        Ok(LocalChat::new(entry.name.clone(), path.clone(), options))
+    }
+
+    /// The registry name of the model.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// Queues a generation; tokens arrive on the returned stream.
+    pub async fn stream(
+        &self,
+        messages: &[ChatMessage],
+        max_tokens: u32,
+        temperature: f32,
+    ) -> Result<ChatStream, ChatError> {
+        let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL);
+        let job = Job {
+            messages: messages.to_vec(),
+            max_tokens: max_tokens as usize,
+            temperature,
+            tx,
+        };
+        let mut jobs = self
+            .shared
+            .jobs
+            .lock()
+            .map_err(|_| ChatError::Local("the model worker failed".into()))?;
+        let job = match jobs.as_ref() {
+            Some(q) => match q.send(job) {
+                Ok(()) => None,
+                Err(std::sync::mpsc::SendError(job)) => Some(job),
+            },
+            None => Some(job),
+        };
+        if let Some(job) = job {
+            // First request, or the worker is gone: start one.
+            let (q, worker_rx) = std::sync::mpsc::channel();
+            let shared = self.shared.clone();
+            std::thread::Builder::new()
+                .name(format!("docchat-llm-{}", shared.name))
+                .spawn(move || worker(&shared, &worker_rx))
+                .map_err(|e| ChatError::Local(format!("cannot start the model thread: {e}")))?;
+            q.send(job)
+                .map_err(|_| ChatError::Local("the model worker failed".into()))?;
+            *jobs = Some(q);
+        }
+        Ok(ChatStream::from_channel(rx))
+    }
+
+    /// A whole answer (trimmed, as [`OpenAiChat::complete`](crate::OpenAiChat::complete)).
+    pub async fn complete(
+        &self,
+        messages: &[ChatMessage],
+        max_tokens: u32,
+        temperature: f32,
+    ) -> Result<Completion, ChatError> {
+        let mut stream = self.stream(messages, max_tokens, temperature).await?;
+        let mut text = String::new();
+        while let Some(event) = stream.next().await {
+            match event? {
+                StreamEvent::Delta(d) => text.push_str(&d),
+            }
+        }
+        let (prompt_tokens, completion_tokens) = stream.usage();
+        Ok(Completion {
+            text: text.trim().to_owned(),
+            prompt_tokens,
+            completion_tokens,
+        })
+    }
+}
+
+/// The worker thread: loads the model at the first job and runs jobs in order until every
+/// [`LocalChat`] handle is gone.
+fn worker(shared: &Shared, jobs: &std::sync::mpsc::Receiver<Job>) {
+    let mut model: Option<LocalModel> = None;
+    while let Ok(job) = jobs.recv() {
+        if job.tx.is_closed() {
+            continue;
+        }
+        if model.is_none() {
+            match LocalModel::load(&shared.path, &shared.options) {
+                Ok(m) => model = Some(m),
+                Err(e) => {
+                    tracing::error!(model = %shared.name, error = %e, "cannot load the local model");
+                    let _ = job.tx.blocking_send(StreamItem::Failed(e.into()));
+                    continue;
+                }
+            }
+        }
+        if let Some(model) = &model {
+            let n = shared
+                .requests
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            run_job(model, job, shared.options.seed, n);
+        }
+    }
+}
+
+fn run_job(model: &LocalModel, job: Job, seed: Option<u64>, n: u64) {
+    let prompt = model.chat_prompt(&job.messages);
+    let room = model.context_length().saturating_sub(prompt.len());
+    if room == 0 {
+        let e = LocalError::ContextExceeded {
+            tokens: prompt.len(),
+            context: model.context_length(),
+        };
+        let _ = job.tx.blocking_send(StreamItem::Failed(e.into()));
+        return;
+    }
+    let seed = seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    });
+    let params = GenParams {
+        max_tokens: job.max_tokens.min(room),
+        temperature: job.temperature,
+        seed: seed.wrapping_add(n),
+        ..GenParams::greedy(0)
+    };
+    let tx = job.tx;
+    let mut pending = Vec::new();
+    let mut started = false;
+    let tokenizer = model.tokenizer();
+    let result = model.generate(&prompt, &params, &|| tx.is_closed(), &mut |id| {
+        tokenizer.token_bytes(id, &mut pending);
+        let mut text = tokenizer::take_utf8(&mut pending);
+        if !started {
+            // The answer starts at its first visible character.
+            text = text.trim_start().to_owned();
+            started = !text.is_empty();
+        }
+        text.is_empty() || tx.blocking_send(StreamItem::Delta(text)).is_ok()
+    });
+    match result {
+        Ok(stats) => {
+            if !pending.is_empty() {
+                let text = String::from_utf8_lossy(&pending).into_owned();
+                let _ = tx.blocking_send(StreamItem::Delta(text));
+            }
+            tracing::debug!(
+                prompt_tokens = stats.prompt_tokens,
+                completion_tokens = stats.completion_tokens,
+                prefill_ms = stats.prefill.as_millis() as u64,
+                decode_ms = stats.decode.as_millis() as u64,
+                stop = ?stats.stop,
+                "local generation done"
+            );
+            let _ = tx.blocking_send(StreamItem::Done {
+                prompt_tokens: stats.prompt_tokens as u64,
+                completion_tokens: stats.completion_tokens as u64,
+            });
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "local generation failed");
+            let _ = tx.blocking_send(StreamItem::Failed(e.into()));
+        }
+    }
+}
+
+/// Chat-model entries for the GGUF files in `models_dir` and its subdirectories (one level
+/// down, as `scripts/fetch-models.sh` lays them out): provider `local`, prices 0, the context
+/// of the file capped at `context_cap`. Files of unsupported architectures, unreadable files
+/// and a missing directory are skipped (and logged).
+pub fn find_local_models(models_dir: &Path, context_cap: usize) -> Vec<ModelEntry> {
+    let mut files = Vec::new();
+    let mut dirs = vec![models_dir.to_owned()];
+    if let Ok(rd) = std::fs::read_dir(models_dir) {
+        let mut subdirs: Vec<PathBuf> = rd
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+        subdirs.sort();
+        dirs.extend(subdirs);
+    }
+    for dir in dirs {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut found: Vec<PathBuf> = rd
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "gguf"))
+            .collect();
+        found.sort();
+        files.extend(found);
+    }
+    let mut entries: Vec<ModelEntry> = Vec::new();
+    for path in files {
+        match entry_for(&path, context_cap) {
+            Ok(entry) if entries.iter().any(|e| e.name == entry.name) => {
+                tracing::warn!(path = %path.display(), name = %entry.name, "a second local model of the same name is ignored");
+            }
+            Ok(entry) => entries.push(entry),
+            Err(e) => tracing::info!(path = %path.display(), error = %e, "local model skipped"),
+        }
+    }
+    entries
+}
+
+fn entry_for(path: &Path, context_cap: usize) -> Result<ModelEntry, LocalError> {
+    let g = Gguf::open(path)?;
+    let cfg = gemma3::Config::from_gguf(&g)?;
+    let base = g.string("general.basename").unwrap_or("gemma-3");
+    let size = g.string("general.size_label").unwrap_or("");
+    let mut name = base.to_lowercase().replace(' ', "-");
+    if !size.is_empty() {
+        name = format!("{name}-{}", size.to_lowercase());
+    }
+    Ok(ModelEntry {
+        display_name: g.string("general.name").map(str::to_owned),
+        provider: "local".into(),
+        base_url: format!("file://{}", path.display()),
+        upstream_model: None,
+        api_key_env: None,
+        base_model: Some(format!("google/{name}")),
+        context_length: cfg.trained_context.min(context_cap.max(1)) as u64,
+        input_price: 0.0,
+        output_price: 0.0,
+        vision: false,
+        default: false,
+        kind: ModelKind::Chat,
+        dimensions: None,
+        local_path: Some(path.to_owned()),
+        name,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn greedy_picks_argmax_and_sampling_stays_in_top_k() {
+        let mut logits = vec![0.0, 3.0, 1.0, 2.9, -5.0];
+        let mut rng = SplitMix64(7);
+        assert_eq!(sample(&mut logits, &GenParams::greedy(1), &mut rng), 1);
+        let params = GenParams {
+            temperature: 1.0,
+            top_k: 2,
+            top_p: 1.0,
+            ..GenParams::greedy(1)
+        };
+        let mut seen = [0usize; 5];
+        for _ in 0..2000 {
+            seen[sample(&mut logits, &params, &mut rng) as usize] += 1;
+        }
+        assert_eq!(seen[0] + seen[2] + seen[4], 0);
+        assert!(seen[1] > 800 && seen[3] > 800, "{seen:?}");
+    }
+
+    #[test]
+    fn missing_models_dir_means_no_local_models() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(find_local_models(&dir.path().join("nope"), 8192).is_empty());
+        std::fs::write(dir.path().join("junk.gguf"), b"not a model").unwrap();
+        assert!(find_local_models(dir.path(), 8192).is_empty());
+    }
+}
