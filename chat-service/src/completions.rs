@@ -19,7 +19,7 @@ use docchat_common::settings::SettingsClient;
 use docchat_common::time::now;
 use docchat_common::{Caller, JwtKeys};
 use docchat_inference::{
-    ChatError, ChatMessage, Completion, ModelEntry, OpenAiChat, Registry, StreamEvent,
+    ChatError, ChatMessage, ChatModel, Completion, LocalOptions, ModelEntry, Registry, StreamEvent,
 };
 use docchat_proto::chat::v1 as pb;
 use docchat_proto::events::v1::LlmUsage;
@@ -70,15 +70,15 @@ const HYDE_PROMPT: &str = "Write a short passage that answers the question, as a
 
 /// The chat models of the registry, each ready to call (or why it is not).
 pub struct Models {
-    by_name: HashMap<String, Result<Arc<OpenAiChat>, String>>,
+    by_name: HashMap<String, Result<Arc<ChatModel>, String>>,
 }
 
 impl Models {
-    pub fn new(registry: &Registry) -> Models {
+    pub fn new(registry: &Registry, local: &LocalOptions) -> Models {
         let by_name = registry
             .chat_models()
             .map(|entry| {
-                let model = OpenAiChat::from_entry(entry)
+                let model = ChatModel::from_entry(entry, local)
                     .map(Arc::new)
                     .map_err(|e| e.to_string());
                 if let Err(e) = &model {
@@ -90,7 +90,7 @@ impl Models {
         Models { by_name }
     }
 
-    pub fn get(&self, name: &str) -> ApiResult<Arc<OpenAiChat>> {
+    pub fn get(&self, name: &str) -> ApiResult<Arc<ChatModel>> {
         match self.by_name.get(name) {
             Some(Ok(model)) => Ok(model.clone()),
             Some(Err(why)) => Err(ApiError::new(
@@ -172,7 +172,7 @@ struct Job {
     session: chat_sessions::Model,
     question: messages::Model,
     model_name: String,
-    model: Arc<OpenAiChat>,
+    model: Arc<ChatModel>,
     context_length: u64,
     prices: (f64, f64),
     mode: RagMode,

@@ -37,7 +37,17 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let registry = Arc::new(Registry::load(ctx.config.models_file.as_deref())?);
+    // The models file, plus the local GGUF models found in the models directory.
+    let registry = Arc::new(
+        Registry::load(ctx.config.models_file.as_deref())?.with_local_models(
+            &ctx.config.models_dir,
+            docchat_inference::local::DEFAULT_CONTEXT,
+        ),
+    );
+    let local = docchat_inference::LocalOptions {
+        threads: ctx.config.llm_threads,
+        ..docchat_inference::LocalOptions::default()
+    };
     let db = docchat_common::db::connect(&ctx.database_url(Service::Chat)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "chat").await?;
 
@@ -86,7 +96,7 @@ pub async fn serve(
         claims: limits::ClaimLocks::default(),
         fairness,
         db: db.clone(),
-        models: Arc::new(completions::Models::new(&registry)),
+        models: Arc::new(completions::Models::new(&registry, &local)),
         registry: registry.clone(),
         ingest: ingest.clone(),
         keys: ctx.keys.clone(),

@@ -64,7 +64,11 @@ async fn through(http: Client, url: String, key: String, stream: bool) -> Result
         .await
         .map_err(|e| e.to_string())?;
     if !response.status().is_success() {
-        return Err(format!("docchat {}", response.status()));
+        let status = response.status();
+        return Err(format!(
+            "docchat {status}: {}",
+            response.text().await.unwrap_or_default()
+        ));
     }
     let mut first = None;
     let mut buffer = Vec::new();

@@ -163,9 +163,16 @@ async fn sessions_link_collections_and_announce_themselves() {
             .await
             .unwrap()
             .into_inner();
-        assert_eq!(models.models.len(), 1);
-        assert_eq!(models.models[0].display_name, "Model One");
-        assert!(models.models[0].is_default);
+        // The models file's model (local GGUF models found in the models dir come after it).
+        let configured: Vec<_> = models
+            .models
+            .iter()
+            .filter(|m| m.provider != "local")
+            .collect();
+        assert_eq!(configured.len(), 1, "{models:?}");
+        assert_eq!(configured[0].display_name, "Model One");
+        assert!(configured[0].is_default);
+        assert!(models.models.iter().filter(|m| m.is_default).count() == 1);
 
         let deleted = cc
             .delete_session(req(

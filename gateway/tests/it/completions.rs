@@ -737,3 +737,59 @@ async fn rag_plus_and_all_data_summarize_what_does_not_fit() {
         app.stop().await;
     }
 }
+
+/// Standalone without a models file: `auto` is the local GGUF model (when it was fetched),
+/// answered in-process and booked like any other.
+#[tokio::test]
+async fn the_local_gguf_model_answers_without_a_models_file() {
+    let Some(dir) = std::env::var_os("DOCCHAT_TEST_MODELS_DIR") else {
+        eprintln!("SKIPPED: DOCCHAT_TEST_MODELS_DIR is not set");
+        return;
+    };
+    if !std::path::Path::new(&dir)
+        .join("gemma3-270m/gemma-3-270m-q4_k_m.gguf")
+        .exists()
+    {
+        eprintln!("SKIPPED: the Gemma 3 GGUF is not in DOCCHAT_TEST_MODELS_DIR");
+        return;
+    }
+    let backend = backends().remove(0);
+    let app = TestApp::start_with(&backend, |c| c.llm_threads = 1).await;
+    let (_, alice) = app.user("alice").await;
+    let chat = session(&app, &alice, None).await;
+    let mut lines = stream(
+        &app,
+        &alice,
+        &chat,
+        json!({"message": "Name the capital of France.", "stream": true, "llm_args": {"max_new_tokens": 12}}),
+    )
+    .await;
+    let mut body = String::new();
+    let mut done = None;
+    while let Some(line) = lines.next(Duration::from_secs(120)).await {
+        if line["finished"] == json!(true) {
+            done = Some(line);
+            break;
+        }
+        assert!(line.get("error").is_none(), "{line}");
+        body.push_str(line["body"].as_str().unwrap_or_default());
+    }
+    let done = done.expect("the reply finished");
+    assert!(!body.trim().is_empty(), "the local model wrote something");
+    let reply = done["message_id"].as_str().unwrap();
+    let (_, meta) = app
+        .call(
+            Method::GET,
+            &format!("/api/v1/messages/{reply}/meta?info_type=usage_stats"),
+            &alice,
+            None,
+        )
+        .await;
+    let stats: Value = serde_json::from_str(meta[0]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(stats["llm"], "gemma-3-270m");
+    assert!(stats["input_tokens"].as_u64().unwrap() > 5, "{stats}");
+    let out = stats["output_tokens"].as_u64().unwrap();
+    assert!((1..=12).contains(&out), "{stats}");
+    assert_eq!(stats["cost"], 0.0);
+    app.stop().await;
+}

@@ -311,9 +311,27 @@ async fn collections_and_sessions_end_to_end() {
             .await;
         assert_eq!(s, 200);
 
-        // Models list (no models file: empty).
+        // Models list (no models file): only the local GGUF model, when it was fetched.
         let (s, models) = app.call(Method::GET, "/api/v1/models", &alice, None).await;
-        assert_eq!((s, models), (200, json!([])));
+        assert_eq!(s, 200);
+        let gguf = std::env::var("DOCCHAT_TEST_MODELS_DIR")
+            .map(|d| {
+                std::path::Path::new(&d)
+                    .join("gemma3-270m/gemma-3-270m-q4_k_m.gguf")
+                    .exists()
+            })
+            .unwrap_or(false);
+        if gguf {
+            assert_eq!(models.as_array().unwrap().len(), 1, "{models}");
+            assert_eq!(models[0]["id"], "gemma-3-270m");
+            assert_eq!(models[0]["base_model"], "google/gemma-3-270m");
+            assert_eq!(
+                models[0]["is_default"], true,
+                "the only model is auto's target"
+            );
+        } else {
+            assert_eq!(models, json!([]));
+        }
         app.stop().await;
     }
 }

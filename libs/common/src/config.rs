@@ -90,6 +90,8 @@ pub struct Config {
     pub job_lease_seconds: u64,
     /// Threads of the in-process embedder (0: all cores).
     pub embed_threads: usize,
+    /// Threads of each local GGUF chat model (0: all cores).
+    pub llm_threads: usize,
     /// Deployment-time crawl fairness (SPEC.md): priority routing of ingestion.
     pub crawl_fairness_enabled: bool,
     pub crawl_fresh_user_window_minutes: i64,
@@ -145,6 +147,7 @@ impl Default for Config {
             ingest_workers: 2,
             job_lease_seconds: 30,
             embed_threads: 0,
+            llm_threads: 0,
             crawl_fairness_enabled: true,
             crawl_fresh_user_window_minutes: 60,
             crawl_heavy_user_jobs_threshold: 50,

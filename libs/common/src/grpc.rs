@@ -56,7 +56,17 @@ pub async fn serve_router(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    use tokio_stream::StreamExt;
+    // `Server::tcp_nodelay` applies only to listeners tonic binds itself: set it on every
+    // accepted connection, or small replies (stream events) wait ~40 ms for delayed ACKs.
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
+        if let Ok(stream) = &conn
+            && let Err(e) = stream.set_nodelay(true)
+        {
+            tracing::debug!(error = %e, "TCP_NODELAY not set on a gRPC connection");
+        }
+        conn
+    });
     router
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
         .await?;
