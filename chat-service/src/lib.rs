@@ -48,7 +48,7 @@ pub async fn serve(
         threads: ctx.config.llm_threads,
         ..docchat_inference::LocalOptions::default()
     };
-    let db = docchat_common::db::connect(&ctx.database_url(Service::Chat)).await?;
+    let db = docchat_common::db::connect_serialized(&ctx.database_url(Service::Chat)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "chat").await?;
 
     let background = Background::new();

@@ -198,6 +198,15 @@ pub async fn serve_http(
         app.app_data(spec.clone())
             .service(SwaggerUi::new("/swagger-ui/{_:.*}").url("/api-spec.json", api))
     })
+    // Streamed answers are many small writes: without TCP_NODELAY each waits for the
+    // client's delayed ACK (~40 ms).
+    .on_connect(|conn, _| {
+        if let Some(tcp) = conn.downcast_ref::<actix_web::rt::net::TcpStream>()
+            && let Err(e) = tcp.set_nodelay(true)
+        {
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
+    })
     .listen(listener)?
     .disable_signals()
     .shutdown_timeout(config.shutdown_grace_seconds)

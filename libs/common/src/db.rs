@@ -80,6 +80,18 @@ async fn ensure_postgres_database(url: &str) -> anyhow::Result<()> {
 
 /// Connects to `url` (sqlite:// or postgres://), creating the database or file if needed.
 pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
+    connect_with(url, 8).await
+}
+
+/// As [`connect`], with one SQLite connection: for services whose transactions are all
+/// short and contended (chat). SQLite runs one writer at a time anyway; several
+/// connections only add busy waits, and a deferred transaction that reads before it writes
+/// fails with SQLITE_BUSY when another writer committed in between.
+pub async fn connect_serialized(url: &str) -> anyhow::Result<DatabaseConnection> {
+    connect_with(url, 1).await
+}
+
+async fn connect_with(url: &str, sqlite_connections: u32) -> anyhow::Result<DatabaseConnection> {
     let mut opts = ConnectOptions::new(url.to_owned());
     opts.sqlx_logging(false)
         .connect_timeout(Duration::from_secs(10))
@@ -93,12 +105,13 @@ pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
         {
             std::fs::create_dir_all(parent)?;
         }
-        opts.max_connections(8).map_sqlx_sqlite_opts(|o| {
-            o.journal_mode(sea_orm::sqlx::sqlite::SqliteJournalMode::Wal)
-                .synchronous(sea_orm::sqlx::sqlite::SqliteSynchronous::Normal)
-                .busy_timeout(Duration::from_secs(10))
-                .foreign_keys(true)
-        });
+        opts.max_connections(sqlite_connections)
+            .map_sqlx_sqlite_opts(|o| {
+                o.journal_mode(sea_orm::sqlx::sqlite::SqliteJournalMode::Wal)
+                    .synchronous(sea_orm::sqlx::sqlite::SqliteSynchronous::Normal)
+                    .busy_timeout(Duration::from_secs(10))
+                    .foreign_keys(true)
+            });
     } else if url.starts_with("postgres") {
         ensure_postgres_database(url).await?;
         opts.max_connections(16);
