@@ -37,7 +37,7 @@ use tonic::transport::Channel;
 use crate::control::{Controls, Registration, State};
 use crate::entities::{chat_sessions, message_meta, message_references, messages};
 use crate::fairness::{Fairness, Priority};
-use crate::limits::{self, ClaimLocks};
+use crate::limits;
 
 /// SPEC.md's default of llm_args.max_new_tokens.
 pub const DEFAULT_MAX_NEW_TOKENS: u32 = 1536;
@@ -195,7 +195,6 @@ pub struct Completer {
     pub controls: Controls,
     pub settings: SettingsClient,
     pub costs: CostGuard,
-    pub claims: ClaimLocks,
     /// Rate limit and priority queues, when chat fairness is on.
     pub fairness: Option<Fairness>,
 }
@@ -324,10 +323,7 @@ impl Completer {
         let settings = self.settings.resolve(caller).await?;
         self.costs.check(caller, &settings).await?;
         let cap = settings.limit("chat_max_concurrent_per_user");
-        let question = {
-            let _claiming = self.claims.lock(&caller.user_id).await;
-            store_question(&self.db, caller, &session, message, cap).await?
-        };
+        let question = store_question(&self.db, caller, &session, message, cap).await?;
         Ok(Job {
             priority,
             caller: caller.clone(),

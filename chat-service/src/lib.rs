@@ -93,7 +93,6 @@ pub async fn serve(
     let completer = completions::Completer {
         settings: SettingsClient::new(admin.clone(), ctx.keys.clone()),
         costs: CostGuard::new(admin, ctx.keys.clone()),
-        claims: limits::ClaimLocks::default(),
         fairness,
         db: db.clone(),
         models: Arc::new(completions::Models::new(&registry, &local)),

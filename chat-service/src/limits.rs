@@ -2,13 +2,12 @@
 //! `active_completions`, claimed in the transaction that stores the question and released
 //! in the one that stores the reply, so the count holds across every replica.
 //!
-//! Claims of one user are serialized: on this replica by a striped lock, across replicas on
-//! PostgreSQL by a transaction-scoped advisory lock on the user. A row's lease is renewed
+//! Claims of one user are serialized: on SQLite by chat-service's single connection (one
+//! transaction at a time, see `db::connect_serialized`), on PostgreSQL — across replicas —
+//! by a transaction-scoped advisory lock on the user. A row's lease is renewed
 //! while its generation lives on this replica ([`renew_leases`]); rows of a replica that
 //! died stop counting when their lease runs out.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -18,7 +17,6 @@ use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, EntityTrait,
     PaginatorTrait, QueryFilter, Set, Statement,
 };
-use tokio::sync::{Mutex, MutexGuard};
 use tokio_util::sync::CancellationToken;
 
 use crate::control::Controls;
@@ -28,29 +26,9 @@ use crate::entities::active_completions;
 pub const LEASE: Duration = Duration::from_secs(60);
 /// How often a replica renews the leases of its generations.
 const RENEW_EVERY: Duration = Duration::from_secs(20);
-const STRIPES: usize = 64;
 
 fn lease_until(at: DateTime<Utc>) -> DateTime<Utc> {
     at + chrono::Duration::from_std(LEASE).unwrap_or(chrono::Duration::seconds(60))
-}
-
-/// Serializes the claims of one user on this replica.
-#[derive(Clone)]
-pub struct ClaimLocks(Arc<[Mutex<()>]>);
-
-impl Default for ClaimLocks {
-    fn default() -> Self {
-        ClaimLocks((0..STRIPES).map(|_| Mutex::new(())).collect())
-    }
-}
-
-impl ClaimLocks {
-    pub async fn lock(&self, user_id: &str) -> MutexGuard<'_, ()> {
-        let mut h = DefaultHasher::new();
-        user_id.hash(&mut h);
-        let stripe = usize::try_from(h.finish() % STRIPES as u64).unwrap_or(0);
-        self.0[stripe].lock().await
-    }
 }
 
 /// Claims a slot for `question_id` inside `txn`, or refuses (429) when `user_id` already

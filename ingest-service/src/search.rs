@@ -281,11 +281,11 @@ impl Searcher {
         } else {
             limit.min(MAX_CHUNKS_PAGE)
         };
-        let in_collection = chunks::Column::CollectionId.eq(collection_id);
-        let mut query = chunks::Entity::find().filter(in_collection.clone());
+        // Around given chunks: those chunks' documents, within `neighbours` positions.
+        let mut near = None;
         if !around.is_empty() {
             let targets = chunks::Entity::find()
-                .filter(in_collection)
+                .filter(chunks::Column::CollectionId.eq(collection_id))
                 .filter(chunks::Column::Id.is_in(around.iter().copied().take(200)))
                 .all(&self.db)
                 .await?;
@@ -293,9 +293,9 @@ impl Searcher {
                 return Ok((Vec::new(), false));
             }
             let n = i32::try_from(neighbours.min(20)).unwrap_or(0);
-            let mut near = Condition::any();
+            let mut any = Condition::any();
             for t in &targets {
-                near = near.add(
+                any = any.add(
                     Condition::all()
                         .add(chunks::Column::DocumentId.eq(t.document_id.clone()))
                         .add(
@@ -304,7 +304,7 @@ impl Searcher {
                         ),
                 );
             }
-            query = query.filter(near);
+            near = Some(any);
         }
         let docs: Vec<documents::Model> = documents::Entity::find()
             .filter(documents::Column::CollectionId.eq(collection_id))
@@ -321,7 +321,23 @@ impl Searcher {
         // chunks one document at a time without loading the rest.
         let mut rows: Vec<chunks::Model> = Vec::new();
         let mut more = false;
-        if around.is_empty() {
+        if let Some(near) = near {
+            rows = chunks::Entity::find()
+                .filter(chunks::Column::CollectionId.eq(collection_id))
+                .filter(near)
+                .all(&self.db)
+                .await?;
+            rows.sort_by_key(|c| {
+                (
+                    position
+                        .get(c.document_id.as_str())
+                        .copied()
+                        .unwrap_or(usize::MAX),
+                    c.chunk_index,
+                )
+            });
+            rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        } else {
             let mut skip = offset;
             for d in &docs {
                 if rows.len() as u64 >= limit {
@@ -355,18 +371,6 @@ impl Searcher {
                     break;
                 }
             }
-        } else {
-            rows = query.all(&self.db).await?;
-            rows.sort_by_key(|c| {
-                (
-                    position
-                        .get(c.document_id.as_str())
-                        .copied()
-                        .unwrap_or(usize::MAX),
-                    c.chunk_index,
-                )
-            });
-            rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
         }
         let names: HashMap<&str, &str> = docs
             .iter()

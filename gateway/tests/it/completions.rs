@@ -144,6 +144,45 @@ pub(crate) async fn session(app: &TestApp, key: &str, collection: Option<&str>) 
     chat["id"].as_str().unwrap().to_owned()
 }
 
+/// A new collection of `key`'s holding one document, ingested: its id.
+async fn collection_with(app: &TestApp, key: &str, name: &str, bytes: Vec<u8>) -> String {
+    let (_, col) = app
+        .call(
+            Method::POST,
+            "/api/v1/collections",
+            key,
+            Some(json!({"name": "kb", "description": ""})),
+        )
+        .await;
+    let cid = col["id"].as_str().unwrap().to_owned();
+    let (_, up) = upload(app, key, name, bytes).await;
+    let (s, _) = app
+        .call(
+            Method::POST,
+            &format!(
+                "/api/v1/uploads/{}/ingest?collection_id={cid}",
+                up["id"].as_str().unwrap()
+            ),
+            key,
+            None,
+        )
+        .await;
+    assert_eq!(s, 204);
+    eventually("the document is ingested", || async {
+        let (_, c) = app
+            .call(
+                Method::GET,
+                &format!("/api/v1/collections/{cid}"),
+                key,
+                None,
+            )
+            .await;
+        c["document_count"] == 1
+    })
+    .await;
+    cid
+}
+
 #[tokio::test]
 async fn answers_are_stored_with_metadata_and_rag_cites_its_documents() {
     for backend in backends() {
@@ -336,46 +375,13 @@ async fn answers_are_stored_with_metadata_and_rag_cites_its_documents() {
         crate::harness::assert_error(s, &e, 400);
 
         // RAG over a collection: references name the document and page.
-        let (_, col) = app
-            .call(
-                Method::POST,
-                "/api/v1/collections",
-                &alice,
-                Some(json!({"name": "kb", "description": ""})),
-            )
-            .await;
-        let cid = col["id"].as_str().unwrap().to_owned();
-        let (_, up) = upload(
+        let cid = collection_with(
             &app,
             &alice,
             "france.md",
             b"# France\n\nParis is the capital of France. The Seine flows through Paris.\n"
                 .to_vec(),
         )
-        .await;
-        let (s, _) = app
-            .call(
-                Method::POST,
-                &format!(
-                    "/api/v1/uploads/{}/ingest?collection_id={cid}",
-                    up["id"].as_str().unwrap()
-                ),
-                &alice,
-                None,
-            )
-            .await;
-        assert_eq!(s, 204);
-        eventually("the document is ingested", || async {
-            let (_, c) = app
-                .call(
-                    Method::GET,
-                    &format!("/api/v1/collections/{cid}"),
-                    &alice,
-                    None,
-                )
-                .await;
-            c["document_count"] == 1
-        })
         .await;
         let rag_chat = session(&app, &alice, Some(&cid)).await;
         for rag_type in ["rag", "hyde1", "hyde2", "rag+", "all_data"] {
@@ -602,46 +608,13 @@ async fn rag_plus_and_all_data_summarize_what_does_not_fit() {
         .unwrap();
         let app = TestApp::start_with(&backend, |c| c.models_file = Some(path)).await;
         let (_, alice) = app.user("alice").await;
-        let (_, col) = app
-            .call(
-                Method::POST,
-                "/api/v1/collections",
-                &alice,
-                Some(json!({"name": "atlas", "description": ""})),
-            )
-            .await;
-        let cid = col["id"].as_str().unwrap().to_owned();
         let mut text = String::from("# Atlas\n\n");
         for i in 0..40 {
             text.push_str(&format!(
                 "## Region {i}\n\nRegion {i} has rivers, hills and a market town where {i} bakers sell bread every morning to travellers crossing the old stone bridge over the river.\n\n"
             ));
         }
-        let (_, up) = upload(&app, &alice, "atlas.md", text.into_bytes()).await;
-        let (s, _) = app
-            .call(
-                Method::POST,
-                &format!(
-                    "/api/v1/uploads/{}/ingest?collection_id={cid}",
-                    up["id"].as_str().unwrap()
-                ),
-                &alice,
-                None,
-            )
-            .await;
-        assert_eq!(s, 204);
-        eventually("the document is ingested", || async {
-            let (_, c) = app
-                .call(
-                    Method::GET,
-                    &format!("/api/v1/collections/{cid}"),
-                    &alice,
-                    None,
-                )
-                .await;
-            c["document_count"] == 1
-        })
-        .await;
+        let cid = collection_with(&app, &alice, "atlas.md", text.into_bytes()).await;
         let chat = session(&app, &alice, Some(&cid)).await;
         for rag_type in ["all_data", "rag+"] {
             let before = model.seen().len();
