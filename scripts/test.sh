@@ -37,21 +37,37 @@ cargo nextest run --workspace --locked --profile ci -E 'not test(broker_restart)
 step "broker restart (alone: it restarts RabbitMQ)"
 DOCCHAT_TEST_BROKER_RESTART=1 cargo nextest run -p docchat-common --locked --profile ci -E 'test(broker_restart)'
 
-step "official h2oGPTe client against standalone docchat"
+step "official h2oGPTe and openai clients against standalone docchat"
 python="$(scripts/python-env.sh)"
 cargo build -p docchat-gateway --locked --bin gateway
 data="$(mktemp -d)"
+# The openai SDK checks talk to a scripted upstream, served as the model `scripted`.
+"$python" tests/client_compat/scripted_upstream.py >"$data/upstream.port" &
+upstream=$!
+trap 'kill $upstream 2>/dev/null || true; rm -rf "$data"' EXIT
+for _ in $(seq 1 50); do [ -s "$data/upstream.port" ] && break; sleep 0.1; done
+cat >"$data/models.toml" <<MODELS
+[[models]]
+name = "scripted"
+display_name = "Scripted"
+base_model = "scripted-base"
+base_url = "http://127.0.0.1:$(cat "$data/upstream.port")/v1"
+MODELS
 port="$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 key="sk-compat-$(date +%s)"
-DOCCHAT_MODELS_DIR="$DOCCHAT_TEST_MODELS_DIR" DOCCHAT_DATA_DIR="$data" DOCCHAT_HTTP_ADDR="127.0.0.1:$port" DOCCHAT_BOOTSTRAP_ADMIN_KEY="$key" \
+DOCCHAT_MODELS_FILE="$data/models.toml" DOCCHAT_MODELS_DIR="$DOCCHAT_TEST_MODELS_DIR" DOCCHAT_DATA_DIR="$data" \
+  DOCCHAT_HTTP_ADDR="127.0.0.1:$port" DOCCHAT_BOOTSTRAP_ADMIN_KEY="$key" \
   "$CARGO_TARGET_DIR/debug/gateway" --standalone >"$data/gateway.log" 2>&1 &
 gw=$!
-trap 'kill $gw 2>/dev/null || true; rm -rf "$data"' EXIT
+trap 'kill $gw $upstream 2>/dev/null || true; rm -rf "$data"' EXIT
 for _ in $(seq 1 100); do
   curl -fs -H "Authorization: Bearer $key" "http://127.0.0.1:$port/rpc/health/readiness" >/dev/null && break
   sleep 0.2
 done
 if ! "$python" tests/client_compat/check_h2ogpte_client.py "http://127.0.0.1:$port" "$key"; then
+  cat "$data/gateway.log"; exit 1
+fi
+if ! "$python" tests/client_compat/check_openai_client.py "http://127.0.0.1:$port" "$key"; then
   cat "$data/gateway.log"; exit 1
 fi
 kill -TERM $gw; wait $gw || { echo "gateway did not shut down cleanly"; cat "$data/gateway.log"; exit 1; }

@@ -250,6 +250,7 @@ impl Completer {
             ),
             purpose: purpose.to_owned(),
             message_id: message_id.to_owned(),
+            calls: 1,
         };
         outbox::enqueue(&self.db, &envelope("usage.llm", &caller.user_id, &usage)).await?;
         self.relay.notify();
@@ -689,7 +690,7 @@ fn event(e: pb::completion_event::Event) -> pb::CompletionEvent {
     pb::CompletionEvent { event: Some(e) }
 }
 
-fn model_error(e: ChatError) -> ApiError {
+pub(crate) fn model_error(e: ChatError) -> ApiError {
     match e {
         ChatError::Upstream { status: 429, .. } => {
             ApiError::new(ErrorCode::TooManyRequests, e.to_string())
@@ -736,7 +737,7 @@ impl UsageLog {
 }
 
 /// What a call costs at `prices` (per million input and output tokens).
-fn cost(prices: (f64, f64), prompt_tokens: u64, completion_tokens: u64) -> f64 {
+pub(crate) fn cost(prices: (f64, f64), prompt_tokens: u64, completion_tokens: u64) -> f64 {
     (prompt_tokens as f64 * prices.0 + completion_tokens as f64 * prices.1) / 1_000_000.0
 }
 
@@ -854,10 +855,7 @@ fn build_prompt(
         }
         left -= m.content.len();
         kept.push(if m.reply_to.is_some() {
-            ChatMessage {
-                role: "assistant".into(),
-                content: m.content.clone(),
-            }
+            ChatMessage::assistant(m.content.clone())
         } else {
             ChatMessage::user(m.content.clone())
         });
@@ -1050,6 +1048,7 @@ async fn store_reply(
                     cost: call.cost,
                     purpose: call.purpose.to_owned(),
                     message_id: id.clone(),
+                    calls: 1,
                 },
             ),
         )

@@ -21,6 +21,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
+use crate::compat::{ChunkStream, Compat};
 use crate::completions::Completer;
 use crate::control::{Action, CONTROL_EVENT};
 use crate::entities::{chat_sessions, message_references, messages};
@@ -34,7 +35,10 @@ pub struct ChatGrpc {
     pub ingest: IngestServiceClient<Channel>,
     pub registry: Arc<Registry>,
     pub completer: Completer,
+    pub compat: Compat,
     pub bus: Arc<dyn EventBus>,
+    /// When the registry was loaded (Unix seconds).
+    pub models_loaded_at: i64,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -281,6 +285,22 @@ impl ChatService for ChatGrpc {
                     provider: m.provider.clone(),
                 })
                 .collect(),
+            loaded_at: self.models_loaded_at,
         }))
+    }
+
+    async fn compat_complete(&self, request: Request<pb::CompatRequest>) -> Reply<pb::CompatReply> {
+        let caller = caller(&request)?;
+        ok(self.compat.complete(&caller, request.into_inner()).await)
+    }
+
+    type CompatStreamStream = ChunkStream;
+
+    async fn compat_stream(
+        &self,
+        request: Request<pb::CompatRequest>,
+    ) -> Reply<Self::CompatStreamStream> {
+        let caller = caller(&request)?;
+        ok(self.compat.stream(&caller, request.into_inner()).await)
     }
 }

@@ -1,5 +1,6 @@
 //! chat-service: chat sessions, messages, completions and the model list.
 
+pub mod compat;
 pub mod completions;
 pub mod control;
 pub mod entities;
@@ -90,12 +91,29 @@ pub async fn serve(
             Arc::new(fairness::SystemClock),
         )
     });
+    let models = Arc::new(completions::Models::new(&registry, &local));
+    let settings = SettingsClient::new(admin.clone(), ctx.keys.clone());
+    let costs = CostGuard::new(admin, ctx.keys.clone());
+    let usage = compat::UsageBook::default();
+    background.tracker.spawn(usage.clone().run(
+        db.clone(),
+        relay.clone(),
+        background.token.clone(),
+    ));
+    let compat = compat::Compat {
+        registry: registry.clone(),
+        models: models.clone(),
+        settings: settings.clone(),
+        costs: costs.clone(),
+        fairness: fairness.clone(),
+        usage,
+    };
     let completer = completions::Completer {
-        settings: SettingsClient::new(admin.clone(), ctx.keys.clone()),
-        costs: CostGuard::new(admin, ctx.keys.clone()),
+        settings,
+        costs,
         fairness,
         db: db.clone(),
-        models: Arc::new(completions::Models::new(&registry, &local)),
+        models,
         registry: registry.clone(),
         ingest: ingest.clone(),
         keys: ctx.keys.clone(),
@@ -115,7 +133,9 @@ pub async fn serve(
             ingest,
             registry,
             completer,
+            compat,
             bus: ctx.bus.clone(),
+            models_loaded_at: docchat_common::time::now().timestamp(),
         },
         AuthInterceptor::new(ctx.keys.clone(), Service::Chat),
     );

@@ -26,7 +26,7 @@ impl std::ops::Deref for Authed {
     }
 }
 
-fn bearer(req: &HttpRequest) -> Result<String, HttpError> {
+pub(crate) fn bearer(req: &HttpRequest) -> Result<String, HttpError> {
     let header = req
         .headers()
         .get(actix_web::http::header::AUTHORIZATION)

@@ -85,8 +85,8 @@ fn app(
     utoipa::openapi::OpenApi,
 ) {
     use routes::{
-        chats, collections, completions, configuration, documents, extractors, health, identity,
-        models, tags, uploads,
+        chats, collections, compat, completions, configuration, documents, extractors, health,
+        identity, models, tags, uploads,
     };
     let max_body = state.config.max_body_bytes;
     let json = web::JsonConfig::default()
@@ -169,7 +169,19 @@ fn app(
                 .service(health::liveness)
                 .service(health::readiness),
         )
-        .service(scope::scope("/compat_api/v1").default_service(web::to(authenticated_not_found)))
+        .service(
+            scope::scope("/compat_api/v1")
+                // Images travel inline as data URLs: the main API's body limit, not actix's
+                // 256 KiB default.
+                .app_data(web::PayloadConfig::new(max_body))
+                .route(
+                    "/chat/completions",
+                    web::post().to(compat::chat_completions),
+                )
+                .route("/responses", web::post().to(compat::responses))
+                .route("/models", web::get().to(compat::models))
+                .default_service(web::to(compat::unknown)),
+        )
         .route("/file", web::route().to(authenticated_not_found))
         .route("/api-spec.yaml", web::get().to(api_spec))
         .default_service(web::to(not_found))

@@ -415,6 +415,7 @@ async fn the_llm_ledger_books_usage_events_once_and_rolls_its_24_hour_window() {
             cost,
             purpose: "chat".into(),
             message_id: "m1".into(),
+            calls: 1,
         };
         let spend = |c: &mut AdminServiceClient<Channel>| {
             let request = admin.req(&alice, pb::LlmSpendRequest::default());

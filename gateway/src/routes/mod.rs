@@ -3,6 +3,7 @@
 
 pub mod chats;
 pub mod collections;
+pub mod compat;
 pub mod completions;
 pub mod configuration;
 pub mod documents;

@@ -8,6 +8,7 @@
     clippy::print_stderr
 )] // test code: fail loudly
 
+mod compat;
 mod completions;
 mod documents;
 mod harness;

@@ -26,10 +26,35 @@ pub enum ChatError {
     Local(String),
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ChatMessage {
     pub role: String,
     pub content: String,
+    /// Image URLs (`https:` or `data:`) that go with `content`, for vision models. A message
+    /// with images is sent as content parts, one without as plain text.
+    #[serde(skip)]
+    pub images: Vec<String>,
+}
+
+impl Serialize for ChatMessage {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut m = s.serialize_struct("ChatMessage", 2)?;
+        m.serialize_field("role", &self.role)?;
+        if self.images.is_empty() {
+            m.serialize_field("content", &self.content)?;
+        } else {
+            let text = (!self.content.is_empty())
+                .then(|| serde_json::json!({"type": "text", "text": self.content}));
+            let images = self
+                .images
+                .iter()
+                .map(|url| serde_json::json!({"type": "image_url", "image_url": {"url": url}}));
+            let parts: Vec<serde_json::Value> = text.into_iter().chain(images).collect();
+            m.serialize_field("content", &parts)?;
+        }
+        m.end()
+    }
 }
 
 impl ChatMessage {
@@ -37,6 +62,7 @@ impl ChatMessage {
         ChatMessage {
             role: "system".into(),
             content: content.into(),
+            images: Vec::new(),
         }
     }
 
@@ -44,6 +70,15 @@ impl ChatMessage {
         ChatMessage {
             role: "user".into(),
             content: content.into(),
+            images: Vec::new(),
+        }
+    }
+
+    pub fn assistant(content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: "assistant".into(),
+            content: content.into(),
+            images: Vec::new(),
         }
     }
 }
@@ -54,14 +89,39 @@ pub struct Completion {
     pub text: String,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Why the model stopped: `stop`, `length`, or what the upstream said.
+    pub finish_reason: String,
+}
+
+/// Generation limits of one call; `None` leaves the choice to the model (an upstream's own
+/// default, or [`Sampling::LOCAL_DEFAULT`] for a local model).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Sampling {
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+}
+
+impl Sampling {
+    /// What a local model uses for an unset field: the vendor API's temperature default
+    /// and the main API's `max_new_tokens` default.
+    pub const LOCAL_DEFAULT: (u32, f32) = (1536, 1.0);
+
+    pub fn new(max_tokens: u32, temperature: f32) -> Sampling {
+        Sampling {
+            max_tokens: Some(max_tokens),
+            temperature: Some(temperature),
+        }
+    }
 }
 
 #[derive(Serialize)]
 struct Request<'a> {
     model: &'a str,
     messages: &'a [ChatMessage],
-    max_tokens: u32,
-    temperature: f32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
@@ -87,6 +147,8 @@ struct Response {
 #[derive(Deserialize)]
 struct Choice {
     message: ChatMessage,
+    #[serde(default)]
+    finish_reason: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -177,17 +239,31 @@ impl OpenAiChat {
         }
     }
 
+    /// A whole answer, trimmed.
     pub async fn complete(
         &self,
         messages: &[ChatMessage],
         max_tokens: u32,
         temperature: f32,
     ) -> Result<Completion, ChatError> {
+        let mut done = self
+            .complete_with(messages, Sampling::new(max_tokens, temperature))
+            .await?;
+        done.text = done.text.trim().to_owned();
+        Ok(done)
+    }
+
+    /// A whole answer, as the model wrote it.
+    pub async fn complete_with(
+        &self,
+        messages: &[ChatMessage],
+        sampling: Sampling,
+    ) -> Result<Completion, ChatError> {
         let body = Request {
             model: &self.model,
             messages,
-            max_tokens,
-            temperature,
+            max_tokens: sampling.max_tokens,
+            temperature: sampling.temperature,
             stream: false,
             stream_options: None,
         };
@@ -206,9 +282,10 @@ impl OpenAiChat {
             .next()
             .ok_or_else(|| ChatError::Malformed("no choices".into()))?;
         Ok(Completion {
-            text: choice.message.content.trim().to_owned(),
+            text: choice.message.content,
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
+            finish_reason: choice.finish_reason.unwrap_or_else(|| "stop".into()),
         })
     }
 }
@@ -222,11 +299,21 @@ impl OpenAiChat {
         max_tokens: u32,
         temperature: f32,
     ) -> Result<ChatStream, ChatError> {
+        self.stream_with(messages, Sampling::new(max_tokens, temperature))
+            .await
+    }
+
+    /// As [`stream`](Self::stream), leaving unset limits to the upstream.
+    pub async fn stream_with(
+        &self,
+        messages: &[ChatMessage],
+        sampling: Sampling,
+    ) -> Result<ChatStream, ChatError> {
         let body = Request {
             model: &self.model,
             messages,
-            max_tokens,
-            temperature,
+            max_tokens: sampling.max_tokens,
+            temperature: sampling.temperature,
             stream: true,
             stream_options: Some(StreamOptions {
                 include_usage: true,
@@ -240,6 +327,7 @@ impl OpenAiChat {
                 buffer: Vec::new(),
                 done: false,
                 usage: None,
+                finish_reason: None,
                 prompt_chars,
                 completion_chars: 0,
             }),
@@ -274,6 +362,8 @@ pub(crate) enum StreamItem {
     Done {
         prompt_tokens: u64,
         completion_tokens: u64,
+        /// It stopped at `max_tokens` or the end of the context.
+        length: bool,
     },
     Failed(ChatError),
 }
@@ -281,6 +371,7 @@ pub(crate) enum StreamItem {
 struct ChannelStream {
     rx: tokio::sync::mpsc::Receiver<StreamItem>,
     usage: (u64, u64),
+    length: bool,
     done: bool,
 }
 
@@ -291,6 +382,7 @@ impl ChatStream {
             source: Source::Channel(ChannelStream {
                 rx,
                 usage: (0, 0),
+                length: false,
                 done: false,
             }),
         }
@@ -309,8 +401,10 @@ impl ChatStream {
                     Some(StreamItem::Done {
                         prompt_tokens,
                         completion_tokens,
+                        length,
                     }) => {
                         c.usage = (prompt_tokens, completion_tokens);
+                        c.length = length;
                         c.done = true;
                         None
                     }
@@ -337,6 +431,16 @@ impl ChatStream {
             Source::Channel(c) => c.usage,
         }
     }
+
+    /// Why the answer ended (`stop` unless the model said otherwise); final once
+    /// [`next`](Self::next) has returned `None`.
+    pub fn finish_reason(&self) -> &str {
+        match &self.source {
+            Source::Sse(s) => s.finish_reason.as_deref().unwrap_or("stop"),
+            Source::Channel(c) if c.length => "length",
+            Source::Channel(_) => "stop",
+        }
+    }
 }
 
 /// An answer streamed as Server-Sent Events.
@@ -345,6 +449,7 @@ struct SseStream {
     buffer: Vec<u8>,
     done: bool,
     usage: Option<Usage>,
+    finish_reason: Option<String>,
     prompt_chars: usize,
     completion_chars: usize,
 }
@@ -361,6 +466,8 @@ struct StreamChunk {
 struct StreamChoice {
     #[serde(default)]
     delta: Option<Delta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -393,11 +500,15 @@ impl SseStream {
                     if let Some(usage) = chunk.usage {
                         self.usage = Some(usage);
                     }
-                    let text: String = chunk
-                        .choices
-                        .into_iter()
-                        .filter_map(|c| c.delta.and_then(|d| d.content))
-                        .collect();
+                    let mut text = String::new();
+                    for choice in chunk.choices {
+                        if let Some(reason) = choice.finish_reason {
+                            self.finish_reason = Some(reason);
+                        }
+                        if let Some(content) = choice.delta.and_then(|d| d.content) {
+                            text.push_str(&content);
+                        }
+                    }
                     if !text.is_empty() {
                         self.completion_chars += text.len();
                         return Some(Ok(StreamEvent::Delta(text)));
@@ -502,6 +613,7 @@ impl ChatModel {
         }
     }
 
+    /// A whole answer, trimmed.
     pub async fn complete(
         &self,
         messages: &[ChatMessage],
@@ -511,6 +623,36 @@ impl ChatModel {
         match self {
             ChatModel::OpenAi(m) => m.complete(messages, max_tokens, temperature).await,
             ChatModel::Local(m) => m.complete(messages, max_tokens, temperature).await,
+        }
+    }
+
+    /// A whole answer as the model wrote it; unset limits are the model's defaults.
+    pub async fn complete_with(
+        &self,
+        messages: &[ChatMessage],
+        sampling: Sampling,
+    ) -> Result<Completion, ChatError> {
+        match self {
+            ChatModel::OpenAi(m) => m.complete_with(messages, sampling).await,
+            ChatModel::Local(m) => {
+                let (max_tokens, temperature) = local_sampling(sampling);
+                m.complete(messages, max_tokens, temperature).await
+            }
+        }
+    }
+
+    /// As [`stream`](Self::stream); unset limits are the model's defaults.
+    pub async fn stream_with(
+        &self,
+        messages: &[ChatMessage],
+        sampling: Sampling,
+    ) -> Result<ChatStream, ChatError> {
+        match self {
+            ChatModel::OpenAi(m) => m.stream_with(messages, sampling).await,
+            ChatModel::Local(m) => {
+                let (max_tokens, temperature) = local_sampling(sampling);
+                m.stream(messages, max_tokens, temperature).await
+            }
         }
     }
 
@@ -525,4 +667,12 @@ impl ChatModel {
             ChatModel::Local(m) => m.stream(messages, max_tokens, temperature).await,
         }
     }
+}
+
+fn local_sampling(sampling: Sampling) -> (u32, f32) {
+    let (max_tokens, temperature) = Sampling::LOCAL_DEFAULT;
+    (
+        sampling.max_tokens.unwrap_or(max_tokens),
+        sampling.temperature.unwrap_or(temperature),
+    )
 }

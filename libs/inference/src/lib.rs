@@ -11,7 +11,7 @@ pub mod registry;
 pub mod transcribe;
 
 pub use chat::{
-    ChatError, ChatMessage, ChatModel, ChatStream, Completion, OpenAiChat, StreamEvent,
+    ChatError, ChatMessage, ChatModel, ChatStream, Completion, OpenAiChat, Sampling, StreamEvent,
 };
 pub use embed::{
     EmbedError, Embedder, Embedders, MINILM_NAME, MiniLmEmbedder, OpenAiEmbedder, l2_normalize,

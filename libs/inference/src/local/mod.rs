@@ -564,6 +564,7 @@ impl LocalChat {
             text: text.trim().to_owned(),
             prompt_tokens,
             completion_tokens,
+            finish_reason: stream.finish_reason().to_owned(),
         })
     }
 }
@@ -648,6 +649,7 @@ fn run_job(model: &LocalModel, job: Job, seed: Option<u64>, n: u64) {
             let _ = tx.blocking_send(StreamItem::Done {
                 prompt_tokens: stats.prompt_tokens as u64,
                 completion_tokens: stats.completion_tokens as u64,
+                length: stats.stop == StopReason::Length,
             });
         }
         Err(e) => {
