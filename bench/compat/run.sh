@@ -12,7 +12,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docchat/target}"
 venv="${LITELLM_VENV:-$HOME/.cache/docchat/litellm-venv}"
-litellm_version="1.109.1"
+litellm_version="1.100.0"  # newer releases need a certifi newer than PyPI mirrors here carry
 
 args=()
 use_litellm=1

@@ -179,6 +179,7 @@ async fn main() {
     let args = args();
     let http = Client::builder()
         .pool_max_idle_per_host(256)
+        .timeout(Duration::from_secs(30))
         .build()
         .unwrap();
     let fast = start_upstream(1, Duration::ZERO);
