@@ -23,7 +23,7 @@ use docchat_inference::{
 use docchat_proto::chat::v1 as pb;
 use docchat_proto::events::v1::LlmUsage;
 use futures::Stream;
-use sea_orm::{DatabaseConnection, TransactionTrait};
+use sea_orm::DatabaseConnection;
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
@@ -364,14 +364,7 @@ impl UsageBook {
                 )
             })
             .collect();
-        let written: Result<(), sea_orm::DbErr> = async {
-            let txn = db.begin().await?;
-            for event in &events {
-                outbox::enqueue(&txn, event).await?;
-            }
-            txn.commit().await
-        }
-        .await;
+        let written = outbox::enqueue_all(db, &events).await;
         match written {
             Ok(()) => {
                 relay.notify();

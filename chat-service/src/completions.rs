@@ -26,9 +26,10 @@ use docchat_proto::events::v1::LlmUsage;
 use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
 use docchat_proto::ingest::v1::{ListChunksRequest, SearchHit, SearchRequest};
 use futures::StreamExt;
+use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set, TransactionTrait,
+    ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    TransactionTrait,
 };
 use tokio::sync::{mpsc, watch};
 use tonic::Status;
@@ -669,6 +670,7 @@ impl Completer {
                 let _ = tx.send(Ok(event(last))).await;
             }
             Err(e) => {
+                self.relay.notify();
                 tracing::error!(question = %job.question.id, error = %e, "storing a reply failed");
                 if let Err(e) = limits::release(&self.db, &job.question.id).await {
                     tracing::warn!(question = %job.question.id, error = %e, "releasing a completion slot failed; its lease will run out");
@@ -891,30 +893,42 @@ async fn store_question(
 ) -> ApiResult<messages::Model> {
     let at = now();
     let id = message_id();
+    let question = messages::Model {
+        id,
+        session_id: session.id.clone(),
+        owner_id: caller.user_id.clone(),
+        username: caller.username.clone(),
+        content: content.to_owned(),
+        reply_to: None,
+        votes: 0,
+        has_references: false,
+        total_references: 0,
+        error: None,
+        created_at: at,
+    };
     let txn = db.begin().await?;
-    limits::claim(&txn, &caller.user_id, &id, concurrency_cap).await?;
-    let question = messages::ActiveModel {
-        id: Set(id),
-        session_id: Set(session.id.clone()),
-        owner_id: Set(caller.user_id.clone()),
-        username: Set(caller.username.clone()),
-        content: Set(content.to_owned()),
-        reply_to: Set(None),
-        votes: Set(0),
-        has_references: Set(false),
-        total_references: Set(0),
-        error: Set(None),
-        created_at: Set(at),
-    }
-    .insert(&txn)
-    .await?;
-    let mut update: chat_sessions::ActiveModel = session.clone().into();
-    update.latest_message_content = Set(Some(content.to_owned()));
-    update.updated_at = Set(at);
+    limits::claim(&txn, &caller.user_id, &question.id, concurrency_cap).await?;
+    // Writes only: nothing is read back (each read-back is a round trip inside the
+    // transaction that every completion waits for).
+    messages::Entity::insert(messages::ActiveModel::from(question.clone()))
+        .exec_without_returning(&txn)
+        .await?;
+    let mut update = chat_sessions::Entity::update_many()
+        .col_expr(
+            chat_sessions::Column::LatestMessageContent,
+            Expr::value(content.to_owned()),
+        )
+        .col_expr(chat_sessions::Column::UpdatedAt, Expr::value(at));
     if session.name.is_none() {
-        update.name = Set(Some(content.chars().take(60).collect()));
+        update = update.col_expr(
+            chat_sessions::Column::Name,
+            Expr::value(content.chars().take(60).collect::<String>()),
+        );
     }
-    update.update(&txn).await?;
+    update
+        .filter(chat_sessions::Column::Id.eq(&session.id))
+        .exec(&txn)
+        .await?;
     txn.commit().await?;
     Ok(question)
 }
@@ -945,20 +959,53 @@ async fn store_reply(
 ) -> ApiResult<String> {
     let at = now();
     let id = message_id();
+    let events: Vec<_> = usage
+        .calls
+        .iter()
+        .map(|call| {
+            envelope(
+                "usage.llm",
+                &job.caller.user_id,
+                &LlmUsage {
+                    user_id: job.caller.user_id.clone(),
+                    model: job.model_name.clone(),
+                    prompt_tokens: call.prompt_tokens,
+                    completion_tokens: call.completion_tokens,
+                    cost: call.cost,
+                    purpose: call.purpose.to_owned(),
+                    message_id: id.clone(),
+                    calls: 1,
+                },
+            )
+        })
+        .collect();
     let txn = db.begin().await?;
-    // The session may have been deleted meanwhile: then there is nothing to attach to.
-    let Some(session) = chat_sessions::Entity::find_by_id(job.session.id.clone())
-        .one(&txn)
-        .await?
-    else {
+    outbox::enqueue_all(&txn, &events).await?;
+    let mut touch = chat_sessions::Entity::update_many()
+        .col_expr(chat_sessions::Column::UpdatedAt, Expr::value(at));
+    if !reply.text.is_empty() {
+        touch = touch.col_expr(
+            chat_sessions::Column::LatestMessageContent,
+            Expr::value(reply.text.clone()),
+        );
+    }
+    let touched = touch
+        .filter(chat_sessions::Column::Id.eq(&job.session.id))
+        .exec(&txn)
+        .await?;
+    if touched.rows_affected == 0 {
+        // The session was deleted meanwhile: the reply has nothing to attach to, but the
+        // model calls were made and are booked all the same.
+        limits::release(&txn, &job.question.id).await?;
+        txn.commit().await?;
         return Err(ApiError::not_found(format!(
             "chat session {} was deleted",
             job.session.id
         )));
-    };
-    messages::ActiveModel {
+    }
+    messages::Entity::insert(messages::ActiveModel {
         id: Set(id.clone()),
-        session_id: Set(session.id.clone()),
+        session_id: Set(job.session.id.clone()),
         owner_id: Set(job.caller.user_id.clone()),
         username: Set(job.caller.username.clone()),
         content: Set(reply.text.clone()),
@@ -968,8 +1015,8 @@ async fn store_reply(
         total_references: Set(reply.references.len() as i64),
         error: Set(reply.error.clone()),
         created_at: Set(at),
-    }
-    .insert(&txn)
+    })
+    .exec_without_returning(&txn)
     .await?;
     let references: Vec<message_references::ActiveModel> = reply
         .references
@@ -995,7 +1042,7 @@ async fn store_reply(
         .collect();
     if !references.is_empty() {
         message_references::Entity::insert_many(references)
-            .exec(&txn)
+            .exec_without_returning(&txn)
             .await?;
     }
     let (prompt_tokens, completion_tokens, cost) = usage.calls.iter().fold((0, 0, 0.0), |t, c| {
@@ -1032,34 +1079,8 @@ async fn store_reply(
             ..Default::default()
         }
     }))
-    .exec(&txn)
+    .exec_without_returning(&txn)
     .await?;
-    for call in &usage.calls {
-        outbox::enqueue(
-            &txn,
-            &envelope(
-                "usage.llm",
-                &job.caller.user_id,
-                &LlmUsage {
-                    user_id: job.caller.user_id.clone(),
-                    model: job.model_name.clone(),
-                    prompt_tokens: call.prompt_tokens,
-                    completion_tokens: call.completion_tokens,
-                    cost: call.cost,
-                    purpose: call.purpose.to_owned(),
-                    message_id: id.clone(),
-                    calls: 1,
-                },
-            ),
-        )
-        .await?;
-    }
-    let mut update: chat_sessions::ActiveModel = session.into();
-    if !reply.text.is_empty() {
-        update.latest_message_content = Set(Some(reply.text.clone()));
-    }
-    update.updated_at = Set(at);
-    update.update(&txn).await?;
     limits::release(&txn, &job.question.id).await?;
     txn.commit().await?;
     Ok(id)

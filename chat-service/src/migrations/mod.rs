@@ -5,6 +5,7 @@ use sea_orm_migration::prelude::*;
 mod m20261121_000001_sessions;
 mod m20261122_000002_replies;
 mod m20261122_000003_active;
+mod m20261123_000004_message_indexes;
 
 pub struct Migrator;
 
@@ -16,6 +17,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000001_sessions::Migration),
             Box::new(m20261122_000002_replies::Migration),
             Box::new(m20261122_000003_active::Migration),
+            Box::new(m20261123_000004_message_indexes::Migration),
         ]
     }
 }

@@ -203,6 +203,97 @@ async fn the_concurrency_cap_holds_while_a_reply_streams() {
 }
 
 #[tokio::test]
+async fn a_session_deleted_while_its_reply_streams_frees_the_slot_and_books_the_cost() {
+    for backend in backends() {
+        let model = upstream(Duration::from_millis(40)).await;
+        let (app, _dir) = app_with(&backend, &model).await;
+        set(&app, "/api/v1/configurations/config_cache_ttl_seconds", "0").await;
+        let (alice_id, alice) = app.user("alice").await;
+        let user_setting = |name: &str| format!("/api/v1/users/{alice_id}/configurations/{name}");
+        set(&app, &user_setting("chat_max_concurrent_per_user"), "1").await;
+        let doomed = session(&app, &alice, None).await;
+        let other = session(&app, &alice, None).await;
+
+        let mut lines = stream(
+            &app,
+            &alice,
+            &doomed,
+            json!({"message": "slow one", "stream": true}),
+        )
+        .await;
+        let head = lines.next(Duration::from_secs(10)).await.unwrap();
+        assert!(head["question_id"].is_string(), "{head}");
+        let (s, b) = app
+            .call(
+                Method::DELETE,
+                &format!("/api/v1/chats/{doomed}"),
+                &alice,
+                None,
+            )
+            .await;
+        assert!(s == 200 || s == 204, "{s}: {b}");
+
+        // The reply has nowhere to go: the stream ends with an error line, no message id.
+        let last = loop {
+            let line = lines
+                .next(Duration::from_secs(10))
+                .await
+                .expect("the stream ends with a final line");
+            if line["finished"] == json!(true) {
+                break line;
+            }
+        };
+        let error = last["error"].as_str().unwrap_or_default();
+        assert!(error.contains("deleted"), "{}: {last}", backend.name);
+        assert!(last["message_id"].is_null(), "{last}");
+
+        // Its concurrency slot is free at once.
+        let (s, b) = ask(&app, &alice, &other, "after").await;
+        assert_eq!(s, 200, "{}: {b}", backend.name);
+
+        // Both answers were booked. A long reply holds the only slot, so a probe is refused
+        // without calling the model: for cost once the ledger has both answers (a cap of one
+        // and a half), for concurrency while it has only one.
+        let third = session(&app, &alice, None).await;
+        let mut holder = stream(
+            &app,
+            &alice,
+            &third,
+            json!({"message": "LONG one", "stream": true}),
+        )
+        .await;
+        assert!(holder.next(Duration::from_secs(10)).await.is_some());
+        let one = (42.0 * 1.0 + 20.0 * 2.0) / 1e6;
+        set(
+            &app,
+            &user_setting("max_llm_cost_per_user_per_24h"),
+            &format!("{}", one * 1.5),
+        )
+        .await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
+        loop {
+            let (s, b) = ask(&app, &alice, &other, "probe").await;
+            assert_error(s, &b, 429);
+            if b["message"]
+                .as_str()
+                .unwrap()
+                .contains("max_llm_cost_per_user_per_24h")
+            {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{}: the deleted session's answer was never booked",
+                backend.name
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        drop(holder);
+        app.stop().await;
+    }
+}
+
+#[tokio::test]
 async fn the_chat_rate_limit_answers_429_when_fairness_is_on() {
     for backend in backends() {
         let model = upstream(Duration::ZERO).await;

@@ -105,7 +105,10 @@ async fn connect_with(url: &str, sqlite_connections: u32) -> anyhow::Result<Data
         {
             std::fs::create_dir_all(parent)?;
         }
+        // A local file has no connection to lose: skip the ping sqlx makes before every
+        // acquire (a round trip through the connection's worker thread).
         opts.max_connections(sqlite_connections)
+            .test_before_acquire(false)
             .map_sqlx_sqlite_opts(|o| {
                 o.journal_mode(sea_orm::sqlx::sqlite::SqliteJournalMode::Wal)
                     .synchronous(sea_orm::sqlx::sqlite::SqliteSynchronous::Normal)

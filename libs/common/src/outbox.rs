@@ -1,6 +1,7 @@
 //! Transactional outbox: a service writes the event row in the same transaction as the state
-//! change; [`OutboxRelay`] publishes rows in order and deletes each once the bus confirmed
-//! it. A crash between commit and publish only delays the event.
+//! change; [`OutboxRelay`] publishes rows in order and deletes a batch once the bus confirmed
+//! it. A crash between commit and publish only delays the event; a crash between publish and
+//! delete publishes it again, which consumers absorb (they are idempotent on the event id).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,7 +9,7 @@ use std::time::Duration;
 use docchat_proto::events::v1::Envelope;
 use prost::Message;
 use sea_orm::{
-    ActiveModelTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryOrder,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect, Set,
 };
 use tokio::sync::Notify;
@@ -103,8 +104,7 @@ mod migration {
     }
 }
 
-/// Adds `event` to the outbox inside the caller's transaction.
-pub async fn enqueue<C: ConnectionTrait>(conn: &C, event: &Envelope) -> Result<(), DbErr> {
+fn row(event: &Envelope) -> entity::ActiveModel {
     entity::ActiveModel {
         event_id: Set(event.id.clone()),
         routing_key: Set(event.r#type.clone()),
@@ -112,8 +112,25 @@ pub async fn enqueue<C: ConnectionTrait>(conn: &C, event: &Envelope) -> Result<(
         created_at: Set(crate::time::now()),
         ..Default::default()
     }
-    .insert(conn)
-    .await?;
+}
+
+/// Adds `event` to the outbox inside the caller's transaction: one INSERT, nothing read
+/// back.
+pub async fn enqueue<C: ConnectionTrait>(conn: &C, event: &Envelope) -> Result<(), DbErr> {
+    entity::Entity::insert(row(event))
+        .exec_without_returning(conn)
+        .await?;
+    Ok(())
+}
+
+/// Adds `events` to the outbox in one INSERT inside the caller's transaction.
+pub async fn enqueue_all<C: ConnectionTrait>(conn: &C, events: &[Envelope]) -> Result<(), DbErr> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    entity::Entity::insert_many(events.iter().map(row))
+        .exec_without_returning(conn)
+        .await?;
     Ok(())
 }
 
@@ -155,6 +172,7 @@ impl OutboxRelay {
             if rows.is_empty() {
                 return Ok(sent);
             }
+            let mut seqs = Vec::with_capacity(rows.len());
             for row in rows {
                 match Envelope::decode(row.envelope.as_slice()) {
                     Ok(event) => self.bus.publish(&event).await?,
@@ -162,9 +180,15 @@ impl OutboxRelay {
                         tracing::error!(event_id = %row.event_id, error = %e, "dropping undecodable outbox row");
                     }
                 }
-                entity::Entity::delete_by_id(row.seq).exec(&self.db).await?;
-                sent += 1;
+                seqs.push(row.seq);
             }
+            // One DELETE a batch: a crash before it republishes at most a batch, and
+            // consumers are idempotent on the envelope id.
+            sent += seqs.len();
+            entity::Entity::delete_many()
+                .filter(entity::Column::Seq.is_in(seqs))
+                .exec(&self.db)
+                .await?;
         }
     }
 

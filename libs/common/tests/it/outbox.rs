@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use docchat_common::bus::memory::InProcessBus;
 use docchat_common::bus::{BusError, EventBus, EventHandler, Subscription, envelope};
-use docchat_common::outbox::{CreateOutbox, OutboxRelay, enqueue};
+use docchat_common::outbox::{CreateOutbox, OutboxRelay, enqueue, enqueue_all};
 use docchat_common::testing::backends;
 use docchat_proto::events::v1::{CollectionDeleted, Envelope};
 use sea_orm::{EntityTrait, PaginatorTrait, TransactionTrait};
@@ -95,11 +95,14 @@ async fn publishes_committed_events_in_order_and_keeps_what_the_bus_refused() {
         enqueue(&txn, &deleted(0)).await.unwrap();
         txn.rollback().await.unwrap();
 
-        let events: Vec<Envelope> = (1..=3).map(deleted).collect();
+        // One by one and all at once; more than one relay batch (100) in all.
+        let events: Vec<Envelope> = (1..=250).map(deleted).collect();
         let txn = db.begin().await.unwrap();
-        for e in &events {
+        for e in &events[..3] {
             enqueue(&txn, e).await.unwrap();
         }
+        enqueue_all(&txn, &[]).await.unwrap();
+        enqueue_all(&txn, &events[3..]).await.unwrap();
         txn.commit().await.unwrap();
 
         // The broker is away: rows stay.
@@ -109,14 +112,14 @@ async fn publishes_committed_events_in_order_and_keeps_what_the_bus_refused() {
             .count(&db)
             .await
             .unwrap();
-        assert_eq!(pending, 3, "{}", backend.name);
+        assert_eq!(pending, 250, "{}", backend.name);
 
         // Back: everything goes out once, in commit order, and the table empties.
         let relay = OutboxRelay::new(db.clone(), bus.clone());
-        assert_eq!(relay.drain().await.unwrap(), 3, "{}", backend.name);
+        assert_eq!(relay.drain().await.unwrap(), 250, "{}", backend.name);
         assert_eq!(relay.drain().await.unwrap(), 0, "{}", backend.name);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while seen.0.lock().unwrap().len() < 3 && tokio::time::Instant::now() < deadline {
+        while seen.0.lock().unwrap().len() < 250 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let got: Vec<String> = seen
