@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use docchat_common::Caller;
 use docchat_common::budget::CostGuard;
-use docchat_common::bus::envelope;
 use docchat_common::error::{ApiError, ApiResult, ErrorCode};
 use docchat_common::outbox::{self, OutboxRelay};
 use docchat_common::settings::SettingsClient;
@@ -28,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
 use crate::completions::{Models, cost, model_error};
+use crate::events::usage_event;
 use crate::fairness::{Fairness, Permit};
 
 /// How often summed usage is booked.
@@ -339,7 +339,7 @@ impl UsageBook {
         }
     }
 
-    /// Writes what was summed to the outbox in one transaction; answers how many events.
+    /// Writes what was summed to the outbox in one INSERT; answers how many events.
     pub async fn flush(&self, db: &DatabaseConnection, relay: &OutboxRelay) -> usize {
         let sums = self.take();
         if sums.is_empty() {
@@ -348,24 +348,19 @@ impl UsageBook {
         let events: Vec<_> = sums
             .iter()
             .map(|((user_id, model, purpose), s)| {
-                envelope(
-                    "usage.llm",
-                    user_id,
-                    &LlmUsage {
-                        user_id: user_id.clone(),
-                        model: model.clone(),
-                        prompt_tokens: s.prompt_tokens,
-                        completion_tokens: s.completion_tokens,
-                        cost: s.cost,
-                        purpose: purpose.clone(),
-                        message_id: String::new(),
-                        calls: s.calls,
-                    },
-                )
+                usage_event(&LlmUsage {
+                    user_id: user_id.clone(),
+                    model: model.clone(),
+                    prompt_tokens: s.prompt_tokens,
+                    completion_tokens: s.completion_tokens,
+                    cost: s.cost,
+                    purpose: purpose.clone(),
+                    message_id: String::new(),
+                    calls: s.calls,
+                })
             })
             .collect();
-        let written = outbox::enqueue_all(db, &events).await;
-        match written {
+        match outbox::enqueue_all(db, &events).await {
             Ok(()) => {
                 relay.notify();
                 events.len()

@@ -11,7 +11,6 @@ use std::time::Instant;
 
 use docchat_common::auth::authorized;
 use docchat_common::budget::CostGuard;
-use docchat_common::bus::envelope;
 use docchat_common::config::Service;
 use docchat_common::error::{ApiError, ApiResult, ErrorCode};
 use docchat_common::outbox::{self, OutboxRelay};
@@ -28,8 +27,8 @@ use docchat_proto::ingest::v1::{ListChunksRequest, SearchHit, SearchRequest};
 use futures::StreamExt;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    TransactionTrait,
+    ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set, TransactionTrait,
 };
 use tokio::sync::{mpsc, watch};
 use tonic::Status;
@@ -37,6 +36,7 @@ use tonic::transport::Channel;
 
 use crate::control::{Controls, Registration, State};
 use crate::entities::{chat_sessions, message_meta, message_references, messages};
+use crate::events::usage_event;
 use crate::fairness::{Fairness, Priority};
 use crate::limits;
 
@@ -253,7 +253,7 @@ impl Completer {
             message_id: message_id.to_owned(),
             calls: 1,
         };
-        outbox::enqueue(&self.db, &envelope("usage.llm", &caller.user_id, &usage)).await?;
+        outbox::enqueue(&self.db, &usage_event(&usage)).await?;
         self.relay.notify();
         Ok(())
     }
@@ -654,37 +654,43 @@ impl Completer {
         tx: &Events,
     ) {
         let elapsed = started.elapsed().as_secs_f64();
-        match store_reply(&self.db, job, &reply, &usage, elapsed).await {
-            Ok(reply_id) => {
+        let last = match store_reply(&self.db, job, &reply, &usage, elapsed).await {
+            Ok(stored) => {
                 self.relay.notify();
-                let last = match reply.error {
-                    Some(message) => pb::completion_event::Event::Error(pb::CompletionError {
-                        message,
-                        message_id: Some(reply_id),
+                match (stored, reply.error) {
+                    (None, _) => pb::completion_event::Event::Error(pb::CompletionError {
+                        message: format!(
+                            "the reply could not be stored: chat session {} was deleted",
+                            job.session.id
+                        ),
+                        message_id: None,
                     }),
-                    None => pb::completion_event::Event::Done(pb::CompletionDone {
-                        message_id: reply_id,
-                        body: reply.text,
-                    }),
-                };
-                let _ = tx.send(Ok(event(last))).await;
+                    (Some(reply_id), Some(message)) => {
+                        pb::completion_event::Event::Error(pb::CompletionError {
+                            message,
+                            message_id: Some(reply_id),
+                        })
+                    }
+                    (Some(reply_id), None) => {
+                        pb::completion_event::Event::Done(pb::CompletionDone {
+                            message_id: reply_id,
+                            body: reply.text,
+                        })
+                    }
+                }
             }
             Err(e) => {
-                self.relay.notify();
                 tracing::error!(question = %job.question.id, error = %e, "storing a reply failed");
                 if let Err(e) = limits::release(&self.db, &job.question.id).await {
                     tracing::warn!(question = %job.question.id, error = %e, "releasing a completion slot failed; its lease will run out");
                 }
-                let _ = tx
-                    .send(Ok(event(pb::completion_event::Event::Error(
-                        pb::CompletionError {
-                            message: format!("the reply could not be stored: {}", e.message),
-                            message_id: None,
-                        },
-                    ))))
-                    .await;
+                pb::completion_event::Event::Error(pb::CompletionError {
+                    message: format!("the reply could not be stored: {}", e.message),
+                    message_id: None,
+                })
             }
-        }
+        };
+        let _ = tx.send(Ok(event(last))).await;
     }
 }
 
@@ -950,33 +956,32 @@ async fn earlier_messages(
     Ok(rows)
 }
 
+/// Stores the reply, books its model calls and frees its concurrency slot, in one
+/// transaction. Returns the reply's id, or None when the session was deleted meanwhile: the
+/// reply then has nothing to attach to, but its model calls were made and are booked.
 async fn store_reply(
     db: &DatabaseConnection,
     job: &Job,
     reply: &Reply,
     usage: &UsageLog,
     elapsed: f64,
-) -> ApiResult<String> {
+) -> ApiResult<Option<String>> {
     let at = now();
     let id = message_id();
     let events: Vec<_> = usage
         .calls
         .iter()
         .map(|call| {
-            envelope(
-                "usage.llm",
-                &job.caller.user_id,
-                &LlmUsage {
-                    user_id: job.caller.user_id.clone(),
-                    model: job.model_name.clone(),
-                    prompt_tokens: call.prompt_tokens,
-                    completion_tokens: call.completion_tokens,
-                    cost: call.cost,
-                    purpose: call.purpose.to_owned(),
-                    message_id: id.clone(),
-                    calls: 1,
-                },
-            )
+            usage_event(&LlmUsage {
+                user_id: job.caller.user_id.clone(),
+                model: job.model_name.clone(),
+                prompt_tokens: call.prompt_tokens,
+                completion_tokens: call.completion_tokens,
+                cost: call.cost,
+                purpose: call.purpose.to_owned(),
+                message_id: id.clone(),
+                calls: 1,
+            })
         })
         .collect();
     let txn = db.begin().await?;
@@ -993,18 +998,27 @@ async fn store_reply(
         .filter(chat_sessions::Column::Id.eq(&job.session.id))
         .exec(&txn)
         .await?;
-    if touched.rows_affected == 0 {
-        // The session was deleted meanwhile: the reply has nothing to attach to, but the
-        // model calls were made and are booked all the same.
-        limits::release(&txn, &job.question.id).await?;
-        txn.commit().await?;
-        return Err(ApiError::not_found(format!(
-            "chat session {} was deleted",
-            job.session.id
-        )));
+    let attached = touched.rows_affected > 0;
+    if attached {
+        insert_reply(&txn, job, reply, usage, elapsed, &id, at).await?;
     }
+    limits::release(&txn, &job.question.id).await?;
+    txn.commit().await?;
+    Ok(attached.then_some(id))
+}
+
+/// The reply's rows: the message, its references and its metadata.
+async fn insert_reply(
+    txn: &DatabaseTransaction,
+    job: &Job,
+    reply: &Reply,
+    usage: &UsageLog,
+    elapsed: f64,
+    id: &str,
+    at: chrono::DateTime<chrono::Utc>,
+) -> ApiResult<()> {
     messages::Entity::insert(messages::ActiveModel {
-        id: Set(id.clone()),
+        id: Set(id.to_owned()),
         session_id: Set(job.session.id.clone()),
         owner_id: Set(job.caller.user_id.clone()),
         username: Set(job.caller.username.clone()),
@@ -1016,14 +1030,14 @@ async fn store_reply(
         error: Set(reply.error.clone()),
         created_at: Set(at),
     })
-    .exec_without_returning(&txn)
+    .exec_without_returning(txn)
     .await?;
     let references: Vec<message_references::ActiveModel> = reply
         .references
         .iter()
         .enumerate()
         .map(|(rank, hit)| message_references::ActiveModel {
-            message_id: Set(id.clone()),
+            message_id: Set(id.to_owned()),
             rank: Set(rank as i32),
             document_id: Set(hit.document_id.clone()),
             document_name: Set(hit.document_name.clone()),
@@ -1042,7 +1056,7 @@ async fn store_reply(
         .collect();
     if !references.is_empty() {
         message_references::Entity::insert_many(references)
-            .exec_without_returning(&txn)
+            .exec_without_returning(txn)
             .await?;
     }
     let (prompt_tokens, completion_tokens, cost) = usage.calls.iter().fold((0, 0, 0.0), |t, c| {
@@ -1073,17 +1087,15 @@ async fn store_reply(
     }
     message_meta::Entity::insert_many(meta.into_iter().map(|(info_type, content)| {
         message_meta::ActiveModel {
-            message_id: Set(id.clone()),
+            message_id: Set(id.to_owned()),
             info_type: Set(info_type.to_owned()),
             content: Set(content),
             ..Default::default()
         }
     }))
-    .exec_without_returning(&txn)
+    .exec_without_returning(txn)
     .await?;
-    limits::release(&txn, &job.question.id).await?;
-    txn.commit().await?;
-    Ok(id)
+    Ok(())
 }
 
 #[cfg(test)]

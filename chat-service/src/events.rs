@@ -1,11 +1,16 @@
-//! Consumers of other services' events.
+//! Events chat-service publishes, and its consumers of other services' events.
 
-use docchat_common::bus::EventHandler;
-use docchat_proto::events::v1::{CollectionDeleted, Envelope};
+use docchat_common::bus::{EventHandler, envelope};
+use docchat_proto::events::v1::{CollectionDeleted, Envelope, LlmUsage};
 use prost::Message;
 use sea_orm::DatabaseConnection;
 
 pub const COLLECTION_EVENTS_GROUP: &str = "chat.collections";
+
+/// Model calls made for a user; admin-service books them into its cost ledger.
+pub fn usage_event(usage: &LlmUsage) -> Envelope {
+    envelope("usage.llm", &usage.user_id, usage)
+}
 
 /// Detaches sessions from collections that were deleted. Idempotent.
 pub struct CollectionCleanup {

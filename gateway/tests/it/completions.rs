@@ -113,6 +113,26 @@ impl Lines {
             }
         }
     }
+
+    /// Reads to the end: the bodies of the lines before the last, joined, and the last
+    /// (`finished` true). Panics when the stream ends or stalls for `wait` before that.
+    pub(crate) async fn rest(&mut self, wait: Duration) -> (String, Value) {
+        let mut body = String::new();
+        loop {
+            let line = self
+                .next(wait)
+                .await
+                .expect("the stream ends with a finished line");
+            if line["finished"] == true {
+                return (body, line);
+            }
+            body.push_str(
+                line["body"]
+                    .as_str()
+                    .expect("a line before the last has a body"),
+            );
+        }
+    }
 }
 
 pub(crate) async fn stream(app: &TestApp, key: &str, session: &str, body: Value) -> Lines {
@@ -273,14 +293,7 @@ async fn answers_are_stored_with_metadata_and_rag_cites_its_documents() {
         .await;
         let first = lines.next(Duration::from_secs(10)).await.unwrap();
         assert!(first["question_id"].is_string());
-        let mut body = String::new();
-        let last = loop {
-            let line = lines.next(Duration::from_secs(10)).await.unwrap();
-            if line["finished"] == true {
-                break line;
-            }
-            body.push_str(line["body"].as_str().unwrap());
-        };
+        let (body, last) = lines.rest(Duration::from_secs(10)).await;
         assert_eq!(body, ANSWER);
         assert!(
             last["message_id"].is_string() && last.get("error").is_none(),
@@ -475,16 +488,8 @@ async fn running_replies_pause_resume_stop_and_finish() {
     body.push_str(line["body"].as_str().unwrap());
     control(question.clone(), "pause").await;
     control(question.clone(), "stop").await;
-    let last = loop {
-        let line = lines
-            .next(Duration::from_secs(10))
-            .await
-            .expect("stopped while paused ends the stream");
-        if line["finished"] == true {
-            break line;
-        }
-        body.push_str(line["body"].as_str().unwrap());
-    };
+    let (tail, last) = lines.rest(Duration::from_secs(10)).await;
+    body.push_str(&tail);
     let reply = last["message_id"].as_str().unwrap().to_owned();
     let full = vec![ANSWER; 20].join(" ");
     assert!(
@@ -539,13 +544,7 @@ async fn running_replies_pause_resume_stop_and_finish() {
         );
     }
     control(question, "finish").await;
-    loop {
-        let line = lines.next(Duration::from_secs(10)).await.unwrap();
-        if line["finished"] == true {
-            break;
-        }
-        body.push_str(line["body"].as_str().unwrap());
-    }
+    body.push_str(&lines.rest(Duration::from_secs(10)).await.0);
     assert!(body.trim_end().ends_with('.'), "{body:?}");
     assert!(body.len() < full.len() / 2, "{body:?}");
 
@@ -557,14 +556,7 @@ async fn running_replies_pause_resume_stop_and_finish() {
         json!({"message": "FAIL now", "stream": true}),
     )
     .await;
-    let mut body = String::new();
-    let last = loop {
-        let line = lines.next(Duration::from_secs(10)).await.unwrap();
-        if line["finished"] == true {
-            break line;
-        }
-        body.push_str(line["body"].as_str().unwrap_or_default());
-    };
+    let (body, last) = lines.rest(Duration::from_secs(10)).await;
     assert!(
         last["error"].as_str().unwrap().contains("ended before"),
         "{last}"

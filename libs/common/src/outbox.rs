@@ -104,33 +104,27 @@ mod migration {
     }
 }
 
-fn row(event: &Envelope) -> entity::ActiveModel {
-    entity::ActiveModel {
-        event_id: Set(event.id.clone()),
-        routing_key: Set(event.r#type.clone()),
-        envelope: Set(event.encode_to_vec()),
-        created_at: Set(crate::time::now()),
-        ..Default::default()
-    }
-}
-
-/// Adds `event` to the outbox inside the caller's transaction: one INSERT, nothing read
-/// back.
+/// Adds `event` to the outbox inside the caller's transaction.
 pub async fn enqueue<C: ConnectionTrait>(conn: &C, event: &Envelope) -> Result<(), DbErr> {
-    entity::Entity::insert(row(event))
-        .exec_without_returning(conn)
-        .await?;
-    Ok(())
+    enqueue_all(conn, std::slice::from_ref(event)).await
 }
 
-/// Adds `events` to the outbox in one INSERT inside the caller's transaction.
+/// Adds `events` to the outbox inside the caller's transaction: one INSERT, nothing read
+/// back.
 pub async fn enqueue_all<C: ConnectionTrait>(conn: &C, events: &[Envelope]) -> Result<(), DbErr> {
     if events.is_empty() {
         return Ok(());
     }
-    entity::Entity::insert_many(events.iter().map(row))
-        .exec_without_returning(conn)
-        .await?;
+    let at = crate::time::now();
+    entity::Entity::insert_many(events.iter().map(|event| entity::ActiveModel {
+        event_id: Set(event.id.clone()),
+        routing_key: Set(event.r#type.clone()),
+        envelope: Set(event.encode_to_vec()),
+        created_at: Set(at),
+        ..Default::default()
+    }))
+    .exec_without_returning(conn)
+    .await?;
     Ok(())
 }
 
