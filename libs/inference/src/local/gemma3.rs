@@ -10,18 +10,22 @@
 //! - GELU-tanh gated MLP.
 //!
 //! Two copies of each layer's weights are kept: f32 for prompts (batched products through
-//! faer, compute-bound) and Q8 for decoding one token at a time (matrix-vector products,
-//! bound by memory bandwidth, so the smaller copy is faster). The embedding stays in the
-//! file's Q8_0. All work runs on the calling rayon pool.
+//! faer, compute-bound) and the file's own 4- and 5-bit blocks for decoding one token at a
+//! time (matrix-vector products, bound by memory bandwidth, so the smaller copy is faster;
+//! types without a 4/5-bit form, Q6_K and Q8_0, decode in 8 bits). The embedding stays in
+//! the file's Q8_0, and a 4-bit sketch of it shortlists the next token's candidates. All
+//! work runs on the calling rayon pool.
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
 use super::LocalError;
-use super::gguf::Gguf;
+use super::gguf::{DType, Gguf};
+use super::nibbles::NibbleMatrix;
 use super::ops::{Ops, RopeTable};
-use super::quant::{Dots, Q4Matrix, Q8, Q8Matrix, dequantize};
+use super::quant::{Dots, Q8, Q8Matrix, dequantize};
+use super::sketch::{SKETCH_CANDIDATES, Sketch, top_k};
 use crate::embed::kernels::Kernels;
 
 /// Most tokens one batched pass takes; longer prompts run in chunks of this many.
@@ -34,10 +38,10 @@ pub(crate) enum Logits {
     All,
     /// Exact logits of the last token.
     Last,
-    /// For the last token: the `k` likeliest tokens by the 4-bit embedding, scored exactly
-    /// with the 8-bit one; every other logit is `-inf`. Reads 40% fewer bytes than `Last`,
-    /// and the top `k` of the 4-bit scores hold the exact top tokens but for near ties far
-    /// below the shortlist's edge.
+    /// For the last token: the likeliest tokens by the 4-bit sketch of the embedding (at
+    /// least `k`, and [`SKETCH_CANDIDATES`]), scored exactly with the 8-bit one; every other
+    /// logit is `-inf`. Reads half of `Last`'s bytes; the tests check on real text that the
+    /// candidates hold the exact top tokens.
     Shortlist(usize),
 }
 
@@ -115,23 +119,92 @@ impl Config {
     }
 }
 
-/// One weight matrix (`rows` outputs × `cols` inputs, row-major) in both forms.
+/// A weight tensor of the file: its type, its blocks, and its values in f32.
+struct Tensor {
+    dtype: DType,
+    raw: Vec<u8>,
+    f32: Vec<f32>,
+    rows: usize,
+}
+
+/// A matrix as decoding reads it.
+enum Packed {
+    Nibbles(NibbleMatrix),
+    Q8(Q8Matrix),
+}
+
+impl Packed {
+    /// The file's blocks where they are 4 or 5 bits, else 8-bit ones (Q8_0 as it is).
+    fn new(t: &Tensor, cols: usize) -> Packed {
+        if let Some(m) = NibbleMatrix::from_ggml(t.dtype, &t.raw, t.rows, cols) {
+            return Packed::Nibbles(m);
+        }
+        if t.dtype == DType::Q8_0 {
+            let mut m = Q8Matrix::with_capacity(t.rows, cols);
+            m.append_q8_0(&t.raw);
+            return Packed::Q8(m);
+        }
+        Packed::Q8(Q8Matrix::from_f32(&t.f32, t.rows, cols))
+    }
+
+    fn rows(&self) -> usize {
+        match self {
+            Packed::Nibbles(m) => m.rows,
+            Packed::Q8(m) => m.rows,
+        }
+    }
+
+    fn rows_into(&self, r0: usize, x: &Q8, out: &mut [f32], dots: Dots) {
+        match self {
+            Packed::Nibbles(m) => m.rows_into(r0, x, out, dots),
+            Packed::Q8(m) => m.rows_into(r0, x, out, dots),
+        }
+    }
+}
+
+/// One weight matrix (`rows` outputs × `cols` inputs, row-major), possibly several of the
+/// file's tensors stacked, in both forms.
 struct Linear {
     rows: usize,
     cols: usize,
     f32: Vec<f32>,
-    q8: Q8Matrix,
+    /// The stacked tensors for decoding, in order.
+    packed: Vec<Packed>,
 }
 
 impl Linear {
-    fn new(f32: Vec<f32>, rows: usize, cols: usize) -> Linear {
-        let q8 = Q8Matrix::from_f32(&f32, rows, cols);
+    fn new(tensors: Vec<Tensor>, cols: usize) -> Linear {
+        let packed = tensors.iter().map(|t| Packed::new(t, cols)).collect();
+        let rows = tensors.iter().map(|t| t.rows).sum();
+        let mut f32 = Vec::with_capacity(rows * cols);
+        for t in tensors {
+            f32.extend(t.f32);
+        }
         Linear {
             rows,
             cols,
             f32,
-            q8,
+            packed,
         }
+    }
+
+    /// `out = self · x`, rows split over the current rayon pool (a few tasks a thread:
+    /// rayon's per-task cost is a microsecond or two, and a token runs about a hundred
+    /// products).
+    fn matvec(&self, x: &Q8, out: &mut [f32], dots: Dots) {
+        let tasks = (rayon::current_num_threads() * 4).max(1);
+        let rows_per_task = self.rows.div_ceil(tasks).clamp(16, 8192);
+        let mut jobs = Vec::with_capacity(tasks + self.packed.len());
+        let mut rest = &mut out[..self.rows];
+        for part in &self.packed {
+            let (mine, tail) = rest.split_at_mut(part.rows());
+            rest = tail;
+            for (t, chunk) in mine.chunks_mut(rows_per_task).enumerate() {
+                jobs.push((part, t * rows_per_task, chunk));
+            }
+        }
+        jobs.into_par_iter()
+            .for_each(|(part, r0, out)| part.rows_into(r0, x, out, dots));
     }
 }
 
@@ -157,8 +230,8 @@ pub(crate) struct Gemma3 {
     /// Context this instance serves (rotary tables and caches are sized to it).
     pub(crate) context: usize,
     embed: Q8Matrix,
-    /// The embedding in 4 bits, to shortlist the likeliest next tokens while decoding.
-    embed_q4: Q4Matrix,
+    /// The embedding's 4-bit sketch, to shortlist the likeliest next tokens while decoding.
+    sketch: Sketch,
     out_norm: Vec<f32>,
     layers: Vec<Layer>,
     rope_local: RopeTable,
@@ -188,7 +261,7 @@ impl Gemma3 {
             }
             Ok(v)
         };
-        let matrix = |name: &str, rows: usize, cols: usize| -> Result<Vec<f32>, LocalError> {
+        let matrix = |name: &str, rows: usize, cols: usize| -> Result<Tensor, LocalError> {
             let (info, raw) = g.raw(name)?;
             if info.dims != [cols, rows] {
                 return Err(g.bad(format!(
@@ -196,21 +269,28 @@ impl Gemma3 {
                     info.dims
                 )));
             }
-            Ok(dequantize(
-                info.dtype.unwrap_or(super::gguf::DType::F32),
-                &raw,
-            ))
+            let dtype = info.dtype.unwrap_or(DType::F32);
+            Ok(Tensor {
+                dtype,
+                f32: dequantize(dtype, &raw),
+                raw,
+                rows,
+            })
         };
         let (h, hd) = (cfg.hidden, cfg.head_dim);
         let (qd, kvd) = (cfg.heads * hd, cfg.kv_heads * hd);
         let mut layers = Vec::with_capacity(cfg.layers);
         for i in 0..cfg.layers {
             let p = |n: &str| format!("blk.{i}.{n}.weight");
-            let mut qkv = matrix(&p("attn_q"), qd, h)?;
-            qkv.extend(matrix(&p("attn_k"), kvd, h)?);
-            qkv.extend(matrix(&p("attn_v"), kvd, h)?);
-            let mut gate_up = matrix(&p("ffn_gate"), cfg.ffn, h)?;
-            gate_up.extend(matrix(&p("ffn_up"), cfg.ffn, h)?);
+            let qkv = vec![
+                matrix(&p("attn_q"), qd, h)?,
+                matrix(&p("attn_k"), kvd, h)?,
+                matrix(&p("attn_v"), kvd, h)?,
+            ];
+            let gate_up = vec![
+                matrix(&p("ffn_gate"), cfg.ffn, h)?,
+                matrix(&p("ffn_up"), cfg.ffn, h)?,
+            ];
             layers.push(Layer {
                 attn_norm: vector(&p("attn_norm"), h)?,
                 q_norm: vector(&p("attn_q_norm"), hd)?,
@@ -218,10 +298,10 @@ impl Gemma3 {
                 post_attn_norm: vector(&p("post_attention_norm"), h)?,
                 ffn_norm: vector(&p("ffn_norm"), h)?,
                 post_ffn_norm: vector(&p("post_ffw_norm"), h)?,
-                qkv: Linear::new(qkv, qd + 2 * kvd, h),
-                o: Linear::new(matrix(&p("attn_output"), h, qd)?, h, qd),
-                gate_up: Linear::new(gate_up, 2 * cfg.ffn, h),
-                down: Linear::new(matrix(&p("ffn_down"), h, cfg.ffn)?, h, cfg.ffn),
+                qkv: Linear::new(qkv, h),
+                o: Linear::new(vec![matrix(&p("attn_output"), h, qd)?], qd),
+                gate_up: Linear::new(gate_up, h),
+                down: Linear::new(vec![matrix(&p("ffn_down"), h, cfg.ffn)?], cfg.ffn),
                 global: (i + 1) % cfg.global_every == 0,
             });
         }
@@ -242,11 +322,11 @@ impl Gemma3 {
             let rows = ROWS.min(cfg.vocab - r0);
             let raw = g.raw_range("token_embd.weight", r0 * row_bytes, rows * row_bytes)?;
             match dt {
-                super::gguf::DType::Q8_0 => embed.append_q8_0(&raw),
+                DType::Q8_0 => embed.append_q8_0(&raw),
                 _ => embed.append_f32(&dequantize(dt, &raw)),
             }
         }
-        let embed_q4 = Q4Matrix::from_q8(&embed);
+        let sketch = Sketch::from_q8(&embed);
         let out_norm = vector("output_norm.weight", h)?;
         Ok(Gemma3 {
             rope_local: RopeTable::new(hd, cfg.rope_local, context),
@@ -254,7 +334,7 @@ impl Gemma3 {
             cfg,
             context,
             embed,
-            embed_q4,
+            sketch,
             out_norm,
             layers,
             ops: Ops::detect(),
@@ -284,7 +364,7 @@ impl Gemma3 {
             let mut xq = Q8::default();
             for (x, out) in x.chunks_exact(lin.cols).zip(out.chunks_exact_mut(lin.rows)) {
                 xq.quantize_into(x);
-                lin.q8.matvec(&xq, out, self.dots);
+                lin.matvec(&xq, out, self.dots);
             }
         } else {
             matmul(
@@ -306,6 +386,20 @@ impl Gemma3 {
         tokens: &[u32],
         cache: &mut Cache,
         want: Logits,
+        threads: usize,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Option<Vec<f32>>, LocalError> {
+        Ok(self
+            .hidden(tokens, cache, threads, cancelled)?
+            .map(|x| self.logits(&x, want)))
+    }
+
+    /// The decoder's last hidden vectors (`hidden` per token, before the final norm) of
+    /// `tokens` at positions `cache.len..`, extending the cache; `None` once `cancelled`.
+    fn hidden(
+        &self,
+        tokens: &[u32],
+        cache: &mut Cache,
         threads: usize,
         cancelled: &dyn Fn() -> bool,
     ) -> Result<Option<Vec<f32>>, LocalError> {
@@ -399,7 +493,14 @@ impl Gemma3 {
             }
         }
         cache.len += n;
+        Ok(Some(x))
+    }
 
+    /// The logits `want` asks for of hidden vectors `x` (`vocab` per vector).
+    fn logits(&self, x: &[f32], want: Logits) -> Vec<f32> {
+        let (cfg, ops) = (&self.cfg, self.ops);
+        let h = cfg.hidden;
+        let n = x.len() / h;
         let rows: Vec<&[f32]> = if want == Logits::All {
             x.chunks_exact(h).collect()
         } else {
@@ -413,7 +514,9 @@ impl Gemma3 {
             ops.rms_norm_rows(&mut normed, &self.out_norm, cfg.eps);
             xq.quantize_into(&normed);
             match want {
-                Logits::Shortlist(k) if k < cfg.vocab => self.shortlist(&xq, out, k),
+                Logits::Shortlist(k) if k.max(SKETCH_CANDIDATES) < cfg.vocab => {
+                    self.shortlist(&normed, &xq, out, k.max(SKETCH_CANDIDATES))
+                }
                 _ => self.embed.matvec(&xq, out, self.dots),
             }
             if let Some(cap) = cfg.final_softcap {
@@ -422,18 +525,24 @@ impl Gemma3 {
                 }
             }
         }
-        Ok(Some(logits))
+        logits
     }
 
-    /// Shortlisted logits (see [`Logits::Shortlist`]) into `out`.
-    fn shortlist(&self, xq: &Q8, out: &mut [f32], k: usize) {
-        self.embed_q4.matvec(xq, out, self.dots);
-        let mut idx: Vec<u32> = (0..out.len() as u32).collect();
-        idx.select_nth_unstable_by(k - 1, |&a, &b| out[b as usize].total_cmp(&out[a as usize]));
-        idx.truncate(k);
+    /// Shortlisted logits (see [`Logits::Shortlist`]) of the normed last vector `x`
+    /// (quantized: `xq`) into `out`: the `k` best by the sketch, scored exactly.
+    fn shortlist(&self, x: &[f32], xq: &Q8, out: &mut [f32], k: usize) {
+        self.sketch.scores(x, out, self.dots);
+        let candidates = top_k(out, k);
+        let exact: Vec<f32> = candidates
+            .par_chunks(64)
+            .flat_map_iter(|c| {
+                c.iter()
+                    .map(|&i| self.embed.row_dot(i as usize, xq, self.dots))
+            })
+            .collect();
         out.fill(f32::NEG_INFINITY);
-        for &i in &idx {
-            out[i as usize] = self.embed.row_dot(i as usize, xq, self.dots);
+        for (&i, v) in candidates.iter().zip(exact) {
+            out[i as usize] = v;
         }
     }
 
@@ -533,4 +642,95 @@ fn strided(data: &[f32], first: usize, rows: usize, cols: usize, stride: usize) 
         cols,
         stride,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::super::tokenizer::Tokenizer;
+    use super::*;
+
+    /// The 270M file when it has been fetched (`scripts/fetch-models.sh --with-llm`).
+    fn model_file() -> Option<PathBuf> {
+        let dir = std::env::var_os("DOCCHAT_TEST_MODELS_DIR")
+            .or_else(|| std::env::var_os("DOCCHAT_MODELS_DIR"))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"));
+        let path = dir.join("gemma3-270m/gemma-3-270m-q4_k_m.gguf");
+        path.is_file().then_some(path)
+    }
+
+    /// On real text, at every position: the shortlist picks the same greedy token as the
+    /// exact logits, scores its candidates exactly, and holds (nearly) all of the
+    /// distribution that sampling draws from (the exact top 64, cut at top-p 0.95).
+    #[test]
+    fn the_sketch_shortlist_holds_the_likely_tokens() {
+        let Some(path) = model_file() else {
+            eprintln!("SKIPPED: no gemma3-270m GGUF (scripts/fetch-models.sh --with-llm)");
+            return;
+        };
+        let g = Gguf::open(&path).unwrap();
+        let t = Tokenizer::from_gguf(&g).unwrap();
+        let m = Gemma3::load(&g, 1024).unwrap();
+        let text = "The history of the printing press begins in the fifteenth century, when \
+            Johannes Gutenberg combined movable metal type, oil-based ink and a screw press. \
+            Books became cheaper, literacy spread, and ideas travelled faster than ever. \
+            def mean(values):\n    return sum(values) / len(values)\n\n\
+            Die Katze sitzt auf der Matte, und der Hund schläft im Garten. \
+            La ville de Paris est la capitale de la France. 東京は日本の首都です。 \
+            In 1969, Apollo 11 landed on the Moon; Neil Armstrong and Buzz Aldrin walked on \
+            its surface while Michael Collins orbited above. The mission lasted eight days.";
+        let mut ids = vec![t.bos()];
+        ids.extend(t.encode(text));
+        let mut cache = m.new_cache(ids.len());
+        let x = m.hidden(&ids, &mut cache, 2, &|| false).unwrap().unwrap();
+        let argmax = |l: &[f32]| {
+            l.iter()
+                .enumerate()
+                .fold(
+                    (0, f32::NEG_INFINITY),
+                    |b, (i, &v)| if v > b.1 { (i, v) } else { b },
+                )
+                .0
+        };
+        let mut lost = Vec::new();
+        for (pos, row) in x.chunks_exact(m.cfg.hidden).enumerate() {
+            let exact = m.logits(row, Logits::Last);
+            let short = m.logits(row, Logits::Shortlist(64));
+            assert_eq!(argmax(&short), argmax(&exact), "position {pos}");
+            // The sampling distribution at temperature 1.
+            let mut top = top_k(&exact, 64);
+            top.sort_by(|a, b| exact[*b as usize].total_cmp(&exact[*a as usize]));
+            let max = exact[top[0] as usize];
+            let p: Vec<f32> = top
+                .iter()
+                .map(|&i| (exact[i as usize] - max).exp())
+                .collect();
+            let total: f32 = p.iter().sum();
+            let (mut cum, mut nucleus, mut kept) = (0.0, 0.0, 0.0);
+            for (&i, &p) in top.iter().zip(&p) {
+                if cum >= 0.95 {
+                    break;
+                }
+                cum += p / total;
+                nucleus += p;
+                let s = short[i as usize];
+                if s != f32::NEG_INFINITY {
+                    assert_eq!(s, exact[i as usize], "candidates are scored exactly");
+                    kept += p;
+                }
+            }
+            lost.push(1.0 - kept / nucleus);
+        }
+        lost.sort_by(f32::total_cmp);
+        let n = lost.len();
+        let mean = lost.iter().sum::<f32>() / n as f32;
+        eprintln!(
+            "{n} positions: sampling mass lost mean {mean:.4}, p90 {:.4}, max {:.4}",
+            lost[n * 9 / 10],
+            lost[n - 1]
+        );
+        assert!(mean < 0.01 && lost[n - 1] < 0.15, "{lost:?}");
+    }
 }

@@ -21,8 +21,10 @@
 
 mod gemma3;
 mod gguf;
+mod nibbles;
 mod ops;
 mod quant;
+mod sketch;
 mod tokenizer;
 
 use std::path::{Path, PathBuf};
@@ -109,12 +111,13 @@ pub struct GenParams {
     /// number of tokens).
     pub stop_at_control: bool,
     /// Score the whole vocabulary exactly for every token instead of shortlisting the
-    /// likeliest [`SHORTLIST`] (or `top_k`) with the 4-bit embedding; slower.
+    /// likeliest [`SHORTLIST`] (or `top_k`) with the 4-bit sketch of the embedding; slower.
     pub exact_logits: bool,
 }
 
-/// Tokens shortlisted by the 4-bit output embedding and then scored exactly, at least.
-pub const SHORTLIST: usize = 64;
+/// Tokens shortlisted by the 4-bit sketch of the output embedding and then scored exactly,
+/// at least.
+pub const SHORTLIST: usize = sketch::SKETCH_CANDIDATES;
 
 impl GenParams {
     pub fn greedy(max_tokens: usize) -> GenParams {
@@ -293,7 +296,7 @@ impl LocalModel {
             let want = if params.exact_logits {
                 Logits::Last
             } else {
-                Logits::Shortlist(params.top_k.max(SHORTLIST))
+                Logits::Shortlist(params.top_k)
             };
             let mut logits = Vec::new();
             for chunk in prompt.chunks(PREFILL_CHUNK) {

@@ -31,7 +31,7 @@ pub(crate) fn f16_to_f32(h: u16) -> f32 {
     f32::from_bits(bits)
 }
 
-fn half(b: &[u8], at: usize) -> f32 {
+pub(crate) fn half(b: &[u8], at: usize) -> f32 {
     f16_to_f32(u16::from_le_bytes([b[at], b[at + 1]]))
 }
 
@@ -146,7 +146,7 @@ fn dequantize_block(dtype: DType, b: &[u8], y: &mut [f32]) {
 }
 
 /// The 6-bit scale and min `j` of a Q4_K/Q5_K super-block.
-fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+pub(crate) fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
     if j < 4 {
         (q[j] & 63, q[j + 4] & 63)
     } else {
@@ -162,16 +162,16 @@ fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
 pub(crate) struct Q8 {
     pub(crate) qs: Vec<i8>,
     pub(crate) d: Vec<f32>,
+    /// For a quantized vector: each block's sum, `d · Σ qs` (the offset term of affine
+    /// weights, see [`NibbleMatrix`](super::nibbles::NibbleMatrix)); empty for weights.
+    pub(crate) s: Vec<f32>,
 }
 
 impl Q8 {
     /// Quantizes `x` (a multiple of 32 long) as ggml's `quantize_row_q8_0` does.
     #[cfg(test)]
     pub(crate) fn quantize(x: &[f32]) -> Q8 {
-        let mut q = Q8 {
-            qs: vec![0; x.len()],
-            d: vec![0.0; x.len() / QK],
-        };
+        let mut q = Q8::default();
         q.quantize_into(x);
         q
     }
@@ -181,18 +181,23 @@ impl Q8 {
     pub(crate) fn quantize_into(&mut self, x: &[f32]) {
         self.qs.resize(x.len(), 0);
         self.d.resize(x.len() / QK, 0.0);
-        for ((xb, qb), d) in x
+        self.s.resize(x.len() / QK, 0.0);
+        for (((xb, qb), d), s) in x
             .chunks_exact(QK)
             .zip(self.qs.chunks_exact_mut(QK))
             .zip(self.d.iter_mut())
+            .zip(self.s.iter_mut())
         {
             let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
             let scale = amax / 127.0;
             let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+            let mut sum = 0i32;
             for (q, &v) in qb.iter_mut().zip(xb) {
                 *q = (v * inv).round() as i8;
+                sum += i32::from(*q);
             }
             *d = scale;
+            *s = scale * sum as f32;
         }
     }
 }
@@ -210,16 +215,14 @@ impl Q8Matrix {
         let mut data = Q8 {
             qs: vec![0; w.len()],
             d: vec![0.0; w.len() / QK],
+            s: Vec::new(),
         };
         data.qs
             .par_chunks_mut(cols * 64)
             .zip(data.d.par_chunks_mut(cols / QK * 64))
             .zip(w.par_chunks(cols * 64))
             .for_each(|((qs, d), w)| {
-                let mut part = Q8 {
-                    qs: Vec::new(),
-                    d: Vec::new(),
-                };
+                let mut part = Q8::default();
                 part.quantize_into(w);
                 qs.copy_from_slice(&part.qs);
                 d.copy_from_slice(&part.d);
@@ -235,6 +238,7 @@ impl Q8Matrix {
             data: Q8 {
                 qs: Vec::with_capacity(rows * cols),
                 d: Vec::with_capacity(rows * cols / QK),
+                s: Vec::new(),
             },
         }
     }
@@ -292,8 +296,6 @@ impl Q8Matrix {
     /// `out = self · x` for a quantized `x` (`cols` long), rows split over the current
     /// rayon pool.
     pub(crate) fn matvec(&self, x: &Q8, out: &mut [f32], dots: Dots) {
-        let cols = self.cols;
-        let bpr = cols / QK;
         // A few tasks per thread (rayon's per-task cost is a microsecond or two, and a token
         // runs about a hundred products), each at most a few MB of weights.
         let tasks = (rayon::current_num_threads() * 4).max(1);
@@ -301,77 +303,15 @@ impl Q8Matrix {
         out[..self.rows]
             .par_chunks_mut(rows_per_task)
             .enumerate()
-            .for_each(|(t, out)| {
-                let r0 = t * rows_per_task;
-                let qs = &self.data.qs[r0 * cols..(r0 + out.len()) * cols];
-                let d = &self.data.d[r0 * bpr..(r0 + out.len()) * bpr];
-                dots.rows(qs, d, &x.qs, &x.d, out);
-            });
-    }
-}
-
-/// A row-major matrix in 4-bit blocks of 32 (ggml's Q4_0 layout with f32 scales: byte `j`
-/// of a block holds element `j` in its low nibble and `j + 16` in its high one, each stored
-/// plus 8). Used only to shortlist the likeliest tokens: half the bytes of [`Q8Matrix`].
-#[derive(Debug, Clone)]
-pub(crate) struct Q4Matrix {
-    pub(crate) rows: usize,
-    pub(crate) cols: usize,
-    qs: Vec<u8>,
-    d: Vec<f32>,
-}
-
-impl Q4Matrix {
-    /// Requantizes a Q8 matrix.
-    pub(crate) fn from_q8(m: &Q8Matrix) -> Q4Matrix {
-        let blocks = m.data.d.len();
-        let mut qs = vec![0u8; blocks * QK / 2];
-        let mut d = vec![0f32; blocks];
-        qs.par_chunks_mut(QK / 2 * 1024)
-            .zip(d.par_chunks_mut(1024))
-            .zip(m.data.qs.par_chunks(QK * 1024))
-            .zip(m.data.d.par_chunks(1024))
-            .for_each(|(((qs, d), src), sd)| {
-                for (((q, d), b), &bd) in qs
-                    .chunks_exact_mut(QK / 2)
-                    .zip(d.iter_mut())
-                    .zip(src.chunks_exact(QK))
-                    .zip(sd)
-                {
-                    let amax = b.iter().map(|v| v.unsigned_abs()).max().unwrap_or(0);
-                    let scale = f32::from(amax) * bd / 7.0;
-                    let inv = if scale > 0.0 { bd / scale } else { 0.0 };
-                    let nib =
-                        |v: i8| ((f32::from(v) * inv).round().clamp(-8.0, 7.0) as i8 + 8) as u8;
-                    for j in 0..QK / 2 {
-                        q[j] = nib(b[j]) | (nib(b[j + QK / 2]) << 4);
-                    }
-                    *d = scale;
-                }
-            });
-        Q4Matrix {
-            rows: m.rows,
-            cols: m.cols,
-            qs,
-            d,
-        }
+            .for_each(|(t, out)| self.rows_into(t * rows_per_task, x, out, dots));
     }
 
-    /// `out = self · x` (approximately), rows split over the current rayon pool.
-    pub(crate) fn matvec(&self, x: &Q8, out: &mut [f32], dots: Dots) {
-        let cols = self.cols;
-        let bpr = cols / QK;
-        let tasks = (rayon::current_num_threads() * 4).max(1);
-        let rows_per_task = self.rows.div_ceil(tasks).clamp(16, 8192);
-        out[..self.rows]
-            .par_chunks_mut(rows_per_task)
-            .enumerate()
-            .for_each(|(t, out)| {
-                let r0 = t * rows_per_task;
-                let qs = &self.qs[r0 * cols / 2..(r0 + out.len()) * cols / 2];
-                let d = &self.d[r0 * bpr..(r0 + out.len()) * bpr];
-                dots.rows_q4(qs, d, &x.qs, &x.d, out);
-            });
+    /// Rows `r0..r0 + out.len()` times `x` into `out`.
+    pub(crate) fn rows_into(&self, r0: usize, x: &Q8, out: &mut [f32], dots: Dots) {
+        let (cols, bpr) = (self.cols, self.cols / QK);
+        let qs = &self.data.qs[r0 * cols..(r0 + out.len()) * cols];
+        let d = &self.data.d[r0 * bpr..(r0 + out.len()) * bpr];
+        dots.rows(qs, d, &x.qs, &x.d, out);
     }
 }
 
@@ -390,6 +330,12 @@ impl Dots {
         }
     }
 
+    /// AVX2 and FMA, where the CPU has them.
+    #[cfg(target_arch = "x86_64")]
+    pub(crate) fn v3(self) -> Option<pulp::x86::V3> {
+        self.v3
+    }
+
     /// `out[r] = Σ_blocks d_w d_x Σ w·x` for each row of `w_qs` (rows of `x_qs.len()`).
     pub(crate) fn rows(self, w_qs: &[i8], w_d: &[f32], x_qs: &[i8], x_d: &[f32], out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
@@ -405,54 +351,6 @@ impl Dots {
             return;
         }
         portable_rows(w_qs, w_d, x_qs, x_d, out)
-    }
-
-    /// As [`rows`](Dots::rows) for 4-bit rows (`w_qs` packed two to a byte).
-    pub(crate) fn rows_q4(
-        self,
-        w_qs: &[u8],
-        w_d: &[f32],
-        x_qs: &[i8],
-        x_d: &[f32],
-        out: &mut [f32],
-    ) {
-        #[cfg(target_arch = "x86_64")]
-        if let Some(simd) = self.v3 {
-            simd.vectorize(avx2::RowsQ4 {
-                simd,
-                w_qs,
-                w_d,
-                x_qs,
-                x_d,
-                out,
-            });
-            return;
-        }
-        portable_rows_q4(w_qs, w_d, x_qs, x_d, out)
-    }
-}
-
-fn portable_rows_q4(w_qs: &[u8], w_d: &[f32], x_qs: &[i8], x_d: &[f32], out: &mut [f32]) {
-    let cols = x_qs.len();
-    let bpr = x_d.len();
-    for (r, o) in out.iter_mut().enumerate() {
-        let w = &w_qs[r * cols / 2..(r + 1) * cols / 2];
-        let wd = &w_d[r * bpr..(r + 1) * bpr];
-        let mut acc = 0f32;
-        for (((wb, xb), &dw), &dx) in w
-            .chunks_exact(QK / 2)
-            .zip(x_qs.chunks_exact(QK))
-            .zip(wd)
-            .zip(x_d)
-        {
-            let mut s = 0i32;
-            for j in 0..QK / 2 {
-                s += (i32::from(wb[j] & 0x0f) - 8) * i32::from(xb[j]);
-                s += (i32::from(wb[j] >> 4) - 8) * i32::from(xb[j + QK / 2]);
-            }
-            acc += dw * dx * s as f32;
-        }
-        *o = acc;
     }
 }
 
@@ -481,10 +379,10 @@ fn portable_rows(w_qs: &[i8], w_d: &[f32], x_qs: &[i8], x_d: &[f32], out: &mut [
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+pub(crate) mod avx2 {
     use pulp::x86::V3;
     use pulp::{NullaryFnOnce, cast};
-    use std::arch::x86_64::{__m128i, __m256, __m256i};
+    use std::arch::x86_64::{__m256, __m256i};
 
     use super::QK;
 
@@ -542,86 +440,6 @@ mod avx2 {
         }
     }
 
-    pub(super) struct RowsQ4<'a> {
-        pub(super) simd: V3,
-        pub(super) w_qs: &'a [u8],
-        pub(super) w_d: &'a [f32],
-        pub(super) x_qs: &'a [i8],
-        pub(super) x_d: &'a [f32],
-        pub(super) out: &'a mut [f32],
-    }
-
-    impl NullaryFnOnce for RowsQ4<'_> {
-        type Output = ();
-
-        #[inline(always)]
-        fn call(self) {
-            let RowsQ4 {
-                simd,
-                w_qs,
-                w_d,
-                x_qs,
-                x_d,
-                out,
-            } = self;
-            let cols = x_qs.len();
-            let bpr = x_d.len();
-            let (xb, _) = x_qs.as_chunks::<QK>();
-            let xv: Vec<__m256i> = xb.iter().map(|b| cast(*b)).collect();
-            let ones = simd.avx._mm256_set1_epi16(1);
-            let low = simd.avx._mm256_set1_epi8(0x0f);
-            let eight = simd.avx._mm256_set1_epi8(8);
-            for (r, o) in out.iter_mut().enumerate() {
-                let (wb, _) = w_qs[r * cols / 2..(r + 1) * cols / 2].as_chunks::<{ QK / 2 }>();
-                let wd = &w_d[r * bpr..(r + 1) * bpr];
-                let mut acc0 = simd.avx._mm256_setzero_ps();
-                let mut acc1 = simd.avx._mm256_setzero_ps();
-                let mut i = 0;
-                while i + 1 < bpr {
-                    acc0 = block(
-                        simd,
-                        ones,
-                        unpack(simd, low, eight, wb[i]),
-                        xv[i],
-                        wd[i] * x_d[i],
-                        acc0,
-                    );
-                    acc1 = block(
-                        simd,
-                        ones,
-                        unpack(simd, low, eight, wb[i + 1]),
-                        xv[i + 1],
-                        wd[i + 1] * x_d[i + 1],
-                        acc1,
-                    );
-                    i += 2;
-                }
-                if i < bpr {
-                    acc0 = block(
-                        simd,
-                        ones,
-                        unpack(simd, low, eight, wb[i]),
-                        xv[i],
-                        wd[i] * x_d[i],
-                        acc0,
-                    );
-                }
-                *o = hsum(simd.avx._mm256_add_ps(acc0, acc1));
-            }
-        }
-    }
-
-    /// 32 signed 4-bit values from 16 bytes (low nibbles first, then high ones).
-    #[inline(always)]
-    fn unpack(simd: V3, low: __m256i, eight: __m256i, b: [u8; QK / 2]) -> __m256i {
-        let v: __m128i = cast(b);
-        let both = simd
-            .avx
-            ._mm256_set_m128i(simd.sse2._mm_srli_epi16::<4>(v), v);
-        simd.avx2
-            ._mm256_sub_epi8(simd.avx2._mm256_and_si256(both, low), eight)
-    }
-
     #[inline(always)]
     fn block(simd: V3, ones: __m256i, w: __m256i, x: __m256i, d: f32, acc: __m256) -> __m256 {
         // maddubs multiplies unsigned by signed bytes: |w| times x with w's sign.
@@ -633,8 +451,9 @@ mod avx2 {
         simd.fma._mm256_fmadd_ps(simd.avx._mm256_set1_ps(d), f, acc)
     }
 
+    /// The sum of the eight lanes.
     #[inline(always)]
-    fn hsum(v: __m256) -> f32 {
+    pub(crate) fn hsum(v: __m256) -> f32 {
         let lanes: [f32; 8] = cast(v);
         ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5]))
             + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]))
@@ -674,32 +493,6 @@ mod tests {
             // Both sides rounded to 8 bits: a few thousandths per product, 96 products.
             assert!((out[r] - want).abs() < 0.1, "row {r}: {} vs {want}", out[r]);
             assert!((out[r] - portable[r]).abs() < 1e-4);
-        }
-    }
-
-    #[test]
-    fn q4_matvec_approximates_q8() {
-        let (rows, cols) = (41, 128);
-        let w: Vec<f32> = (0..rows * cols)
-            .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
-            .collect();
-        let x: Vec<f32> = (0..cols).map(|i| (i as f32 * 0.37).sin()).collect();
-        let q8 = Q8Matrix::from_f32(&w, rows, cols);
-        let q4 = Q4Matrix::from_q8(&q8);
-        let xq = Q8::quantize(&x);
-        let mut fast = vec![0f32; rows];
-        q4.matvec(&xq, &mut fast, Dots::detect());
-        let mut portable = vec![0f32; rows];
-        portable_rows_q4(&q4.qs, &q4.d, &xq.qs, &xq.d, &mut portable);
-        for r in 0..rows {
-            let want: f32 = (0..cols).map(|c| w[r * cols + c] * x[c]).sum();
-            assert!((fast[r] - portable[r]).abs() < 1e-3);
-            // 4 bits: an error of up to 1/14 of each block's largest weight.
-            assert!(
-                (fast[r] - want).abs() < 1.0,
-                "row {r}: {} vs {want}",
-                fast[r]
-            );
         }
     }
 
