@@ -626,7 +626,8 @@ impl Gemma3 {
                 Par::Seq,
             );
         };
-        if n * len >= 4096 {
+        // Parallel once the heads have a few hundred keys each (a decoded token, too).
+        if n * len >= 256 {
             tasks.into_par_iter().for_each(work);
         } else {
             tasks.into_iter().for_each(work);

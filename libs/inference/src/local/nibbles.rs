@@ -307,7 +307,7 @@ mod avx2 {
     use std::arch::x86_64::{__m128i, __m256, __m256i};
 
     use super::super::quant::avx2::hsum;
-    use super::{Q8, QK, Rows, row_scales};
+    use super::{Q8, QK, Rows, f16_to_f32_fast};
 
     pub(super) struct NibbleRows<'a> {
         pub(super) simd: V3,
@@ -322,10 +322,11 @@ mod avx2 {
         #[inline(always)]
         fn call(self) {
             let NibbleRows { simd, w, x, out } = self;
-            if w.qh.is_empty() {
-                rows::<false>(simd, w, x, out)
-            } else {
-                rows::<true>(simd, w, x, out)
+            match (w.qh.is_empty(), w.m.is_empty()) {
+                (true, true) => rows::<false, true>(simd, w, x, out),
+                (true, false) => rows::<false, false>(simd, w, x, out),
+                (false, true) => rows::<true, true>(simd, w, x, out),
+                (false, false) => rows::<true, false>(simd, w, x, out),
             }
         }
     }
@@ -343,12 +344,13 @@ mod avx2 {
         all: __m256i,
     }
 
+    /// Rows of 5-bit (`FIVE`) or 4-bit values, symmetric (`SYM`: the offsets are folded
+    /// into each block's sum as `Σ (q − symmetric)·x`) or with offsets of their own.
     #[inline(always)]
-    fn rows<const FIVE: bool>(simd: V3, w: Rows<'_>, x: &Q8, out: &mut [f32]) {
+    fn rows<const FIVE: bool, const SYM: bool>(simd: V3, w: Rows<'_>, x: &Q8, out: &mut [f32]) {
         let bpr = x.d.len();
         let (xb, _) = x.qs.as_chunks::<QK>();
         let xv: Vec<__m256i> = xb.iter().map(|b| cast(*b)).collect();
-        let mut dx = vec![0f32; bpr];
         let k = Masks {
             ones: simd.avx._mm256_set1_epi16(1),
             low: simd.avx._mm256_set1_epi8(0x0f),
@@ -362,44 +364,108 @@ mod avx2 {
             others: simd.avx._mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe),
             all: simd.avx._mm256_set1_epi64x(-1),
         };
+        // Per block of x, `symmetric ·` the sums of x's values in the lanes a block's
+        // products land in (four bytes a lane).
+        let sym = simd.avx._mm256_set1_ps(w.symmetric);
+        let bytes_one = simd.avx._mm256_set1_epi8(1);
+        let xsum: Vec<__m256> = if SYM {
+            xv.iter()
+                .map(|&x| {
+                    let pairs = simd.avx2._mm256_maddubs_epi16(bytes_one, x);
+                    let quads = simd.avx2._mm256_madd_epi16(pairs, k.ones);
+                    simd.avx
+                        ._mm256_mul_ps(sym, simd.avx._mm256_cvtepi32_ps(quads))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let zero = simd.avx._mm256_setzero_ps();
+        let mut dx = vec![0f32; bpr];
         let (qs, _) = w.qs.as_chunks::<{ QK / 2 }>();
         for (r, o) in out.iter_mut().enumerate() {
             let b0 = r * bpr;
-            let offsets = row_scales(&w, r, x, &mut dx);
+            scales(simd, &w.d[b0..b0 + bpr], &x.d, &mut dx);
+            let offsets = if SYM {
+                0.0
+            } else {
+                w.m[b0..b0 + bpr]
+                    .iter()
+                    .zip(&x.s)
+                    .map(|(&m, &xs)| f16_to_f32_fast(m) * xs)
+                    .sum()
+            };
             let qs = &qs[b0..b0 + bpr];
             let qh = if FIVE { &w.qh[b0..b0 + bpr] } else { &[][..] };
+            let corr = |i: usize| if SYM { xsum[i] } else { zero };
             // Two accumulators: consecutive FMAs would otherwise wait on each other.
-            let mut acc0 = simd.avx._mm256_setzero_ps();
-            let mut acc1 = simd.avx._mm256_setzero_ps();
+            let mut acc0 = zero;
+            let mut acc1 = zero;
             let mut i = 0;
             while i + 1 < bpr {
-                acc0 = block::<FIVE>(simd, k, qs[i], qh.get(i), xv[i], dx[i], acc0);
+                acc0 = block::<FIVE>(simd, k, qs[i], qh.get(i), xv[i], corr(i), dx[i], acc0);
                 acc1 = block::<FIVE>(
                     simd,
                     k,
                     qs[i + 1],
                     qh.get(i + 1),
                     xv[i + 1],
+                    corr(i + 1),
                     dx[i + 1],
                     acc1,
                 );
                 i += 2;
             }
             if i < bpr {
-                acc0 = block::<FIVE>(simd, k, qs[i], qh.get(i), xv[i], dx[i], acc0);
+                acc0 = block::<FIVE>(simd, k, qs[i], qh.get(i), xv[i], corr(i), dx[i], acc0);
             }
             *o = hsum(simd.avx._mm256_add_ps(acc0, acc1)) + offsets;
         }
     }
 
-    /// `acc + d · Σ q·x` for one block of values `q` (nibbles `qs`, fifth bits `qh`).
+    /// `dx[b] = d[b] · x_d[b]` with `d` in f16, eight at a time: the half's exponent and
+    /// mantissa shifted into an f32 whose exponent is 112 too small, which one multiply
+    /// fixes (see [`f16_to_f32_fast`](super::f16_to_f32_fast)).
     #[inline(always)]
+    fn scales(simd: V3, d: &[u16], xd: &[f32], dx: &mut [f32]) {
+        let (d8, d_rest) = d.as_chunks::<8>();
+        let (x8, x_rest) = xd.as_chunks::<8>();
+        let (o8, o_rest) = dx.as_chunks_mut::<8>();
+        let magnitude = simd.avx._mm256_set1_epi32(0x7fff);
+        let sign = simd.avx._mm256_set1_epi32(0x8000);
+        let rebias = simd.avx._mm256_set1_ps(f32::from_bits(0x7780_0000));
+        for ((d, x), o) in d8.iter().zip(x8).zip(o8) {
+            let h = simd.avx2._mm256_cvtepu16_epi32(cast(*d));
+            let bits = simd
+                .avx2
+                ._mm256_slli_epi32::<13>(simd.avx2._mm256_and_si256(h, magnitude));
+            let abs = simd
+                .avx
+                ._mm256_mul_ps(simd.avx._mm256_castsi256_ps(bits), rebias);
+            let signs = simd
+                .avx2
+                ._mm256_slli_epi32::<16>(simd.avx2._mm256_and_si256(h, sign));
+            let v = simd
+                .avx
+                ._mm256_or_ps(abs, simd.avx._mm256_castsi256_ps(signs));
+            *o = cast(simd.avx._mm256_mul_ps(v, cast(*x)));
+        }
+        for ((o, &d), &x) in o_rest.iter_mut().zip(d_rest).zip(x_rest) {
+            *o = f16_to_f32_fast(d) * x;
+        }
+    }
+
+    /// `acc + d · (Σ q·x − corr)` for one block of values `q` (nibbles `qs`, fifth bits
+    /// `qh`), lane by lane.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn block<const FIVE: bool>(
         simd: V3,
         k: Masks,
         qs: [u8; QK / 2],
         qh: Option<&u32>,
         x: __m256i,
+        corr: __m256,
         d: f32,
         acc: __m256,
     ) -> __m256 {
@@ -420,11 +486,11 @@ mod avx2 {
         }
         let pairs = simd.avx2._mm256_maddubs_epi16(q, x);
         let quads = simd.avx2._mm256_madd_epi16(pairs, k.ones);
-        simd.fma._mm256_fmadd_ps(
-            simd.avx._mm256_set1_ps(d),
-            simd.avx._mm256_cvtepi32_ps(quads),
-            acc,
-        )
+        let sums = simd
+            .avx
+            ._mm256_sub_ps(simd.avx._mm256_cvtepi32_ps(quads), corr);
+        simd.fma
+            ._mm256_fmadd_ps(simd.avx._mm256_set1_ps(d), sums, acc)
     }
 }
 
@@ -461,16 +527,17 @@ mod tests {
 
     #[test]
     fn matches_the_dequantized_weights() {
-        let x: Vec<f32> = (0..512).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
-        let xq = Q8::quantize(&x);
+        // Rows of 20 blocks (Gemma's 640) leave a remainder after eight scales at a time.
         let cases = [
-            (DType::Q4_0, vec![0]),
-            (DType::Q5_0, vec![0]),
-            (DType::Q4K, vec![0, 2]),
-            (DType::Q5K, vec![0, 2]),
+            (DType::Q4_0, vec![0], 640),
+            (DType::Q5_0, vec![0], 640),
+            (DType::Q4K, vec![0, 2], 512),
+            (DType::Q5K, vec![0, 2], 512),
         ];
-        for (dtype, scale_at) in cases {
-            let (rows, cols) = (37, 512);
+        for (dtype, scale_at, cols) in cases {
+            let x: Vec<f32> = (0..cols).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+            let xq = Q8::quantize(&x);
+            let rows = 37;
             let (per, _) = dtype.block();
             let raw = blocks(dtype, rows * cols / per, &scale_at);
             let w = dequantize(dtype, &raw);
