@@ -411,8 +411,14 @@ fn sample(logits: &mut [f32], params: &GenParams, rng: &mut SplitMix64) -> u32 {
     if params.temperature <= 0.0 || params.top_k <= 1 {
         return argmax as u32;
     }
-    let k = params.top_k.min(logits.len());
-    let mut idx: Vec<u32> = (0..logits.len() as u32).collect();
+    // Only scored tokens can be drawn: with a shortlist, a thousand of the vocabulary.
+    let mut idx: Vec<u32> = (0..logits.len() as u32)
+        .filter(|&i| logits[i as usize] > f32::NEG_INFINITY)
+        .collect();
+    if idx.is_empty() {
+        return argmax as u32;
+    }
+    let k = params.top_k.min(idx.len());
     idx.select_nth_unstable_by(k - 1, |&a, &b| {
         logits[b as usize].total_cmp(&logits[a as usize])
     });
@@ -752,6 +758,19 @@ mod tests {
         }
         assert_eq!(seen[0] + seen[2] + seen[4], 0);
         assert!(seen[1] > 800 && seen[3] > 800, "{seen:?}");
+        // Tokens a shortlist left unscored are never drawn, even when top_k reaches them.
+        let mut short = vec![
+            f32::NEG_INFINITY,
+            1.0,
+            f32::NEG_INFINITY,
+            1.0,
+            f32::NEG_INFINITY,
+        ];
+        let wide = GenParams { top_k: 5, ..params };
+        for _ in 0..200 {
+            let t = sample(&mut short, &wide, &mut rng);
+            assert!(t == 1 || t == 3, "{t}");
+        }
     }
 
     #[test]
