@@ -25,15 +25,16 @@ use docchat_proto::events::v1::LlmUsage;
 use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
 use docchat_proto::ingest::v1::{ListChunksRequest, SearchHit, SearchRequest};
 use futures::StreamExt;
-use sea_orm::sea_query::Expr;
+use sea_orm::sea_query::{Expr, Func};
 use sea_orm::{
-    ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set, TransactionTrait,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, FromQueryResult, QueryFilter,
+    QueryOrder, QuerySelect, QueryTrait, Set, TransactionTrait,
 };
 use tokio::sync::{mpsc, watch};
 use tonic::Status;
 use tonic::transport::Channel;
 
+use crate::batch::{Batch, TAG, tag, tagged};
 use crate::control::{Controls, Registration, State};
 use crate::entities::{chat_sessions, message_meta, message_references, messages};
 use crate::events::usage_event;
@@ -177,7 +178,8 @@ struct Job {
     context_length: u64,
     prices: (f64, f64),
     mode: RagMode,
-    history: bool,
+    /// The session's messages before the question, oldest first (empty without history).
+    history: Vec<messages::Model>,
     temperature: f32,
     max_new_tokens: u32,
 }
@@ -307,9 +309,9 @@ impl Completer {
                 "memory block {name} not found"
             )));
         }
-        let session = crate::sessions::get(&self.db, caller, &r.session_id).await?;
-        let mode = RagMode::choose(&r.rag_type, r.use_agent, session.collection_id.is_some())?;
-        let entry = self.registry.resolve(&r.llm).ok_or_else(|| {
+        // What needs no session is looked up first; its errors wait for the session's, so
+        // a request answers as it did when the session was read first.
+        let model = self.registry.resolve(&r.llm).ok_or_else(|| {
             if r.llm.is_empty() || r.llm == "auto" {
                 ApiError::new(ErrorCode::Unavailable, "no chat model is configured")
             } else {
@@ -318,14 +320,31 @@ impl Completer {
                     r.llm
                 ))
             }
-        })?;
-        let model = self.models.get(&entry.name)?;
+        });
+        let settings = self.settings.resolve(caller).await?;
+        let budget = self.costs.check(caller, &settings).await;
+        let cap = settings.limit("chat_max_concurrent_per_user");
+        let asked = Question {
+            session_id: &r.session_id,
+            content: message,
+            history,
+            concurrency_cap: cap,
+        };
+        let (stored, (mode, entry, model)) = store_question(&self.db, caller, asked, |session| {
+            let mode = RagMode::choose(&r.rag_type, r.use_agent, session.collection_id.is_some())?;
+            let entry = model?;
+            let model = self.models.get(&entry.name)?;
+            budget?;
+            Ok((mode, entry, model))
+        })
+        .await?;
+        let Stored {
+            session,
+            question,
+            history,
+        } = stored;
         let max_new_tokens =
             max_new_tokens.min(entry.context_length.try_into().unwrap_or(u32::MAX));
-        let settings = self.settings.resolve(caller).await?;
-        self.costs.check(caller, &settings).await?;
-        let cap = settings.limit("chat_max_concurrent_per_user");
-        let question = store_question(&self.db, caller, &session, message, cap).await?;
         Ok(Job {
             priority,
             caller: caller.clone(),
@@ -490,14 +509,9 @@ impl Completer {
                 self.fit(job, question, chunks, usage).await?
             }
         };
-        let history = if job.history {
-            earlier_messages(&self.db, &job.session.id, &job.question.id).await?
-        } else {
-            Vec::new()
-        };
         Ok(build_prompt(
             question,
-            &history,
+            &job.history,
             hits,
             notes.as_deref(),
             job.context_length,
@@ -890,21 +904,39 @@ fn message_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
-async fn store_question(
+/// A question to store.
+struct Question<'a> {
+    session_id: &'a str,
+    content: &'a str,
+    /// Whether to read the conversation history.
+    history: bool,
+    concurrency_cap: Option<i64>,
+}
+
+/// A stored question with its session and the history before it.
+struct Stored {
+    session: chat_sessions::Model,
+    question: messages::Model,
+    history: Vec<messages::Model>,
+}
+
+/// Stores the question in the caller's session and claims its concurrency slot, in one
+/// transaction of one batch (see [`Batch`]): the session, the history before the question
+/// and the count of running completions are read in it too. `admit` then decides with the
+/// session; the question is committed only when it and the concurrency cap agree.
+async fn store_question<T>(
     db: &DatabaseConnection,
     caller: &Caller,
-    session: &chat_sessions::Model,
-    content: &str,
-    concurrency_cap: Option<i64>,
-) -> ApiResult<messages::Model> {
+    asked: Question<'_>,
+    admit: impl FnOnce(&chat_sessions::Model) -> ApiResult<T>,
+) -> ApiResult<(Stored, T)> {
     let at = now();
-    let id = message_id();
     let question = messages::Model {
-        id,
-        session_id: session.id.clone(),
+        id: message_id(),
+        session_id: asked.session_id.to_owned(),
         owner_id: caller.user_id.clone(),
         username: caller.username.clone(),
-        content: content.to_owned(),
+        content: asked.content.to_owned(),
         reply_to: None,
         votes: 0,
         has_references: false,
@@ -913,52 +945,99 @@ async fn store_question(
         created_at: at,
     };
     let txn = db.begin().await?;
-    limits::claim(&txn, &caller.user_id, &question.id, concurrency_cap).await?;
-    // Writes only: nothing is read back (each read-back is a round trip inside the
-    // transaction that every completion waits for).
-    messages::Entity::insert(messages::ActiveModel::from(question.clone()))
-        .exec_without_returning(&txn)
-        .await?;
-    let mut update = chat_sessions::Entity::update_many()
-        .col_expr(
-            chat_sessions::Column::LatestMessageContent,
-            Expr::value(content.to_owned()),
-        )
-        .col_expr(chat_sessions::Column::UpdatedAt, Expr::value(at));
-    if session.name.is_none() {
-        update = update.col_expr(
-            chat_sessions::Column::Name,
-            Expr::value(content.chars().take(60).collect::<String>()),
+    let mut batch = Batch::new(txn.get_database_backend());
+    batch.push(
+        &chat_sessions::Entity::find_by_id(asked.session_id.to_owned())
+            .filter(chat_sessions::Column::OwnerId.eq(caller.user_id.clone()))
+            .expr_as(tag("session"), TAG)
+            .into_query(),
+    );
+    if asked.history {
+        batch.push(
+            &messages::Entity::find()
+                .filter(messages::Column::SessionId.eq(asked.session_id))
+                .filter(messages::Column::Id.lt(question.id.clone()))
+                .order_by_desc(messages::Column::Id)
+                .limit(HISTORY_MESSAGES)
+                .expr_as(tag("history"), TAG)
+                .into_query(),
         );
     }
-    update
-        .filter(chat_sessions::Column::Id.eq(&session.id))
-        .exec(&txn)
-        .await?;
+    limits::claim(
+        &mut batch,
+        &caller.user_id,
+        &question.id,
+        asked.concurrency_cap,
+    );
+    // The writes: nothing is read back.
+    batch.push(
+        &messages::Entity::insert(messages::ActiveModel::from(question.clone())).into_query(),
+    );
+    batch.push(
+        &chat_sessions::Entity::update_many()
+            .col_expr(
+                chat_sessions::Column::LatestMessageContent,
+                Expr::value(asked.content.to_owned()),
+            )
+            .col_expr(chat_sessions::Column::UpdatedAt, Expr::value(at))
+            // An unnamed session is named after its first question.
+            .col_expr(
+                chat_sessions::Column::Name,
+                Func::coalesce([
+                    Expr::col(chat_sessions::Column::Name).into(),
+                    Expr::val(asked.content.chars().take(60).collect::<String>()).into(),
+                ])
+                .into(),
+            )
+            .filter(chat_sessions::Column::Id.eq(asked.session_id))
+            .filter(chat_sessions::Column::OwnerId.eq(caller.user_id.clone()))
+            .into_query(),
+    );
+    let rows = match batch.run(&txn).await {
+        Ok(rows) => rows,
+        Err(e) => {
+            // A session that does not exist fails the question's foreign key: answer 404.
+            drop(txn);
+            crate::sessions::get(db, caller, asked.session_id).await?;
+            return Err(e.into());
+        }
+    };
+    let admitted = tagged(&rows, "session")
+        .next()
+        .map(|row| chat_sessions::Model::from_query_result(row, ""))
+        .transpose()?
+        .ok_or_else(|| crate::sessions::not_found(asked.session_id))
+        .and_then(|session| {
+            let admitted = admit(&session)?;
+            limits::check_claim(&rows, asked.concurrency_cap)?;
+            Ok((session, admitted))
+        });
+    let (session, admitted) = match admitted {
+        Ok(a) => a,
+        Err(e) => {
+            txn.rollback().await?;
+            return Err(e);
+        }
+    };
+    let mut history = tagged(&rows, "history")
+        .map(|row| messages::Model::from_query_result(row, ""))
+        .collect::<Result<Vec<_>, _>>()?;
+    history.reverse();
     txn.commit().await?;
-    Ok(question)
-}
-
-/// Messages of the session before `question`, oldest first.
-async fn earlier_messages(
-    db: &DatabaseConnection,
-    session_id: &str,
-    question_id: &str,
-) -> ApiResult<Vec<messages::Model>> {
-    let mut rows = messages::Entity::find()
-        .filter(messages::Column::SessionId.eq(session_id))
-        .filter(messages::Column::Id.lt(question_id))
-        .order_by_desc(messages::Column::Id)
-        .limit(HISTORY_MESSAGES)
-        .all(db)
-        .await?;
-    rows.reverse();
-    Ok(rows)
+    Ok((
+        Stored {
+            session,
+            question,
+            history,
+        },
+        admitted,
+    ))
 }
 
 /// Stores the reply, books its model calls and frees its concurrency slot, in one
-/// transaction. Returns the reply's id, or None when the session was deleted meanwhile: the
-/// reply then has nothing to attach to, but its model calls were made and are booked.
+/// transaction of one batch (see [`Batch`]). Returns the reply's id, or None when the
+/// session was deleted meanwhile: the reply then has nothing to attach to, but its model
+/// calls were made and are booked.
 async fn store_reply(
     db: &DatabaseConnection,
     job: &Job,
@@ -966,8 +1045,38 @@ async fn store_reply(
     usage: &UsageLog,
     elapsed: f64,
 ) -> ApiResult<Option<String>> {
-    let at = now();
     let id = message_id();
+    match write_reply(db, job, Some((reply, elapsed)), usage, &id).await {
+        Ok(()) => Ok(Some(id)),
+        // The session is almost always still there, so the reply is written as if it
+        // were; a deleted one fails the reply's foreign key, and only then is it asked for.
+        Err(e) if session_exists(db, &job.session.id).await? => Err(e),
+        Err(_) => {
+            write_reply(db, job, None, usage, &id).await?;
+            Ok(None)
+        }
+    }
+}
+
+async fn session_exists(db: &DatabaseConnection, id: &str) -> ApiResult<bool> {
+    Ok(chat_sessions::Entity::find_by_id(id.to_owned())
+        .select_only()
+        .column(chat_sessions::Column::Id)
+        .into_tuple::<String>()
+        .one(db)
+        .await?
+        .is_some())
+}
+
+/// One transaction: the `usage.llm` events of the reply's model calls, the reply (when
+/// given) with the session's update, and the release of the concurrency slot.
+async fn write_reply(
+    db: &DatabaseConnection,
+    job: &Job,
+    reply: Option<(&Reply, f64)>,
+    usage: &UsageLog,
+    id: &str,
+) -> ApiResult<()> {
     let events: Vec<_> = usage
         .calls
         .iter()
@@ -979,59 +1088,53 @@ async fn store_reply(
                 completion_tokens: call.completion_tokens,
                 cost: call.cost,
                 purpose: call.purpose.to_owned(),
-                message_id: id.clone(),
+                message_id: id.to_owned(),
                 calls: 1,
             })
         })
         .collect();
     let txn = db.begin().await?;
-    outbox::enqueue_all(&txn, &events).await?;
-    let mut touch = chat_sessions::Entity::update_many()
-        .col_expr(chat_sessions::Column::UpdatedAt, Expr::value(at));
-    if !reply.text.is_empty() {
-        touch = touch.col_expr(
-            chat_sessions::Column::LatestMessageContent,
-            Expr::value(reply.text.clone()),
-        );
+    let mut batch = Batch::new(txn.get_database_backend());
+    if let Some(insert) = outbox::insert_statement(&events) {
+        batch.push(&insert);
     }
-    let touched = touch
-        .filter(chat_sessions::Column::Id.eq(&job.session.id))
-        .exec(&txn)
-        .await?;
-    let attached = touched.rows_affected > 0;
-    if attached {
-        insert_reply(&txn, job, reply, usage, elapsed, &id, at).await?;
+    if let Some((reply, elapsed)) = reply {
+        reply_statements(&mut batch, job, reply, usage, elapsed, id);
     }
-    limits::release(&txn, &job.question.id).await?;
+    batch.push(&limits::release_statement(&job.question.id));
+    // Nothing is read back, and the transaction rolls back (on drop) if the batch fails.
+    batch.run(&txn).await?;
     txn.commit().await?;
-    Ok(attached.then_some(id))
+    Ok(())
 }
 
-/// The reply's rows: the message, its references and its metadata.
-async fn insert_reply(
-    txn: &DatabaseTransaction,
+/// The reply's rows (the message, its references and its metadata) and the session's
+/// update.
+fn reply_statements(
+    batch: &mut Batch,
     job: &Job,
     reply: &Reply,
     usage: &UsageLog,
     elapsed: f64,
     id: &str,
-    at: chrono::DateTime<chrono::Utc>,
-) -> ApiResult<()> {
-    messages::Entity::insert(messages::ActiveModel {
-        id: Set(id.to_owned()),
-        session_id: Set(job.session.id.clone()),
-        owner_id: Set(job.caller.user_id.clone()),
-        username: Set(job.caller.username.clone()),
-        content: Set(reply.text.clone()),
-        reply_to: Set(Some(job.question.id.clone())),
-        votes: Set(0),
-        has_references: Set(!reply.references.is_empty()),
-        total_references: Set(reply.references.len() as i64),
-        error: Set(reply.error.clone()),
-        created_at: Set(at),
-    })
-    .exec_without_returning(txn)
-    .await?;
+) {
+    let at = now();
+    batch.push(
+        &messages::Entity::insert(messages::ActiveModel {
+            id: Set(id.to_owned()),
+            session_id: Set(job.session.id.clone()),
+            owner_id: Set(job.caller.user_id.clone()),
+            username: Set(job.caller.username.clone()),
+            content: Set(reply.text.clone()),
+            reply_to: Set(Some(job.question.id.clone())),
+            votes: Set(0),
+            has_references: Set(!reply.references.is_empty()),
+            total_references: Set(reply.references.len() as i64),
+            error: Set(reply.error.clone()),
+            created_at: Set(at),
+        })
+        .into_query(),
+    );
     let references: Vec<message_references::ActiveModel> = reply
         .references
         .iter()
@@ -1055,9 +1158,7 @@ async fn insert_reply(
         })
         .collect();
     if !references.is_empty() {
-        message_references::Entity::insert_many(references)
-            .exec_without_returning(txn)
-            .await?;
+        batch.push(&message_references::Entity::insert_many(references).into_query());
     }
     let (prompt_tokens, completion_tokens, cost) = usage.calls.iter().fold((0, 0, 0.0), |t, c| {
         (
@@ -1085,17 +1186,30 @@ async fn insert_reply(
     if !reply.prompt_raw.is_empty() {
         meta.push(("prompt_raw", reply.prompt_raw.clone()));
     }
-    message_meta::Entity::insert_many(meta.into_iter().map(|(info_type, content)| {
-        message_meta::ActiveModel {
-            message_id: Set(id.to_owned()),
-            info_type: Set(info_type.to_owned()),
-            content: Set(content),
-            ..Default::default()
-        }
-    }))
-    .exec_without_returning(txn)
-    .await?;
-    Ok(())
+    batch.push(
+        &message_meta::Entity::insert_many(meta.into_iter().map(|(info_type, content)| {
+            message_meta::ActiveModel {
+                message_id: Set(id.to_owned()),
+                info_type: Set(info_type.to_owned()),
+                content: Set(content),
+                ..Default::default()
+            }
+        }))
+        .into_query(),
+    );
+    let mut touch = chat_sessions::Entity::update_many()
+        .col_expr(chat_sessions::Column::UpdatedAt, Expr::value(at));
+    if !reply.text.is_empty() {
+        touch = touch.col_expr(
+            chat_sessions::Column::LatestMessageContent,
+            Expr::value(reply.text.clone()),
+        );
+    }
+    batch.push(
+        &touch
+            .filter(chat_sessions::Column::Id.eq(&job.session.id))
+            .into_query(),
+    );
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! chat-service: chat sessions, messages, completions and the model list.
 
+pub mod batch;
 pub mod compat;
 pub mod completions;
 pub mod control;
@@ -26,6 +27,9 @@ use docchat_proto::chat::v1::chat_service_server::ChatServiceServer;
 use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+/// How often chat's outbox relay drains at most (see `OutboxRelay::with_min_interval`).
+const RELAY_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(20);
 
 pub async fn migrate(_config: Arc<Config>, url: String) -> anyhow::Result<()> {
     let db = docchat_common::db::connect(&url).await?;
@@ -64,7 +68,8 @@ pub async fn serve(
             background.token.clone(),
         )
         .await?;
-    let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
+    // Every completion writes a usage.llm event: under load they go out in batches.
+    let relay = OutboxRelay::new(db.clone(), ctx.bus.clone()).with_min_interval(RELAY_MIN_INTERVAL);
     background
         .tracker
         .spawn(relay.clone().run(background.token.clone()));

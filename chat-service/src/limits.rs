@@ -1,6 +1,6 @@
 //! The hard cap chat_max_concurrent_per_user: completions being generated are rows of
-//! `active_completions`, claimed in the transaction that stores the question and released
-//! in the one that stores the reply, so the count holds across every replica.
+//! `active_completions`, claimed in the transaction (batch) that stores the question and
+//! released in the one that stores the reply, so the count holds across every replica.
 //!
 //! Claims of one user are serialized: on SQLite by chat-service's single connection (one
 //! transaction at a time, see `db::connect_serialized`), on PostgreSQL — across replicas —
@@ -13,12 +13,14 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use docchat_common::error::{ApiError, ApiResult, ErrorCode};
 use docchat_common::time::now;
+use sea_orm::sea_query::{Alias, DeleteStatement, Expr, Query};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, EntityTrait,
-    PaginatorTrait, QueryFilter, Set, Statement,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait, QueryFilter,
+    QueryResult, QueryTrait, Set, Statement,
 };
 use tokio_util::sync::CancellationToken;
 
+use crate::batch::{Batch, TAG, tag, tagged};
 use crate::control::Controls;
 use crate::entities::active_completions;
 
@@ -31,56 +33,82 @@ fn lease_until(at: DateTime<Utc>) -> DateTime<Utc> {
     at + chrono::Duration::from_std(LEASE).unwrap_or(chrono::Duration::seconds(60))
 }
 
-/// Claims a slot for `question_id` inside `txn`, or refuses (429) when `user_id` already
-/// has `cap` completions running. `cap` None is unlimited (still recorded, so lowering the
-/// cap takes effect on what runs).
-pub async fn claim(
-    txn: &DatabaseTransaction,
-    user_id: &str,
-    question_id: &str,
-    cap: Option<i64>,
-) -> ApiResult<()> {
+/// Adds to `batch` the claim of a slot for `question_id` by `user_id`: on PostgreSQL first
+/// the user's advisory lock, then (when `cap` is set) the count of running completions,
+/// tagged `running`, then the row. [`check_claim`] reads the count from the batch's rows;
+/// the batch's transaction must roll back when it refuses. `cap` None is unlimited (still
+/// recorded, so lowering the cap takes effect on what runs).
+pub fn claim(batch: &mut Batch, user_id: &str, question_id: &str, cap: Option<i64>) {
     let at = now();
-    if let Some(cap) = cap {
-        if txn.get_database_backend() == DbBackend::Postgres {
-            txn.execute(Statement::from_sql_and_values(
+    if cap.is_some() {
+        if batch.backend() == DbBackend::Postgres {
+            batch.push_statement(Statement::from_sql_and_values(
                 DbBackend::Postgres,
                 "SELECT pg_advisory_xact_lock(hashtext($1))",
                 [format!("chat.active:{user_id}").into()],
-            ))
-            .await?;
-        }
-        let running = active_completions::Entity::find()
-            .filter(active_completions::Column::UserId.eq(user_id))
-            .filter(active_completions::Column::LeaseUntil.gt(at))
-            .count(txn)
-            .await?;
-        if i64::try_from(running).unwrap_or(i64::MAX) >= cap {
-            return Err(ApiError::new(
-                ErrorCode::TooManyRequests,
-                format!(
-                    "too many chats at once: {running} completions are running and chat_max_concurrent_per_user is {cap}; wait for one to finish"
-                ),
             ));
         }
+        batch.push(
+            &Query::select()
+                .expr_as(tag(RUNNING), Alias::new(TAG))
+                .expr_as(
+                    Expr::col(active_completions::Column::QuestionId).count(),
+                    Alias::new("n"),
+                )
+                .from(active_completions::Entity)
+                .and_where(active_completions::Column::UserId.eq(user_id))
+                .and_where(active_completions::Column::LeaseUntil.gt(at))
+                .to_owned(),
+        );
     }
-    active_completions::Entity::insert(active_completions::ActiveModel {
-        question_id: Set(question_id.to_owned()),
-        user_id: Set(user_id.to_owned()),
-        started_at: Set(at),
-        lease_until: Set(lease_until(at)),
-    })
-    .exec_without_returning(txn)
-    .await?;
+    batch.push(
+        &active_completions::Entity::insert(active_completions::ActiveModel {
+            question_id: Set(question_id.to_owned()),
+            user_id: Set(user_id.to_owned()),
+            started_at: Set(at),
+            lease_until: Set(lease_until(at)),
+        })
+        .into_query(),
+    );
+}
+
+const RUNNING: &str = "running";
+
+/// Refuses (429) when the rows of a batch with a [`claim`] show that `cap` completions were
+/// already running.
+pub fn check_claim(rows: &[QueryResult], cap: Option<i64>) -> ApiResult<()> {
+    let Some(cap) = cap else {
+        return Ok(());
+    };
+    let running = tagged(rows, RUNNING)
+        .next()
+        .ok_or_else(|| ApiError::internal("claiming a completion slot", "no count"))?
+        .try_get::<i64>("", "n")?;
+    if running >= cap {
+        return Err(ApiError::new(
+            ErrorCode::TooManyRequests,
+            format!(
+                "too many chats at once: {running} completions are running and chat_max_concurrent_per_user is {cap}; wait for one to finish"
+            ),
+        ));
+    }
     Ok(())
+}
+
+/// The statement releasing the slot of `question_id` (idempotent).
+pub fn release_statement(question_id: &str) -> DeleteStatement {
+    active_completions::Entity::delete_many()
+        .filter(active_completions::Column::QuestionId.eq(question_id))
+        .into_query()
 }
 
 /// Releases the slot of `question_id` (idempotent).
 pub async fn release(conn: &impl ConnectionTrait, question_id: &str) -> ApiResult<()> {
-    active_completions::Entity::delete_many()
-        .filter(active_completions::Column::QuestionId.eq(question_id))
-        .exec(conn)
-        .await?;
+    conn.execute(
+        conn.get_database_backend()
+            .build(&release_statement(question_id)),
+    )
+    .await?;
     Ok(())
 }
 

@@ -25,7 +25,7 @@ fn clamp(limit: u64) -> u64 {
     }
 }
 
-fn not_found(id: &str) -> ApiError {
+pub(crate) fn not_found(id: &str) -> ApiError {
     ApiError::not_found(format!("chat session {id} not found"))
 }
 

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use docchat_proto::events::v1::Envelope;
 use prost::Message;
+use sea_orm::sea_query::InsertStatement;
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set,
+    QuerySelect, QueryTrait, Set,
 };
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -112,20 +113,30 @@ pub async fn enqueue<C: ConnectionTrait>(conn: &C, event: &Envelope) -> Result<(
 /// Adds `events` to the outbox inside the caller's transaction: one INSERT, nothing read
 /// back.
 pub async fn enqueue_all<C: ConnectionTrait>(conn: &C, events: &[Envelope]) -> Result<(), DbErr> {
+    if let Some(insert) = insert_statement(events) {
+        conn.execute(conn.get_database_backend().build(&insert))
+            .await?;
+    }
+    Ok(())
+}
+
+/// The INSERT adding `events` to the outbox (None for no events), for a caller that sends
+/// it along with its other statements.
+pub fn insert_statement(events: &[Envelope]) -> Option<InsertStatement> {
     if events.is_empty() {
-        return Ok(());
+        return None;
     }
     let at = crate::time::now();
-    entity::Entity::insert_many(events.iter().map(|event| entity::ActiveModel {
-        event_id: Set(event.id.clone()),
-        routing_key: Set(event.r#type.clone()),
-        envelope: Set(event.encode_to_vec()),
-        created_at: Set(at),
-        ..Default::default()
-    }))
-    .exec_without_returning(conn)
-    .await?;
-    Ok(())
+    Some(
+        entity::Entity::insert_many(events.iter().map(|event| entity::ActiveModel {
+            event_id: Set(event.id.clone()),
+            routing_key: Set(event.r#type.clone()),
+            envelope: Set(event.encode_to_vec()),
+            created_at: Set(at),
+            ..Default::default()
+        }))
+        .into_query(),
+    )
 }
 
 /// Publishes outbox rows to the bus in insertion order.
@@ -134,6 +145,7 @@ pub struct OutboxRelay {
     db: DatabaseConnection,
     bus: Arc<dyn EventBus>,
     wake: Arc<Notify>,
+    min_interval: Duration,
 }
 
 const BATCH: u64 = 100;
@@ -145,7 +157,16 @@ impl OutboxRelay {
             db,
             bus,
             wake: Arc::new(Notify::new()),
+            min_interval: Duration::ZERO,
         }
+    }
+
+    /// Drains at most once per `interval`: a notification sooner after the last drain waits
+    /// for the rest of it, so events written in quick succession go out in one batch (one
+    /// read and one delete for all of them). An event after a quiet spell goes out at once.
+    pub fn with_min_interval(mut self, interval: Duration) -> Self {
+        self.min_interval = interval;
+        self
     }
 
     /// Call after committing a transaction that enqueued events, to publish them now
@@ -192,10 +213,17 @@ impl OutboxRelay {
             if let Err(e) = self.drain().await {
                 tracing::warn!(error = %e, "outbox relay failed, retrying");
             }
+            let drained = tokio::time::Instant::now();
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = self.wake.notified() => {}
                 () = tokio::time::sleep(POLL) => {}
+            }
+            if !self.min_interval.is_zero() {
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    () = tokio::time::sleep_until(drained + self.min_interval) => {}
+                }
             }
         }
         if let Err(e) = self.drain().await {
