@@ -24,7 +24,7 @@ use super::LocalError;
 use super::gguf::{DType, Gguf};
 use super::nibbles::NibbleMatrix;
 use super::ops::{Ops, RopeTable};
-use super::quant::{Dots, Q8, Q8Matrix, dequantize};
+use super::quant::{Dots, Q8, Q8Matrix, RowSlices, dequantize, stacked_matvec};
 use super::sketch::{SKETCH_CANDIDATES, Sketch, top_k};
 use crate::embed::kernels::Kernels;
 
@@ -146,8 +146,10 @@ impl Packed {
         }
         Packed::Q8(Q8Matrix::from_f32(&t.f32, t.rows, cols))
     }
+}
 
-    fn rows(&self) -> usize {
+impl RowSlices for Packed {
+    fn row_count(&self) -> usize {
         match self {
             Packed::Nibbles(m) => m.rows,
             Packed::Q8(m) => m.rows,
@@ -188,23 +190,9 @@ impl Linear {
         }
     }
 
-    /// `out = self · x`, rows split over the current rayon pool (a few tasks a thread:
-    /// rayon's per-task cost is a microsecond or two, and a token runs about a hundred
-    /// products).
+    /// `out = self · x`, rows split over the current rayon pool.
     fn matvec(&self, x: &Q8, out: &mut [f32], dots: Dots) {
-        let tasks = (rayon::current_num_threads() * 4).max(1);
-        let rows_per_task = self.rows.div_ceil(tasks).clamp(16, 8192);
-        let mut jobs = Vec::with_capacity(tasks + self.packed.len());
-        let mut rest = &mut out[..self.rows];
-        for part in &self.packed {
-            let (mine, tail) = rest.split_at_mut(part.rows());
-            rest = tail;
-            for (t, chunk) in mine.chunks_mut(rows_per_task).enumerate() {
-                jobs.push((part, t * rows_per_task, chunk));
-            }
-        }
-        jobs.into_par_iter()
-            .for_each(|(part, r0, out)| part.rows_into(r0, x, out, dots));
+        stacked_matvec(&self.packed, x, out, dots)
     }
 }
 

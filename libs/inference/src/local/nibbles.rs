@@ -14,10 +14,8 @@
 //! `d_w·d_x·Σ q·x_q + m·d_x·Σ x_q`: the integer sum is one `vpmaddubsw` (q is unsigned, so no
 //! sign juggling) and the offset term uses the block sums the quantizer keeps.
 
-use rayon::prelude::*;
-
 use super::gguf::DType;
-use super::quant::{Dots, Q8, QK, half, scale_min_k4};
+use super::quant::{Dots, Q8, QK, RowSlices, half, scale_min_k4, stacked_matvec};
 
 /// A row-major `rows × cols` matrix of 4- or 5-bit affine blocks of 32.
 #[derive(Debug, Clone)]
@@ -154,16 +152,16 @@ impl NibbleMatrix {
     /// `out = self · x` for a quantized `x` (`cols` long), rows split over the current rayon
     /// pool.
     pub(crate) fn matvec(&self, x: &Q8, out: &mut [f32], dots: Dots) {
-        let tasks = (rayon::current_num_threads() * 4).max(1);
-        let rows_per_task = self.rows.div_ceil(tasks).clamp(16, 16384);
-        out[..self.rows]
-            .par_chunks_mut(rows_per_task)
-            .enumerate()
-            .for_each(|(t, out)| self.rows_into(t * rows_per_task, x, out, dots));
+        stacked_matvec(std::slice::from_ref(self), x, out, dots)
+    }
+}
+
+impl RowSlices for NibbleMatrix {
+    fn row_count(&self) -> usize {
+        self.rows
     }
 
-    /// Rows `r0..r0 + out.len()` times `x` into `out`.
-    pub(crate) fn rows_into(&self, r0: usize, x: &Q8, out: &mut [f32], dots: Dots) {
+    fn rows_into(&self, r0: usize, x: &Q8, out: &mut [f32], dots: Dots) {
         let bpr = self.cols / QK;
         let (b0, b1) = (r0 * bpr, (r0 + out.len()) * bpr);
         let rows = Rows {

@@ -296,23 +296,49 @@ impl Q8Matrix {
     /// `out = self · x` for a quantized `x` (`cols` long), rows split over the current
     /// rayon pool.
     pub(crate) fn matvec(&self, x: &Q8, out: &mut [f32], dots: Dots) {
-        // A few tasks per thread (rayon's per-task cost is a microsecond or two, and a token
-        // runs about a hundred products), each at most a few MB of weights.
-        let tasks = (rayon::current_num_threads() * 4).max(1);
-        let rows_per_task = self.rows.div_ceil(tasks).clamp(16, 8192);
-        out[..self.rows]
-            .par_chunks_mut(rows_per_task)
-            .enumerate()
-            .for_each(|(t, out)| self.rows_into(t * rows_per_task, x, out, dots));
+        stacked_matvec(std::slice::from_ref(self), x, out, dots)
+    }
+}
+
+impl RowSlices for Q8Matrix {
+    fn row_count(&self) -> usize {
+        self.rows
     }
 
-    /// Rows `r0..r0 + out.len()` times `x` into `out`.
-    pub(crate) fn rows_into(&self, r0: usize, x: &Q8, out: &mut [f32], dots: Dots) {
+    fn rows_into(&self, r0: usize, x: &Q8, out: &mut [f32], dots: Dots) {
         let (cols, bpr) = (self.cols, self.cols / QK);
         let qs = &self.data.qs[r0 * cols..(r0 + out.len()) * cols];
         let d = &self.data.d[r0 * bpr..(r0 + out.len()) * bpr];
         dots.rows(qs, d, &x.qs, &x.d, out);
     }
+}
+
+/// A matrix whose rows multiply a quantized vector a slice of rows at a time.
+pub(crate) trait RowSlices: Sync {
+    fn row_count(&self) -> usize;
+
+    /// Rows `r0..r0 + out.len()` times `x` into `out`.
+    fn rows_into(&self, r0: usize, x: &Q8, out: &mut [f32], dots: Dots);
+}
+
+/// `out = x` times the matrices `parts` stacked, their rows split over the current rayon
+/// pool: a few tasks a thread (rayon's per-task cost is a microsecond or two, and a token
+/// runs about a hundred products), each at most a few MB of weights.
+pub(crate) fn stacked_matvec<M: RowSlices>(parts: &[M], x: &Q8, out: &mut [f32], dots: Dots) {
+    let rows: usize = parts.iter().map(RowSlices::row_count).sum();
+    let tasks = (rayon::current_num_threads() * 4).max(1);
+    let rows_per_task = rows.div_ceil(tasks).clamp(16, 8192);
+    let mut jobs = Vec::with_capacity(tasks + parts.len());
+    let mut rest = &mut out[..rows];
+    for part in parts {
+        let (mine, tail) = rest.split_at_mut(part.row_count());
+        rest = tail;
+        for (t, chunk) in mine.chunks_mut(rows_per_task).enumerate() {
+            jobs.push((part, t * rows_per_task, chunk));
+        }
+    }
+    jobs.into_par_iter()
+        .for_each(|(part, r0, out)| part.rows_into(r0, x, out, dots));
 }
 
 /// The dot-product kernel: AVX2 where the CPU has it, else portable code.
