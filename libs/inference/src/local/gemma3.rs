@@ -140,9 +140,7 @@ impl Packed {
             return Packed::Nibbles(m);
         }
         if t.dtype == DType::Q8_0 {
-            let mut m = Q8Matrix::with_capacity(t.rows, cols);
-            m.append_q8_0(&t.raw);
-            return Packed::Q8(m);
+            return Packed::Q8(Q8Matrix::from_q8_0(&t.raw, t.rows, cols));
         }
         Packed::Q8(Q8Matrix::from_f32(&t.f32, t.rows, cols))
     }
@@ -501,11 +499,13 @@ impl Gemma3 {
             normed.copy_from_slice(row);
             ops.rms_norm_rows(&mut normed, &self.out_norm, cfg.eps);
             xq.quantize_into(&normed);
-            match want {
-                Logits::Shortlist(k) if k.max(SKETCH_CANDIDATES) < cfg.vocab => {
-                    self.shortlist(&normed, &xq, out, k.max(SKETCH_CANDIDATES))
-                }
-                _ => self.embed.matvec(&xq, out, self.dots),
+            let shortlist = match want {
+                Logits::Shortlist(k) => Some(k.max(SKETCH_CANDIDATES)).filter(|&k| k < cfg.vocab),
+                _ => None,
+            };
+            match shortlist {
+                Some(k) => self.shortlist(&normed, &xq, out, k),
+                None => self.embed.matvec(&xq, out, self.dots),
             }
             if let Some(cap) = cfg.final_softcap {
                 for v in out.iter_mut() {
@@ -687,6 +687,9 @@ mod tests {
         for (pos, row) in x.chunks_exact(m.cfg.hidden).enumerate() {
             let exact = m.logits(row, Logits::Last);
             let short = m.logits(row, Logits::Shortlist(64));
+            // A shortlist, not the exact logits under another name.
+            let scored = short.iter().filter(|v| v.is_finite()).count();
+            assert_eq!(scored, SKETCH_CANDIDATES, "position {pos}");
             assert_eq!(argmax(&short), argmax(&exact), "position {pos}");
             // The sampling distribution at temperature 1.
             let mut top = top_k(&exact, 64);

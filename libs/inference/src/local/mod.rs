@@ -767,10 +767,13 @@ mod tests {
             f32::NEG_INFINITY,
         ];
         let wide = GenParams { top_k: 5, ..params };
+        let mut seen = [0usize; 5];
         for _ in 0..200 {
-            let t = sample(&mut short, &wide, &mut rng);
-            assert!(t == 1 || t == 3, "{t}");
+            seen[sample(&mut short, &wide, &mut rng) as usize] += 1;
         }
+        // Both scored tokens are drawn (fewer scored tokens than top_k still samples).
+        assert_eq!(seen[0] + seen[2] + seen[4], 0);
+        assert!(seen[1] > 50 && seen[3] > 50, "{seen:?}");
     }
 
     #[test]

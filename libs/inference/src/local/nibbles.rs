@@ -15,7 +15,7 @@
 //! sign juggling) and the offset term uses the block sums the quantizer keeps.
 
 use super::gguf::DType;
-use super::quant::{Dots, Q8, QK, RowSlices, half, scale_min_k4, stacked_matvec};
+use super::quant::{Dots, Q8, QK, RowSlices, half, scale_min_k4};
 
 /// A row-major `rows × cols` matrix of 4- or 5-bit affine blocks of 32.
 #[derive(Debug, Clone)]
@@ -31,7 +31,8 @@ pub(crate) struct NibbleMatrix {
     /// `-symmetric · d` (Q4_0's 8, Q5_0's 16).
     d: Vec<u16>,
     m: Vec<u16>,
-    symmetric: f32,
+    symmetric: Option<f32>,
+    five: bool,
 }
 
 impl NibbleMatrix {
@@ -69,10 +70,7 @@ impl NibbleMatrix {
                 DType::Q5_0 => {
                     let d = half(b, 0);
                     nibbles(&b[6..22], &mut q);
-                    let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
-                    for (j, v) in q.iter_mut().enumerate() {
-                        *v |= (((qh >> j) & 1) as u8) << 4;
-                    }
+                    fifth_bits(u32::from_le_bytes([b[2], b[3], b[4], b[5]]), &mut q);
                     m.push(&q, d, -16.0 * d);
                 }
                 DType::Q4K | DType::Q5K => {
@@ -120,7 +118,8 @@ impl NibbleMatrix {
             qh: Vec::with_capacity(if five { blocks } else { 0 }),
             d: Vec::with_capacity(blocks),
             m: Vec::with_capacity(if symmetric.is_some() { 0 } else { blocks }),
-            symmetric: symmetric.unwrap_or(0.0),
+            symmetric,
+            five,
         }
     }
 
@@ -130,7 +129,7 @@ impl NibbleMatrix {
         for j in 0..QK / 2 {
             self.qs.push((q[j] & 0x0f) | ((q[j + QK / 2] & 0x0f) << 4));
         }
-        if self.qh.capacity() > 0 {
+        if self.five {
             let bits = q
                 .iter()
                 .enumerate()
@@ -138,7 +137,7 @@ impl NibbleMatrix {
             self.qh.push(bits);
         }
         self.d.push(f32_to_f16(d));
-        if self.symmetric == 0.0 {
+        if self.symmetric.is_none() {
             self.m.push(f32_to_f16(m));
         }
     }
@@ -147,12 +146,6 @@ impl NibbleMatrix {
     #[cfg(test)]
     pub(crate) fn bytes(&self) -> usize {
         self.qs.len() + 4 * self.qh.len() + 2 * (self.d.len() + self.m.len())
-    }
-
-    /// `out = self · x` for a quantized `x` (`cols` long), rows split over the current rayon
-    /// pool.
-    pub(crate) fn matvec(&self, x: &Q8, out: &mut [f32], dots: Dots) {
-        stacked_matvec(std::slice::from_ref(self), x, out, dots)
     }
 }
 
@@ -177,7 +170,7 @@ impl RowSlices for NibbleMatrix {
             } else {
                 &self.m[b0..b1]
             },
-            symmetric: self.symmetric,
+            symmetric: self.symmetric.unwrap_or(0.0),
         };
         dots.nibble_rows(rows, x, out);
     }
@@ -189,7 +182,7 @@ pub(crate) struct Rows<'a> {
     pub(crate) qs: &'a [u8],
     pub(crate) qh: &'a [u32],
     pub(crate) d: &'a [u16],
-    /// Empty when symmetric.
+    /// Empty when symmetric: every offset is then `-symmetric · d`.
     pub(crate) m: &'a [u16],
     pub(crate) symmetric: f32,
 }
@@ -199,6 +192,13 @@ fn nibbles(b: &[u8], q: &mut [u8; QK]) {
     for j in 0..QK / 2 {
         q[j] = b[j] & 0x0f;
         q[j + QK / 2] = b[j] >> 4;
+    }
+}
+
+/// Adds bit `j` of `bits` to value `j` as its fifth bit.
+fn fifth_bits(bits: u32, q: &mut [u8; QK]) {
+    for (j, v) in q.iter_mut().enumerate() {
+        *v |= (((bits >> j) & 1) as u8) << 4;
     }
 }
 
@@ -235,23 +235,18 @@ pub(crate) fn f16_to_f32_fast(h: u16) -> f32 {
     f32::from_bits(magnitude.to_bits() | (u32::from(h & 0x8000) << 16))
 }
 
-/// Row `r`'s scales as f32: `dx[b] = d[b] · x_d[b]`, and the sum of its offset terms
-/// `Σ m[b] · x_s[b]`.
+/// Row `r`'s offset terms, `Σ m[b] · x_s[b]`.
 #[inline(always)]
-fn row_scales(w: &Rows<'_>, r: usize, x: &Q8, dx: &mut [f32]) -> f32 {
-    let bpr = dx.len();
-    let d = &w.d[r * bpr..(r + 1) * bpr];
-    for ((o, &d), &xd) in dx.iter_mut().zip(d).zip(&x.d) {
-        *o = f16_to_f32_fast(d) * xd;
-    }
+fn offsets(w: &Rows<'_>, r: usize, x: &Q8) -> f32 {
+    let bpr = x.s.len();
     if w.m.is_empty() {
-        // m = -symmetric · d: Σ m·x_s = -symmetric · Σ d·x_s.
-        let sum: f32 = d
-            .iter()
-            .zip(&x.s)
-            .map(|(&d, &xs)| f16_to_f32_fast(d) * xs)
-            .sum();
-        -w.symmetric * sum
+        // m = -symmetric · d.
+        let d = &w.d[r * bpr..(r + 1) * bpr];
+        -w.symmetric
+            * d.iter()
+                .zip(&x.s)
+                .map(|(&d, &xs)| f16_to_f32_fast(d) * xs)
+                .sum::<f32>()
     } else {
         w.m[r * bpr..(r + 1) * bpr]
             .iter()
@@ -275,24 +270,20 @@ impl Dots {
 
 fn portable_rows(w: Rows<'_>, x: &Q8, out: &mut [f32]) {
     let bpr = x.d.len();
-    let mut dx = vec![0f32; bpr];
     let mut q = [0u8; QK];
     for (r, o) in out.iter_mut().enumerate() {
-        let blocks = r * bpr..(r + 1) * bpr;
-        let mut acc = row_scales(&w, r, x, &mut dx);
-        for (i, b) in blocks.enumerate() {
+        let mut acc = offsets(&w, r, x);
+        for (i, b) in (r * bpr..(r + 1) * bpr).enumerate() {
             nibbles(&w.qs[b * QK / 2..(b + 1) * QK / 2], &mut q);
             if let Some(&bits) = w.qh.get(b) {
-                for (j, v) in q.iter_mut().enumerate() {
-                    *v |= (((bits >> j) & 1) as u8) << 4;
-                }
+                fifth_bits(bits, &mut q);
             }
             let s: i32 = q
                 .iter()
                 .zip(&x.qs[i * QK..(i + 1) * QK])
                 .map(|(&a, &b)| i32::from(a) * i32::from(b))
                 .sum();
-            acc += dx[i] * s as f32;
+            acc += f16_to_f32_fast(w.d[b]) * x.d[i] * s as f32;
         }
         *o = acc;
     }
@@ -305,7 +296,7 @@ mod avx2 {
     use std::arch::x86_64::{__m128i, __m256, __m256i};
 
     use super::super::quant::avx2::hsum;
-    use super::{Q8, QK, Rows, f16_to_f32_fast};
+    use super::{Q8, QK, Rows, f16_to_f32_fast, offsets};
 
     pub(super) struct NibbleRows<'a> {
         pub(super) simd: V3,
@@ -384,18 +375,11 @@ mod avx2 {
         for (r, o) in out.iter_mut().enumerate() {
             let b0 = r * bpr;
             scales(simd, &w.d[b0..b0 + bpr], &x.d, &mut dx);
-            let offsets = if SYM {
-                0.0
-            } else {
-                w.m[b0..b0 + bpr]
-                    .iter()
-                    .zip(&x.s)
-                    .map(|(&m, &xs)| f16_to_f32_fast(m) * xs)
-                    .sum()
-            };
+            // Symmetric offsets are folded into each block (`corr`).
+            let offsets = if SYM { 0.0 } else { offsets(&w, r, x) };
             let qs = &qs[b0..b0 + bpr];
             let qh = if FIVE { &w.qh[b0..b0 + bpr] } else { &[][..] };
-            let corr = |i: usize| if SYM { xsum[i] } else { zero };
+            let corr = |i: usize| SYM.then(|| xsum[i]);
             // Two accumulators: consecutive FMAs would otherwise wait on each other.
             let mut acc0 = zero;
             let mut acc1 = zero;
@@ -454,7 +438,7 @@ mod avx2 {
     }
 
     /// `acc + d · (Σ q·x − corr)` for one block of values `q` (nibbles `qs`, fifth bits
-    /// `qh`), lane by lane.
+    /// `qh`), lane by lane; no correction for blocks with offsets of their own.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn block<const FIVE: bool>(
@@ -463,7 +447,7 @@ mod avx2 {
         qs: [u8; QK / 2],
         qh: Option<&u32>,
         x: __m256i,
-        corr: __m256,
+        corr: Option<__m256>,
         d: f32,
         acc: __m256,
     ) -> __m256 {
@@ -484,9 +468,10 @@ mod avx2 {
         }
         let pairs = simd.avx2._mm256_maddubs_epi16(q, x);
         let quads = simd.avx2._mm256_madd_epi16(pairs, k.ones);
-        let sums = simd
-            .avx
-            ._mm256_sub_ps(simd.avx._mm256_cvtepi32_ps(quads), corr);
+        let mut sums = simd.avx._mm256_cvtepi32_ps(quads);
+        if let Some(corr) = corr {
+            sums = simd.avx._mm256_sub_ps(sums, corr);
+        }
         simd.fma
             ._mm256_fmadd_ps(simd.avx._mm256_set1_ps(d), sums, acc)
     }
@@ -549,7 +534,7 @@ mod tests {
                     qh: &m.qh,
                     d: &m.d,
                     m: &m.m,
-                    symmetric: m.symmetric,
+                    symmetric: m.symmetric.unwrap_or(0.0),
                 },
                 &xq,
                 &mut portable,

@@ -261,7 +261,6 @@ impl Q8Matrix {
     }
 
     /// Takes a GGUF Q8_0 tensor as it is (no requantization).
-    #[cfg(test)]
     pub(crate) fn from_q8_0(raw: &[u8], rows: usize, cols: usize) -> Q8Matrix {
         let mut m = Q8Matrix::with_capacity(rows, cols);
         m.append_q8_0(raw);
@@ -292,12 +291,6 @@ impl Q8Matrix {
             }
         }
     }
-
-    /// `out = self · x` for a quantized `x` (`cols` long), rows split over the current
-    /// rayon pool.
-    pub(crate) fn matvec(&self, x: &Q8, out: &mut [f32], dots: Dots) {
-        stacked_matvec(std::slice::from_ref(self), x, out, dots)
-    }
 }
 
 impl RowSlices for Q8Matrix {
@@ -314,11 +307,16 @@ impl RowSlices for Q8Matrix {
 }
 
 /// A matrix whose rows multiply a quantized vector a slice of rows at a time.
-pub(crate) trait RowSlices: Sync {
+pub(crate) trait RowSlices: Sync + Sized {
     fn row_count(&self) -> usize;
 
     /// Rows `r0..r0 + out.len()` times `x` into `out`.
     fn rows_into(&self, r0: usize, x: &Q8, out: &mut [f32], dots: Dots);
+
+    /// `out = self · x` for a quantized `x`, rows split over the current rayon pool.
+    fn matvec(&self, x: &Q8, out: &mut [f32], dots: Dots) {
+        stacked_matvec(std::slice::from_ref(self), x, out, dots)
+    }
 }
 
 /// `out = x` times the matrices `parts` stacked, their rows split over the current rayon

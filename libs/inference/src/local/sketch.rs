@@ -19,7 +19,7 @@
 use rayon::prelude::*;
 
 use super::nibbles::NibbleMatrix;
-use super::quant::{Dots, Q8, Q8Matrix, QK};
+use super::quant::{Dots, Q8, Q8Matrix, QK, RowSlices};
 
 /// Tokens the sketch passes on to exact scoring.
 pub(crate) const SKETCH_CANDIDATES: usize = 1024;
