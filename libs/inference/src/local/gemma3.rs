@@ -508,8 +508,9 @@ impl Gemma3 {
                 None => self.embed.matvec(&xq, out, self.dots),
             }
             if let Some(cap) = cfg.final_softcap {
-                for v in out.iter_mut() {
-                    *v = (*v / cap).tanh() * cap;
+                // Unscored tokens stay -inf (tanh would make them -cap, and drawable).
+                for v in out.iter_mut().filter(|v| v.is_finite()) {
+                    *v = softcap(*v, cap);
                 }
             }
         }
@@ -623,6 +624,11 @@ impl Gemma3 {
     }
 }
 
+/// Gemma's final logit soft-capping: `cap · tanh(v / cap)`.
+fn softcap(v: f32, cap: f32) -> f32 {
+    (v / cap).tanh() * cap
+}
+
 /// The `rows × cols` matrix starting at `data[first]` with rows `stride` apart.
 fn strided(data: &[f32], first: usize, rows: usize, cols: usize, stride: usize) -> MatRef<'_, f32> {
     MatRef::from_row_major_slice_with_stride(
@@ -724,5 +730,19 @@ mod tests {
             lost[n - 1]
         );
         assert!(mean < 0.01 && lost[n - 1] < 0.15, "{lost:?}");
+
+        // With soft-capping (Gemma 2's; this file has none) unscored tokens stay -inf.
+        let row = &x[x.len() - m.cfg.hidden..];
+        let uncapped = m.logits(row, Logits::Shortlist(64));
+        let mut capped = m;
+        capped.cfg.final_softcap = Some(30.0);
+        let short = capped.logits(row, Logits::Shortlist(64));
+        for (s, u) in short.iter().zip(&uncapped) {
+            if u.is_finite() {
+                assert_eq!(*s, softcap(*u, 30.0));
+            } else {
+                assert_eq!(*s, f32::NEG_INFINITY);
+            }
+        }
     }
 }
