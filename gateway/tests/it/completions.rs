@@ -325,6 +325,7 @@ async fn answers_are_stored_with_metadata_and_rag_cites_its_documents() {
         );
 
         // Bad input and other people's things.
+        let before = message_count(&app, &chat, &alice).await;
         for (body, want) in [
             (
                 json!({"message": "x", "rag_config": {"rag_type": "rag"}}),
@@ -350,6 +351,8 @@ async fn answers_are_stored_with_metadata_and_rag_cites_its_documents() {
             .call(Method::POST, &path, &bob, Some(json!({"message": "mine?"})))
             .await;
         crate::harness::assert_error(s, &e, 404);
+        // The refused questions were rolled back with their checks: nothing was stored.
+        assert_eq!(message_count(&app, &chat, &alice).await, before);
         for path in [
             format!("/api/v1/messages/{reply_id}/meta?info_type=usage_stats"),
             format!("/api/v1/messages/{reply_id}/references"),
@@ -757,4 +760,18 @@ async fn the_local_gguf_model_answers_without_a_models_file() {
     assert!((1..=12).contains(&out), "{stats}");
     assert_eq!(stats["cost"], 0.0);
     app.stop().await;
+}
+
+/// How many messages the session `chat` holds.
+async fn message_count(app: &TestApp, chat: &str, key: &str) -> usize {
+    let (s, messages) = app
+        .call(
+            Method::GET,
+            &format!("/api/v1/chats/{chat}/messages"),
+            key,
+            None,
+        )
+        .await;
+    assert_eq!(s, 200, "{messages}");
+    messages.as_array().map_or(0, Vec::len)
 }
