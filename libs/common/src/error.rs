@@ -169,6 +169,14 @@ impl From<ApiError> for Status {
     }
 }
 
+/// A failed call to another service: `?` on a client call gives the callee's error (its
+/// message, or an opaque one for internal failures).
+impl From<Status> for ApiError {
+    fn from(status: Status) -> Self {
+        ApiError::from_status(&status)
+    }
+}
+
 impl From<sea_orm::DbErr> for ApiError {
     fn from(err: sea_orm::DbErr) -> Self {
         ApiError::internal("database error", err)

@@ -73,6 +73,13 @@ pub async fn serve_router(
     Ok(())
 }
 
+/// The largest gRPC message between docchat components: a whole REST body (the gateway's
+/// `max_body_bytes`) plus room for its envelope, so what the gateway accepts, a service
+/// accepts too (gRPC's own default is 4 MiB).
+pub fn max_message_bytes(config: &Config) -> usize {
+    config.max_body_bytes.saturating_add(1 << 20)
+}
+
 /// A channel that connects on first use and reconnects as needed.
 pub fn channel(url: &str) -> anyhow::Result<Channel> {
     Ok(Endpoint::from_shared(url.to_owned())?

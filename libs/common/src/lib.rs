@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod budget;
 pub mod bus;
+pub mod clients;
 pub mod config;
 pub mod db;
 pub mod error;
@@ -12,10 +13,12 @@ pub mod grpc;
 pub mod outbox;
 pub mod settings;
 pub mod telemetry;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod time;
 pub mod ttl_cache;
 
 pub use auth::{Caller, JwtKeys};
+pub use clients::Clients;
 pub use config::Config;
 pub use error::{ApiError, ErrorCode};

@@ -1,6 +1,9 @@
-//! Test support: the backends a suite runs against. The embedded one (SQLite, in-process
-//! bus) always; the real one (PostgreSQL, RabbitMQ) when `DOCCHAT_TEST_DATABASE_URL` and
-//! `DOCCHAT_TEST_AMQP_URL` are set, as `scripts/test.sh` does.
+//! Test support, compiled only for tests (the `testing` feature, which dev-dependencies
+//! enable): the backends a suite runs against, one test per backend ([`backend_tests!`]),
+//! isolated configurations, in-process services and a scripted HTTP upstream. The embedded
+//! backend (SQLite, in-process bus) always runs; the real one (PostgreSQL, RabbitMQ) when
+//! `DOCCHAT_TEST_DATABASE_URL` and `DOCCHAT_TEST_AMQP_URL` are set, as `scripts/test.sh`
+//! does, and its absence fails a run in CI.
 
 use std::path::Path;
 
@@ -16,44 +19,143 @@ pub struct Backend {
     pub amqp: Option<String>,
 }
 
-/// The embedded backend, then the real one when configured.
-#[allow(clippy::print_stderr)]
-pub fn backends() -> Vec<Backend> {
-    let mut out = vec![Backend {
-        name: "sqlite+memory",
-        postgres: None,
-        amqp: None,
-    }];
-    match (
-        std::env::var("DOCCHAT_TEST_DATABASE_URL"),
-        std::env::var("DOCCHAT_TEST_AMQP_URL"),
-    ) {
-        (Ok(pg), Ok(amqp)) => out.push(Backend {
-            name: "postgres+rabbitmq",
-            postgres: Some(pg),
-            amqp: Some(amqp),
-        }),
-        _ => eprintln!(
-            "DOCCHAT_TEST_DATABASE_URL / DOCCHAT_TEST_AMQP_URL unset: real backends skipped (scripts/test.sh sets them)"
-        ),
-    }
-    out
+/// Whether this run is CI (`CI` set and not `false`/`0`): a missing backend, model or
+/// server then fails the test instead of skipping it.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
-/// The backends of suites that search vectors: like `backends()`, except that the
-/// PostgreSQL one is the server with pgvector (`DOCCHAT_TEST_PGVECTOR_URL`, started by
-/// scripts/pgvector-server.sh) when that is set.
-pub fn vector_backends() -> Vec<Backend> {
-    let mut out = backends();
-    if let Ok(server) = std::env::var("DOCCHAT_TEST_PGVECTOR_URL") {
-        for backend in &mut out {
-            if backend.postgres.is_some() {
-                backend.name = "pgvector+rabbitmq";
-                backend.postgres = Some(server.clone());
+/// What a test needs is missing: in CI that fails the test; elsewhere the skip is said
+/// loudly, so a green run outside CI cannot hide what did not run.
+#[allow(clippy::panic, clippy::print_stderr)]
+pub fn unavailable(what: &str) {
+    if in_ci() {
+        panic!("{what}: CI is set, so a missing backend, model or server fails the run");
+    }
+    eprintln!("\n!!! SKIPPED: {what} (outside CI this is a skip; in CI it fails)\n");
+}
+
+impl Backend {
+    /// SQLite and the in-process bus: always available.
+    pub fn sqlite() -> Backend {
+        Backend {
+            name: "sqlite+memory",
+            postgres: None,
+            amqp: None,
+        }
+    }
+
+    /// PostgreSQL and RabbitMQ from `DOCCHAT_TEST_DATABASE_URL` and `DOCCHAT_TEST_AMQP_URL`
+    /// (scripts/test.sh sets them); `None`, after [`unavailable`], when they are unset.
+    pub fn postgres() -> Option<Backend> {
+        match (
+            std::env::var("DOCCHAT_TEST_DATABASE_URL"),
+            std::env::var("DOCCHAT_TEST_AMQP_URL"),
+        ) {
+            (Ok(pg), Ok(amqp)) => Some(Backend {
+                name: "postgres+rabbitmq",
+                postgres: Some(pg),
+                amqp: Some(amqp),
+            }),
+            _ => {
+                unavailable(
+                    "PostgreSQL + RabbitMQ backend: DOCCHAT_TEST_DATABASE_URL / DOCCHAT_TEST_AMQP_URL unset (scripts/test.sh sets them)",
+                );
+                None
             }
         }
     }
-    out
+
+    /// PostgreSQL with pgvector (`DOCCHAT_TEST_PGVECTOR_URL`, started by
+    /// scripts/pgvector-server.sh) and RabbitMQ; `None`, after [`unavailable`], when unset.
+    pub fn pgvector() -> Option<Backend> {
+        match (
+            std::env::var("DOCCHAT_TEST_PGVECTOR_URL"),
+            std::env::var("DOCCHAT_TEST_AMQP_URL"),
+        ) {
+            (Ok(pg), Ok(amqp)) => Some(Backend {
+                name: "pgvector+rabbitmq",
+                postgres: Some(pg),
+                amqp: Some(amqp),
+            }),
+            _ => {
+                unavailable(
+                    "PostgreSQL + pgvector backend: DOCCHAT_TEST_PGVECTOR_URL / DOCCHAT_TEST_AMQP_URL unset (scripts/test.sh sets them)",
+                );
+                None
+            }
+        }
+    }
+}
+
+/// The embedded backend, then PostgreSQL + RabbitMQ (see [`Backend::postgres`]). Prefer
+/// [`backend_tests!`](crate::backend_tests), which gives each backend its own test.
+pub fn backends() -> Vec<Backend> {
+    std::iter::once(Backend::sqlite())
+        .chain(Backend::postgres())
+        .collect()
+}
+
+/// The backends of suites that search vectors: the embedded one, then PostgreSQL with
+/// pgvector (see [`Backend::pgvector`]).
+pub fn vector_backends() -> Vec<Backend> {
+    std::iter::once(Backend::sqlite())
+        .chain(Backend::pgvector())
+        .collect()
+}
+
+/// One test per backend, so a failure names its backend: each
+/// `async fn name(backend) { .. }` becomes the module `name` with the tests `sqlite` and
+/// `postgres` (`name::sqlite`, `name::postgres`), each running the body with its
+/// [`Backend`]. The real backend follows [`Backend::postgres`]: it fails in CI when it is
+/// missing and says loudly that it was skipped elsewhere.
+///
+/// ```ignore
+/// docchat_common::backend_tests! {
+///     /// What the test shows.
+///     async fn sessions_round_trip(backend) {
+///         let app = TestApp::start(&backend).await;
+///         // ...
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! backend_tests {
+    (@with $real:ident; $($(#[$attr:meta])* async fn $name:ident($backend:ident) $body:block)*) => {
+        $(
+            $(#[$attr])*
+            mod $name {
+                #[allow(unused_imports)]
+                use super::*;
+
+                async fn run($backend: $crate::testing::Backend) $body
+
+                #[tokio::test]
+                async fn sqlite() {
+                    run($crate::testing::Backend::sqlite()).await
+                }
+
+                #[tokio::test]
+                async fn $real() {
+                    if let Some(backend) = $crate::testing::Backend::$real() {
+                        run(backend).await
+                    }
+                }
+            }
+        )*
+    };
+    ($($tests:tt)*) => {
+        $crate::backend_tests!(@with postgres; $($tests)*);
+    };
+}
+
+/// As [`backend_tests!`](crate::backend_tests) for suites that search vectors: the tests
+/// are `name::sqlite` and `name::pgvector` (see [`Backend::pgvector`]).
+#[macro_export]
+macro_rules! vector_backend_tests {
+    ($($tests:tt)*) => {
+        $crate::backend_tests!(@with pgvector; $($tests)*);
+    };
 }
 
 /// Where tests find local models: `DOCCHAT_TEST_MODELS_DIR` (scripts/test.sh fetches them

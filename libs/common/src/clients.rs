@@ -1,0 +1,154 @@
+//! Service clients bound to a caller. Every call between docchat components goes through
+//! one of these: a tonic interceptor ([`CallerAuth`]) mints the caller's internal JWT for
+//! the client's own service (the audience cannot be mismatched with the client) and injects
+//! the trace context, so a call site is only `clients.ingest(&caller).search(msg).await?`.
+
+use std::sync::Arc;
+
+use docchat_proto::admin::v1::admin_service_client::AdminServiceClient;
+use docchat_proto::chat::v1::chat_service_client::ChatServiceClient;
+use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
+use tonic::metadata::MetadataValue;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+use tonic::{Request, Status};
+
+use crate::auth::{Caller, JwtKeys};
+use crate::config::{Config, Service};
+use crate::error::ApiError;
+
+/// Adds `authorization: Bearer <JWT for audience>` and the current trace context to every
+/// request of the client it is installed on.
+#[derive(Clone)]
+pub struct CallerAuth {
+    keys: Arc<JwtKeys>,
+    caller: Arc<Caller>,
+    audience: Service,
+}
+
+impl tonic::service::Interceptor for CallerAuth {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        let token = self.keys.mint(&self.caller, self.audience)?;
+        let value = MetadataValue::try_from(format!("Bearer {token}"))
+            .map_err(|e| ApiError::internal("building authorization metadata", e))?;
+        request.metadata_mut().insert("authorization", value);
+        crate::telemetry::inject_grpc(request.metadata_mut());
+        Ok(request)
+    }
+}
+
+/// A generated client whose requests carry a caller's identity.
+pub type Bound = InterceptedService<Channel, CallerAuth>;
+pub type AdminClient = AdminServiceClient<Bound>;
+pub type IngestClient = IngestServiceClient<Bound>;
+pub type ChatClient = ChatServiceClient<Bound>;
+
+/// Lazily connecting channels to every service and the keys to sign for them; cheap to
+/// clone. Hand out clients bound to one caller with [`Clients::admin`], [`Clients::ingest`]
+/// and [`Clients::chat`].
+#[derive(Clone)]
+pub struct Clients {
+    keys: Arc<JwtKeys>,
+    admin: Channel,
+    ingest: Channel,
+    chat: Channel,
+    agent: Channel,
+    scheduler: Channel,
+    /// Largest message a client sends or accepts (gRPC's own default is 4 MiB).
+    max_message_bytes: usize,
+}
+
+impl Clients {
+    /// Channels to the URLs of `config` (nothing connects until the first call).
+    pub fn new(config: &Config, keys: Arc<JwtKeys>) -> anyhow::Result<Clients> {
+        let channel = |s| crate::grpc::channel(config.service_url(s));
+        Ok(Clients {
+            keys,
+            admin: channel(Service::Admin)?,
+            ingest: channel(Service::Ingest)?,
+            chat: channel(Service::Chat)?,
+            agent: channel(Service::Agent)?,
+            scheduler: channel(Service::Scheduler)?,
+            max_message_bytes: crate::grpc::max_message_bytes(config),
+        })
+    }
+
+    /// The channel of `service` (health checks, readiness).
+    pub fn channel(&self, service: Service) -> &Channel {
+        match service {
+            Service::Admin => &self.admin,
+            Service::Ingest => &self.ingest,
+            Service::Chat => &self.chat,
+            Service::Agent => &self.agent,
+            Service::Scheduler => &self.scheduler,
+        }
+    }
+
+    /// The keys clients sign with.
+    pub fn keys(&self) -> &Arc<JwtKeys> {
+        &self.keys
+    }
+
+    fn bound(&self, caller: &Caller, audience: Service) -> Bound {
+        InterceptedService::new(
+            self.channel(audience).clone(),
+            CallerAuth {
+                keys: self.keys.clone(),
+                caller: Arc::new(caller.clone()),
+                audience,
+            },
+        )
+    }
+
+    /// admin-service on behalf of `caller`.
+    pub fn admin(&self, caller: &Caller) -> AdminClient {
+        AdminServiceClient::new(self.bound(caller, Service::Admin))
+            .max_decoding_message_size(self.max_message_bytes)
+            .max_encoding_message_size(self.max_message_bytes)
+    }
+
+    /// ingest-service on behalf of `caller`.
+    pub fn ingest(&self, caller: &Caller) -> IngestClient {
+        IngestServiceClient::new(self.bound(caller, Service::Ingest))
+            .max_decoding_message_size(self.max_message_bytes)
+            .max_encoding_message_size(self.max_message_bytes)
+    }
+
+    /// chat-service on behalf of `caller`.
+    pub fn chat(&self, caller: &Caller) -> ChatClient {
+        ChatServiceClient::new(self.bound(caller, Service::Chat))
+            .max_decoding_message_size(self.max_message_bytes)
+            .max_encoding_message_size(self.max_message_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use secrecy::SecretString;
+    use tonic::service::Interceptor;
+
+    #[test]
+    fn the_interceptor_signs_for_its_own_audience() {
+        let keys = Arc::new(JwtKeys::new(
+            &SecretString::from("0123456789abcdef0123456789abcdef"),
+            60,
+        ));
+        let caller = crate::testing::user("alice", false);
+        let mut auth = CallerAuth {
+            keys: keys.clone(),
+            caller: Arc::new(caller.clone()),
+            audience: Service::Ingest,
+        };
+        let request = auth.call(Request::new(())).unwrap();
+        let token = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap()
+            .to_owned();
+        assert_eq!(keys.verify(&token, Service::Ingest).unwrap(), caller);
+        assert!(keys.verify(&token, Service::Chat).is_err());
+    }
+}
