@@ -2,6 +2,7 @@
 //! domain, pack.
 
 use docchat_common::auth::{Caller, caller, permissions};
+use docchat_common::budget::GUEST_ROLE;
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::time::{now, opt_to_proto, to_proto};
 use docchat_proto::admin::v1 as pb;
@@ -231,8 +232,8 @@ impl AdminService for AdminGrpc {
     }
 
     async fn delete_api_key(&self, request: Request<pb::DeleteApiKeyRequest>) -> Reply<Empty> {
-        admin(&request)?;
-        ok(identity::delete_key(&self.db, &request.get_ref().key_id)
+        let me = admin(&request)?;
+        ok(identity::delete_key(&self.db, &me, &request.get_ref().key_id)
             .await
             .map(|()| Empty {}))
     }
@@ -413,7 +414,12 @@ impl AdminService for AdminGrpc {
             }
         };
         let spend = usage::spend(&self.db, &user_id, now()).await?;
+        let guest = identity::user_roles_by_priority(&self.db, &user_id)
+            .await?
+            .iter()
+            .any(|r| r.name.eq_ignore_ascii_case(GUEST_ROLE));
         Ok(Response::new(pb::LlmSpend {
+            guest,
             cost_last_24h: spend.last_24h,
             cost_total: spend.total,
             window_reset_at: opt_to_proto(spend.window_reset_at),

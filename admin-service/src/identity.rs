@@ -3,15 +3,17 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Duration, Utc};
+use docchat_common::Caller;
 use docchat_common::auth::permissions;
+use docchat_common::db;
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::time::now;
 use rand::Rng;
 use rand::distr::Alphanumeric;
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set, TransactionTrait,
 };
 use sha2::{Digest, Sha256};
 
@@ -488,13 +490,70 @@ pub async fn list_keys(
         .collect())
 }
 
-pub async fn delete_key(db: &DatabaseConnection, key_id: &str) -> ApiResult<()> {
-    let result = api_keys::Entity::delete_by_id(key_id.to_owned())
-        .exec(db)
-        .await?;
-    if result.rows_affected == 0 {
-        return Err(ApiError::not_found(format!("api key {key_id} not found")));
+/// Serializes the changes that could leave no administrator able to sign in (PostgreSQL;
+/// on SQLite they write before they check).
+const SIGN_IN_LOCK: &str = "admin.sign-in";
+
+/// Keys of `user_id` that work now: active and not expired.
+async fn usable_keys<C: ConnectionTrait>(db: &C, user_id: &str) -> ApiResult<u64> {
+    Ok(api_keys::Entity::find()
+        .filter(api_keys::Column::UserId.eq(user_id))
+        .filter(api_keys::Column::IsActive.eq(true))
+        .filter(
+            sea_orm::Condition::any()
+                .add(api_keys::Column::ExpiresAt.is_null())
+                .add(api_keys::Column::ExpiresAt.gt(now())),
+        )
+        .count(db)
+        .await?)
+}
+
+/// Whether some administrator still holds a usable key: without one, nobody can manage
+/// users, keys or settings until a restart brings the bootstrap key back.
+async fn an_administrator_can_sign_in<C: ConnectionTrait>(db: &C) -> ApiResult<bool> {
+    let Some(admin) = role_by_name(db, ADMIN_ROLE).await? else {
+        return Ok(false);
+    };
+    let admins: Vec<String> = user_roles::Entity::find()
+        .filter(user_roles::Column::RoleId.eq(admin.id))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|m| m.user_id)
+        .collect();
+    for user_id in admins {
+        if usable_keys(db, &user_id).await? > 0 {
+            return Ok(true);
+        }
     }
+    Ok(false)
+}
+
+/// Deletes a key, unless it is the caller's last usable one or the last usable key of any
+/// administrator (409): either would lock someone out until a restart.
+pub async fn delete_key(db: &DatabaseConnection, caller: &Caller, key_id: &str) -> ApiResult<()> {
+    let txn = db.begin().await?;
+    db::serialize_on(&txn, SIGN_IN_LOCK).await?;
+    let key = api_keys::Entity::find_by_id(key_id.to_owned())
+        .one(&txn)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("api key {key_id} not found")))?;
+    api_keys::Entity::delete_by_id(key.id.clone())
+        .exec(&txn)
+        .await?;
+    if key.user_id == caller.user_id && usable_keys(&txn, &caller.user_id).await? == 0 {
+        txn.rollback().await?;
+        return Err(ApiError::conflict(
+            "this is your last usable API key: deleting it would lock you out; create another key first",
+        ));
+    }
+    if !an_administrator_can_sign_in(&txn).await? {
+        txn.rollback().await?;
+        return Err(ApiError::conflict(
+            "this is the last usable API key of any administrator: deleting it would leave no administrator able to sign in; give an administrator another key first",
+        ));
+    }
+    txn.commit().await?;
     Ok(())
 }
 
@@ -629,11 +688,20 @@ pub async fn set_user_roles(
             .exec(&txn)
             .await?;
         } else {
+            if role.name == ADMIN_ROLE {
+                db::serialize_on(&txn, SIGN_IN_LOCK).await?;
+            }
             user_roles::Entity::delete_many()
                 .filter(user_roles::Column::UserId.eq(user_id))
                 .filter(user_roles::Column::RoleId.eq(role.id))
                 .exec(&txn)
                 .await?;
+            if role.name == ADMIN_ROLE && !an_administrator_can_sign_in(&txn).await? {
+                txn.rollback().await?;
+                return Err(ApiError::conflict(
+                    "removing the admin role here would leave no administrator with a usable API key; give another administrator a key first",
+                ));
+            }
         }
     }
     txn.commit().await?;

@@ -4,8 +4,9 @@ use std::collections::HashMap;
 
 use docchat_common::Caller;
 use docchat_common::bus::envelope;
-use docchat_common::error::{ApiError, ApiResult};
-use docchat_common::outbox;
+use docchat_common::error::{ApiError, ApiResult, ErrorCode};
+use docchat_common::settings::Resolved;
+use docchat_common::{db, outbox};
 use docchat_common::time::now;
 use docchat_proto::events::v1::CollectionDeleted;
 use sea_orm::sea_query::{Expr, Order};
@@ -20,6 +21,32 @@ use crate::entities::{chunks, collection_sessions, collections, documents};
 pub const DEFAULT_EMBEDDING_MODEL: &str = "all-MiniLM-L6-v2";
 pub const DEFAULT_LIMIT: u64 = 100;
 pub const MAX_LIMIT: u64 = 1000;
+
+/// The runtime limits a new collection must stay within; `None` is unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Limits {
+    /// collection_limit: collections in the deployment.
+    pub system: Option<i64>,
+    /// collection_limit_per_user: collections of one owner.
+    pub per_user: Option<i64>,
+}
+
+impl Limits {
+    pub fn of(resolved: &Resolved) -> Limits {
+        Limits {
+            system: resolved.limit("collection_limit"),
+            per_user: resolved.limit("collection_limit_per_user"),
+        }
+    }
+}
+
+/// The refusal of a runtime limit (403).
+pub fn limit_reached(what: &str, limit: i64) -> ApiError {
+    ApiError::new(
+        ErrorCode::Forbidden,
+        format!("{what} limit reached ({limit})"),
+    )
+}
 
 /// A collection with the counts derived from other tables.
 #[derive(Debug, Clone)]
@@ -73,6 +100,7 @@ pub async fn create(
     name: &str,
     description: &str,
     embedding_model: &str,
+    limits: Limits,
 ) -> ApiResult<CollectionView> {
     let name = name.trim();
     if name.is_empty() {
@@ -91,6 +119,13 @@ pub async fn create(
         m => m,
     };
     let at = now();
+    // The insert and the counts are one step: on PostgreSQL creates under a limit take
+    // one lock, on SQLite the insert's write lock keeps every other writer out until the
+    // commit. Past a limit the transaction rolls back, insert and all.
+    let txn = db.begin().await?;
+    if limits != Limits::default() {
+        db::serialize_on(&txn, "ingest.collections").await?;
+    }
     let row = collections::ActiveModel {
         id: Set(uuid::Uuid::new_v4().to_string()),
         owner_id: Set(caller.user_id.clone()),
@@ -110,8 +145,25 @@ pub async fn create(
         description_generation_started_at: Set(None),
         index_version: Set(0),
     }
-    .insert(db)
+    .insert(&txn)
     .await?;
+    if let Some(limit) = limits.system
+        && collections::Entity::find().count(&txn).await? as i64 > limit
+    {
+        txn.rollback().await?;
+        return Err(limit_reached("collection", limit));
+    }
+    if let Some(limit) = limits.per_user
+        && collections::Entity::find()
+            .filter(collections::Column::OwnerId.eq(caller.user_id.clone()))
+            .count(&txn)
+            .await? as i64
+            > limit
+    {
+        txn.rollback().await?;
+        return Err(limit_reached("per-user collection", limit));
+    }
+    txn.commit().await?;
     Ok(CollectionView {
         collection: row,
         sessions_count: 0,

@@ -274,8 +274,7 @@ impl IngestService for IngestGrpc {
             description,
             embedding_model,
         } = request.into_inner();
-        let resolved = self.settings.resolve(&me).await?;
-        ingestion::check_collection_limits(&self.db, &me, &resolved).await?;
+        let limits = collections::Limits::of(&self.settings.resolve(&me).await?);
         let embedding_model = if embedding_model.trim().is_empty() {
             self.searcher
                 .embedders
@@ -298,8 +297,15 @@ impl IngestService for IngestGrpc {
             embedding_model
         };
         ok(
-            collections::create(&self.db, &me, &name, &description, &embedding_model)
-                .await
+            collections::create(
+                &self.db,
+                &me,
+                &name,
+                &description,
+                &embedding_model,
+                limits,
+            )
+            .await
                 .map(collection_pb),
         )
     }
@@ -484,11 +490,12 @@ impl IngestService for IngestGrpc {
 
     async fn list_tags(&self, request: Request<pb::ListTagsRequest>) -> Reply<pb::TagList> {
         let me = caller(&request)?;
+        // Every tag the caller sees is in its user scope (see tags::list).
         let pb::ListTagsRequest {
             linked_only,
-            user_scope,
+            user_scope: _,
         } = request.into_inner();
-        ok(crate::tags::list(&self.db, &me, linked_only, user_scope)
+        ok(crate::tags::list(&self.db, &me, linked_only)
             .await
             .map(|t| pb::TagList {
                 tags: t.into_iter().map(tag_pb).collect(),
@@ -496,8 +503,8 @@ impl IngestService for IngestGrpc {
     }
 
     async fn get_tag(&self, request: Request<pb::TagRequest>) -> Reply<pb::Tag> {
-        caller(&request)?;
-        ok(crate::tags::get(&self.db, &request.get_ref().name)
+        let me = caller(&request)?;
+        ok(crate::tags::get(&self.db, &me, &request.get_ref().name)
             .await
             .map(tag_pb))
     }

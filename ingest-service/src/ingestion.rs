@@ -1,45 +1,43 @@
-//! Starting an ingestion: checks the upload, the collection and the runtime limits, then
-//! queues the job (and its announcements) in one transaction.
+//! Starting an ingestion: checks the upload and the collection, then queues the job (and
+//! its announcements) and checks the runtime limits in one transaction.
 
 use docchat_common::Caller;
+use docchat_common::db;
 use docchat_common::error::{ApiError, ApiResult, ErrorCode};
 use docchat_common::settings::Resolved;
 use sea_orm::{
-    ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, TransactionTrait,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait, QueryFilter,
+    Statement, TransactionTrait,
 };
 
-use crate::entities::{collections, documents, jobs as job_rows};
+use crate::collections::limit_reached;
+use crate::entities::{collections, jobs as job_rows};
 use crate::jobs::{self, Fairness, IngestParams};
 
-fn limit_reached(what: &str, limit: i64) -> ApiError {
-    ApiError::new(
-        ErrorCode::Forbidden,
-        format!("{what} limit reached ({limit})"),
-    )
-}
-
-/// Refuses a new collection past collection_limit or collection_limit_per_user.
-pub async fn check_collection_limits(
-    db: &DatabaseConnection,
-    caller: &Caller,
-    resolved: &Resolved,
-) -> ApiResult<()> {
-    if let Some(limit) = resolved.limit("collection_limit") {
-        let total = collections::Entity::find().count(db).await?;
-        if total as i64 >= limit {
-            return Err(limit_reached("collection", limit));
+/// What counts against document_limit_per_user: the owner's documents and the jobs that
+/// will make one, in one statement (one snapshot, so a job turning into its document
+/// between two counts cannot be missed).
+async fn documents_held<C: ConnectionTrait>(conn: &C, owner: &str) -> ApiResult<i64> {
+    let backend = conn.get_database_backend();
+    let sql = match backend {
+        DbBackend::Postgres => {
+            "SELECT (SELECT COUNT(*) FROM documents WHERE owner_id = $1) + \
+             (SELECT COUNT(*) FROM jobs WHERE owner_id = $1 AND status IN ('queued', 'running'))"
         }
-    }
-    if let Some(limit) = resolved.limit("collection_limit_per_user") {
-        let mine = collections::Entity::find()
-            .filter(collections::Column::OwnerId.eq(caller.user_id.clone()))
-            .count(db)
-            .await?;
-        if mine as i64 >= limit {
-            return Err(limit_reached("per-user collection", limit));
+        _ => {
+            "SELECT (SELECT COUNT(*) FROM documents WHERE owner_id = ?1) + \
+             (SELECT COUNT(*) FROM jobs WHERE owner_id = ?1 AND status IN ('queued', 'running'))"
         }
-    }
-    Ok(())
+    };
+    let row = conn
+        .query_one(Statement::from_sql_and_values(
+            backend,
+            sql,
+            [owner.to_owned().into()],
+        ))
+        .await?
+        .ok_or_else(|| ApiError::internal("counting documents", "no row"))?;
+    Ok(row.try_get_by_index::<i64>(0)?)
 }
 
 /// Queues the ingestion of an upload into a collection.
@@ -63,34 +61,15 @@ pub async fn start(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("collection {collection_id} not found")))?;
 
-    if let Some(limit) = resolved.limit("document_limit_per_user") {
-        let docs = documents::Entity::find()
-            .filter(documents::Column::OwnerId.eq(caller.user_id.clone()))
-            .count(db)
-            .await?;
-        let pending = job_rows::Entity::find()
-            .filter(job_rows::Column::OwnerId.eq(caller.user_id.clone()))
-            .filter(job_rows::Column::Status.is_in(["queued", "running"]))
-            .count(db)
-            .await?;
-        if (docs + pending) as i64 >= limit {
-            return Err(limit_reached("per-user document", limit));
-        }
-    }
-    if let Some(limit) = resolved.limit("default_collection_size_limit")
-        && collection.document_size + upload.size > limit
-    {
-        return Err(ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!(
-                "collection size limit reached: {} bytes stored + {} new > {limit}",
-                collection.document_size, upload.size
-            ),
-        ));
-    }
-
     let queue = jobs::queue_for(db, &caller.user_id, fairness).await?;
+    // The job is written before the count, in one transaction: on PostgreSQL a lock per
+    // owner orders that owner's ingestions, on SQLite the insert's write lock keeps every
+    // other writer out until the commit. Past the limit the job is rolled back.
+    let limit = resolved.limit("document_limit_per_user");
     let txn = db.begin().await?;
+    if limit.is_some() {
+        db::serialize_on(&txn, &format!("ingest.documents:{}", caller.user_id)).await?;
+    }
     let job = jobs::enqueue(
         &txn,
         caller,
@@ -101,6 +80,24 @@ pub async fn start(
         params,
     )
     .await?;
+    if let Some(limit) = limit
+        && documents_held(&txn, &caller.user_id).await? > limit
+    {
+        txn.rollback().await?;
+        return Err(limit_reached("per-user document", limit));
+    }
+    if let Some(limit) = resolved.limit("default_collection_size_limit")
+        && collection.document_size + upload.size > limit
+    {
+        txn.rollback().await?;
+        return Err(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!(
+                "collection size limit reached: {} bytes stored + {} new > {limit}",
+                collection.document_size, upload.size
+            ),
+        ));
+    }
     txn.commit().await?;
     Ok(job)
 }

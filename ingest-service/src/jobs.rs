@@ -329,16 +329,25 @@ pub async fn recover_stale(db: &DatabaseConnection) -> ApiResult<u64> {
     Ok(n)
 }
 
-/// Marks a running job failed with a one-line reason.
-pub async fn fail(db: &DatabaseConnection, job_id: &str, reason: &str) -> ApiResult<()> {
+/// Marks a running job failed with a one-line reason; `usage` (the model calls it made)
+/// is booked in the same transaction, whatever the job's state.
+pub async fn fail(
+    db: &DatabaseConnection,
+    job_id: &str,
+    reason: &str,
+    usage: &[docchat_proto::events::v1::Envelope],
+) -> ApiResult<()> {
     let txn = db.begin().await?;
+    outbox::enqueue_all(&txn, usage).await?;
     let Some(job) = jobs::Entity::find_by_id(job_id.to_owned())
         .one(&txn)
         .await?
     else {
+        txn.commit().await?;
         return Ok(());
     };
     if job.status != "running" {
+        txn.commit().await?;
         return Ok(());
     }
     let mut errors = errors_of(&job);

@@ -2,6 +2,7 @@
 
 pub mod blobs;
 pub mod collections;
+pub mod costs;
 pub mod descriptions;
 pub mod documents;
 pub mod entities;
@@ -27,7 +28,10 @@ use docchat_common::grpc::{Background, ServiceContext};
 use docchat_common::outbox::OutboxRelay;
 
 use crate::blobs::BlobStore;
+use crate::costs::Metered;
+use docchat_common::budget::CostGuard;
 use docchat_common::settings::SettingsClient;
+use docchat_inference::OpenAiChat;
 use docchat_proto::ingest::v1::ingest_service_server::IngestServiceServer;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
@@ -71,6 +75,11 @@ pub async fn serve(
     tracing::info!(embedders = ?embedders.names(), "embedders available");
     let blobs = BlobStore::new(ctx.config.data_dir.join("blobs"))?;
     let settings = SettingsClient::new(ctx.channel(Service::Admin)?, ctx.keys.clone());
+    let costs = costs::Costs::new(
+        CostGuard::new(ctx.channel(Service::Admin)?, ctx.keys.clone()),
+        settings.clone(),
+    );
+    let chat_entry = registry.default_chat_model();
     let vectors = vectors::VectorStore::open(&db, &ctx.config).await?;
     tracing::info!(backend = vectors.name(), "vector search backend");
     let wake = Arc::new(Notify::new());
@@ -93,11 +102,18 @@ pub async fn serve(
             fallback_cap: 25,
         },
         wake: wake.clone(),
-        chat: docchat_inference::OpenAiChat::default_of(&registry)?.map(Arc::new),
-        transcriber: match registry.transcription_model() {
-            Some(entry) => Some(Arc::new(docchat_inference::Transcriber::from_entry(entry)?)),
+        chat: match chat_entry {
+            Some(entry) => Some(Arc::new(Metered::new(OpenAiChat::from_entry(entry)?, entry))),
             None => None,
         },
+        transcriber: match registry.transcription_model() {
+            Some(entry) => Some(Arc::new(Metered::new(
+                docchat_inference::Transcriber::from_entry(entry)?,
+                entry,
+            ))),
+            None => None,
+        },
+        costs: costs.clone(),
         vectors: vectors.clone(),
     };
     background
@@ -108,11 +124,12 @@ pub async fn serve(
             .tracker
             .spawn(workers.clone().run(n, background.token.clone()));
     }
-    match docchat_inference::OpenAiChat::default_of(&registry)? {
-        Some(model) => {
+    match chat_entry {
+        Some(entry) => {
             background.tracker.spawn(descriptions::run(
                 db.clone(),
-                model,
+                Metered::new(OpenAiChat::from_entry(entry)?, entry),
+                costs,
                 std::time::Duration::from_secs(ctx.config.description_interval_seconds.max(1)),
                 background.token.clone(),
             ));

@@ -1,5 +1,7 @@
-//! Tags on documents. Tag names are unique across the deployment; a tag is changed or
-//! deleted only by whoever created it, and applied only to documents the caller owns.
+//! Tags on documents. A tag belongs to the user who created it (`created_by`): names are
+//! unique per user, and a user names, changes, deletes and applies only its own tags —
+//! applied only to documents it owns. Another user's tag shows only where it is applied:
+//! on a document the caller can read.
 
 use std::collections::HashSet;
 
@@ -29,13 +31,46 @@ fn not_found(name: &str) -> ApiError {
     ApiError::not_found(format!("tag {name} not found"))
 }
 
-pub async fn by_name(
+/// The caller's own tag named `name`.
+async fn own(
     db: &impl sea_orm::ConnectionTrait,
+    caller: &Caller,
     name: &str,
 ) -> ApiResult<Option<tags::Model>> {
     Ok(tags::Entity::find()
+        .filter(tags::Column::CreatedBy.eq(caller.user_id.clone()))
         .filter(tags::Column::Name.eq(name))
         .one(db)
+        .await?)
+}
+
+fn new_tag(
+    caller: &Caller,
+    name: &str,
+    description: Option<String>,
+    format: Option<String>,
+) -> tags::Model {
+    tags::Model {
+        id: uuid::Uuid::new_v4().to_string(),
+        name: name.to_owned(),
+        description,
+        format,
+        created_by: caller.user_id.clone(),
+        created_at: now(),
+    }
+}
+
+/// Inserts `tag` unless its creator has one of that name (then 0): one statement, so two
+/// requests naming the same new tag at once cannot both insert it.
+async fn insert_new(db: &impl sea_orm::ConnectionTrait, tag: &tags::Model) -> ApiResult<u64> {
+    let active: tags::ActiveModel = tag.clone().into();
+    Ok(tags::Entity::insert(active)
+        .on_conflict(
+            OnConflict::columns([tags::Column::CreatedBy, tags::Column::Name])
+                .do_nothing()
+                .to_owned(),
+        )
+        .exec_without_returning(db)
         .await?)
 }
 
@@ -46,20 +81,14 @@ pub async fn create(
     description: Option<String>,
     format: Option<String>,
 ) -> ApiResult<tags::Model> {
-    let name = check_name(name)?;
-    if by_name(db, name).await?.is_some() {
-        return Err(ApiError::conflict(format!("tag {name} already exists")));
+    let tag = new_tag(caller, check_name(name)?, description, format);
+    if insert_new(db, &tag).await? == 0 {
+        return Err(ApiError::conflict(format!(
+            "you already have a tag {}",
+            tag.name
+        )));
     }
-    Ok(tags::ActiveModel {
-        id: Set(uuid::Uuid::new_v4().to_string()),
-        name: Set(name.to_owned()),
-        description: Set(description),
-        format: Set(format),
-        created_by: Set(caller.user_id.clone()),
-        created_at: Set(now()),
-    }
-    .insert(db)
-    .await?)
+    Ok(tag)
 }
 
 /// Ids of documents the caller can access: its own and those of public collections.
@@ -84,56 +113,60 @@ async fn accessible_documents(db: &DatabaseConnection, caller: &Caller) -> ApiRe
         .await?)
 }
 
-/// SPEC.md: `linked_only` keeps tags applied to at least one document; `user_scope` keeps
-/// tags on documents the caller can access plus the caller's own tags, and with
-/// `linked_only` drops the caller's own unlinked tags.
+/// Tags the caller can see: its own, and those applied to documents it can read.
+/// SPEC.md: `linked_only` keeps tags applied to at least one document (of those the
+/// caller can read), and so drops the caller's unlinked tags; `user_scope` keeps tags on
+/// documents the caller can read plus the caller's own — which, since nobody sees other
+/// users' tags anywhere else, is every tag the caller sees.
 pub async fn list(
     db: &DatabaseConnection,
     caller: &Caller,
     linked_only: bool,
-    user_scope: bool,
 ) -> ApiResult<Vec<tags::Model>> {
-    let all = tags::Entity::find()
-        .order_by_asc(tags::Column::Name)
+    let docs = accessible_documents(db, caller).await?;
+    let linked: HashSet<String> = document_tags::Entity::find()
+        .filter(document_tags::Column::DocumentId.is_in(docs))
         .all(db)
-        .await?;
-    if !linked_only && !user_scope {
-        return Ok(all);
-    }
-    let linked: HashSet<String> = if user_scope {
-        let docs = accessible_documents(db, caller).await?;
-        document_tags::Entity::find()
-            .filter(document_tags::Column::DocumentId.is_in(docs))
-            .all(db)
-            .await?
-            .into_iter()
-            .map(|l| l.tag_id)
-            .collect()
-    } else {
-        document_tags::Entity::find()
-            .all(db)
-            .await?
-            .into_iter()
-            .map(|l| l.tag_id)
-            .collect()
-    };
-    Ok(all
+        .await?
         .into_iter()
-        .filter(|t| {
-            linked.contains(&t.id) || (user_scope && !linked_only && t.created_by == caller.user_id)
-        })
-        .collect())
+        .map(|l| l.tag_id)
+        .collect();
+    let mut visible = Condition::any().add(tags::Column::Id.is_in(linked));
+    if !linked_only {
+        visible = visible.add(tags::Column::CreatedBy.eq(caller.user_id.clone()));
+    }
+    Ok(tags::Entity::find()
+        .filter(visible)
+        .order_by_asc(tags::Column::Name)
+        .order_by_asc(tags::Column::CreatedAt)
+        .all(db)
+        .await?)
 }
 
-pub async fn get(db: &DatabaseConnection, name: &str) -> ApiResult<tags::Model> {
-    by_name(db, name).await?.ok_or_else(|| not_found(name))
+/// The caller's tag `name`, else a tag of that name on a document the caller can read.
+pub async fn get(db: &DatabaseConnection, caller: &Caller, name: &str) -> ApiResult<tags::Model> {
+    if let Some(tag) = own(db, caller, name).await? {
+        return Ok(tag);
+    }
+    let docs = accessible_documents(db, caller).await?;
+    let linked: Vec<String> = document_tags::Entity::find()
+        .filter(document_tags::Column::DocumentId.is_in(docs))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|l| l.tag_id)
+        .collect();
+    tags::Entity::find()
+        .filter(tags::Column::Name.eq(name))
+        .filter(tags::Column::Id.is_in(linked))
+        .order_by_asc(tags::Column::CreatedAt)
+        .one(db)
+        .await?
+        .ok_or_else(|| not_found(name))
 }
 
 async fn owned(db: &DatabaseConnection, caller: &Caller, name: &str) -> ApiResult<tags::Model> {
-    match by_name(db, name).await? {
-        Some(t) if t.created_by == caller.user_id || caller.is_admin => Ok(t),
-        _ => Err(not_found(name)),
-    }
+    own(db, caller, name).await?.ok_or_else(|| not_found(name))
 }
 
 pub async fn update(
@@ -154,6 +187,7 @@ pub async fn update(
     Ok(active.update(db).await?)
 }
 
+/// Deletes one of the caller's tags and its links (all on the caller's documents).
 pub async fn delete(
     db: &DatabaseConnection,
     caller: &Caller,
@@ -184,7 +218,7 @@ async fn owned_document(
         .ok_or_else(|| ApiError::not_found(format!("document {document_id} not found")))
 }
 
-/// Applies a tag (created on first use) to a document the caller owns.
+/// Applies one of the caller's tags (created on first use) to a document the caller owns.
 pub async fn tag_document(
     db: &DatabaseConnection,
     caller: &Caller,
@@ -194,21 +228,10 @@ pub async fn tag_document(
     let name = check_name(name)?;
     owned_document(db, caller, document_id).await?;
     let txn = db.begin().await?;
-    let tag = match by_name(&txn, name).await? {
-        Some(t) => t,
-        None => {
-            tags::ActiveModel {
-                id: Set(uuid::Uuid::new_v4().to_string()),
-                name: Set(name.to_owned()),
-                description: Set(None),
-                format: Set(None),
-                created_by: Set(caller.user_id.clone()),
-                created_at: Set(now()),
-            }
-            .insert(&txn)
-            .await?
-        }
-    };
+    insert_new(&txn, &new_tag(caller, name, None, None)).await?;
+    let tag = own(&txn, caller, name)
+        .await?
+        .ok_or_else(|| ApiError::internal("tagging a document", "the tag vanished"))?;
     document_tags::Entity::insert(document_tags::ActiveModel {
         document_id: Set(document_id.to_owned()),
         tag_id: Set(tag.id.clone()),
@@ -221,8 +244,7 @@ pub async fn tag_document(
         .do_nothing()
         .to_owned(),
     )
-    .do_nothing()
-    .exec(&txn)
+    .exec_without_returning(&txn)
     .await?;
     txn.commit().await?;
     Ok(tag)
@@ -235,7 +257,7 @@ pub async fn untag_document(
     name: &str,
 ) -> ApiResult<tags::Model> {
     owned_document(db, caller, document_id).await?;
-    let tag = get(db, name).await?;
+    let tag = owned(db, caller, name).await?;
     let removed = document_tags::Entity::delete_many()
         .filter(document_tags::Column::DocumentId.eq(document_id))
         .filter(document_tags::Column::TagId.eq(tag.id.clone()))
@@ -249,7 +271,8 @@ pub async fn untag_document(
     Ok(tag)
 }
 
-/// Readable documents carrying any of the tags.
+/// Readable documents carrying a tag of any of the names (on a document, a tag is its
+/// owner's).
 pub async fn documents_for_tags(
     db: &DatabaseConnection,
     caller: &Caller,

@@ -14,7 +14,7 @@ use docchat_common::settings::SettingsClient;
 use docchat_common::time::now;
 use docchat_inference::{ChatMessage, Embedder, Embedders, OpenAiChat, Transcriber};
 use docchat_parsers::{AudioSegment, ChunkOptions, ParsedDocument};
-use docchat_proto::events::v1::{DocumentChanged, Envelope};
+use docchat_proto::events::v1::{DocumentChanged, Envelope, LlmUsage};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set,
     TransactionTrait,
@@ -23,6 +23,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::blobs::BlobStore;
+use crate::costs::{self, Costs, Metered};
 use crate::documents::{Segment, touch_collection};
 use crate::entities::{chunks, collections, documents, jobs, uploads};
 use crate::index::encode;
@@ -53,9 +54,11 @@ pub struct Workers {
     pub config: WorkerConfig,
     pub wake: Arc<Notify>,
     /// Speech to text for audio and video, when a transcription upstream is configured.
-    pub transcriber: Option<Arc<Transcriber>>,
+    pub transcriber: Option<Arc<Metered<Transcriber>>>,
     /// The default chat model, for document summaries and suggested questions.
-    pub chat: Option<Arc<OpenAiChat>>,
+    pub chat: Option<Arc<Metered<OpenAiChat>>>,
+    /// The job owner's cost caps, checked before each model call.
+    pub costs: Costs,
     /// Receives each document's vectors in the transaction that writes its chunks.
     pub vectors: VectorStore,
 }
@@ -71,11 +74,15 @@ struct Extras {
 
 const EXTRA_SOURCE_CHARS: usize = 6000;
 
+/// Summary and questions of a document, as its job asked; the calls made go to `calls`.
 async fn extras(
-    chat: Option<&OpenAiChat>,
+    chat: Option<&Metered<OpenAiChat>>,
+    costs: &Costs,
+    owner: &str,
     params: &IngestParams,
     name: &str,
     pieces: &[docchat_parsers::Chunk],
+    calls: &mut Vec<LlmUsage>,
 ) -> Extras {
     let mut out = Extras::default();
     if !params.gen_doc_summaries && !params.gen_doc_questions {
@@ -86,6 +93,20 @@ async fn extras(
             .push("summaries and questions need a chat model, and none is configured".into());
         return out;
     };
+    // One look at the owner's caps for both calls: the first one's cost reaches the
+    // ledger only after this document is stored anyway.
+    if let Err(refused) = costs.allow(owner).await {
+        for (wanted, what) in [
+            (params.gen_doc_summaries, "summary"),
+            (params.gen_doc_questions, "questions"),
+        ] {
+            if wanted {
+                out.notes
+                    .push(format!("{what} not generated: {}", refused.message));
+            }
+        }
+        return out;
+    }
     let mut source = String::new();
     for p in pieces {
         if source.len() + p.text.len() > EXTRA_SOURCE_CHARS {
@@ -101,9 +122,15 @@ async fn extras(
                 "Document: {name}\n\n{source}\nSummarize this document."
             )),
         ];
-        match chat.complete(&messages, 300, 0.0).await {
-            Ok(c) if !c.text.is_empty() => out.summary = Some(c.text),
-            Ok(_) => out.notes.push("the summary came back empty".into()),
+        match chat.model.complete(&messages, 300, 0.0).await {
+            Ok(c) => {
+                calls.push(chat.usage(owner, "summary", c.prompt_tokens, c.completion_tokens));
+                if c.text.is_empty() {
+                    out.notes.push("the summary came back empty".into());
+                } else {
+                    out.summary = Some(c.text);
+                }
+            }
             Err(e) => out.notes.push(format!("summary not generated: {e}")),
         }
     }
@@ -114,8 +141,9 @@ async fn extras(
             ),
             ChatMessage::user(format!("Document: {name}\n\n{source}")),
         ];
-        match chat.complete(&messages, 200, 0.0).await {
+        match chat.model.complete(&messages, 200, 0.0).await {
             Ok(c) => {
+                calls.push(chat.usage(owner, "questions", c.prompt_tokens, c.completion_tokens));
                 let questions: Vec<String> = c
                     .text
                     .lines()
@@ -254,12 +282,16 @@ impl Workers {
                 }
             })
         };
+        // The model calls made for the job: booked with the document when it is stored,
+        // else with the failure, else on their own.
+        let mut calls = Vec::new();
         let result = tokio::select! {
-            r = self.ingest(&job, &progress) => Some(r),
+            r = self.ingest(&job, &progress, &mut calls) => Some(r),
             () = lost.cancelled() => None,
             () = token.cancelled() => None,
         };
         heartbeat.abort();
+        let usage = costs::events(&calls);
         match result {
             Some(Ok(Outcome::Done)) => tracing::info!(job_id = %job.id, "ingestion completed"),
             Some(Ok(Outcome::Lost)) => {
@@ -276,14 +308,27 @@ impl Workers {
             }
             Some(Err(e)) => {
                 tracing::info!(job_id = %job.id, reason = %e.message, "ingestion failed");
-                if let Err(e2) = jobq::fail(&self.db, &job.id, &e.message).await {
-                    tracing::error!(job_id = %job.id, error = %e2.message, "could not record the failure");
+                match jobq::fail(&self.db, &job.id, &e.message, &usage).await {
+                    Ok(()) => return,
+                    Err(e2) => {
+                        tracing::error!(job_id = %job.id, error = %e2.message, "could not record the failure");
+                    }
                 }
             }
         }
+        if !usage.is_empty()
+            && let Err(e) = outbox::enqueue_all(&self.db, &usage).await
+        {
+            tracing::error!(job_id = %job.id, error = %e, "could not book the job's model calls");
+        }
     }
 
-    async fn ingest(&self, job: &jobs::Model, progress: &AtomicU64) -> ApiResult<Outcome> {
+    async fn ingest(
+        &self,
+        job: &jobs::Model,
+        progress: &AtomicU64,
+        calls: &mut Vec<LlmUsage>,
+    ) -> ApiResult<Outcome> {
         let set = |p: f64| progress.store(p.to_bits(), Ordering::Relaxed);
         let params: IngestParams = serde_json::from_str(&job.params).unwrap_or_default();
         let upload_id = job.upload_id.clone().unwrap_or_default();
@@ -306,7 +351,12 @@ impl Workers {
             })?;
         let bytes = self.blobs.read(&upload.id).await?;
 
-        let parsed = parse(&upload.filename, bytes, self.transcriber.as_deref()).await?;
+        let parsed = if docchat_parsers::is_media(&upload.filename) {
+            self.transcribe(&job.owner_id, &upload.filename, bytes, calls)
+                .await?
+        } else {
+            parse(&upload.filename, bytes).await?
+        };
         set(0.15);
         let pieces = {
             let embedder = embedder.clone();
@@ -332,7 +382,16 @@ impl Workers {
         })
         .await?;
 
-        let extras = extras(self.chat.as_deref(), &params, &upload.filename, &pieces).await;
+        let extras = extras(
+            self.chat.as_deref(),
+            &self.costs,
+            &job.owner_id,
+            &params,
+            &upload.filename,
+            &pieces,
+            calls,
+        )
+        .await;
 
         // One transaction: document, chunks, counters, job completion, events.
         let txn = self.db.begin().await?;
@@ -465,30 +524,43 @@ impl Workers {
             ),
         )
         .await?;
+        outbox::enqueue_all(&txn, &costs::events(calls)).await?;
         txn.commit().await?;
+        calls.clear();
         set(1.0);
         Ok(Outcome::Done)
     }
-}
 
-/// Parses on a blocking thread; audio and video go through the transcription upstream,
-/// and fail clearly without one.
-async fn parse(
-    filename: &str,
-    bytes: Vec<u8>,
-    transcriber: Option<&Transcriber>,
-) -> ApiResult<ParsedDocument> {
-    if docchat_parsers::is_media(filename) {
-        let Some(transcriber) = transcriber else {
+    /// Audio and video go through the transcription upstream (within the owner's cost
+    /// caps), and fail clearly without one.
+    async fn transcribe(
+        &self,
+        owner: &str,
+        filename: &str,
+        bytes: Vec<u8>,
+        calls: &mut Vec<LlmUsage>,
+    ) -> ApiResult<ParsedDocument> {
+        let Some(transcriber) = self.transcriber.as_deref() else {
             return Err(ApiError::bad_request(format!(
                 "{filename} is audio or video: transcription needs an OpenAI-compatible /v1/audio/transcriptions upstream, and none is configured"
             )));
         };
+        self.costs.allow(owner).await.map_err(|refused| {
+            ApiError::bad_request(format!("{filename} not transcribed: {}", refused.message))
+        })?;
         let speech = transcriber
+            .model
             .transcribe(filename, bytes)
             .await
             .map_err(|e| ApiError::bad_request(format!("{filename}: {e}")))?;
+        calls.push(transcriber.usage(
+            owner,
+            "transcription",
+            speech.prompt_tokens,
+            speech.completion_tokens,
+        ));
         let segments = speech
+            .segments
             .into_iter()
             .map(|s| AudioSegment {
                 start: s.start,
@@ -508,8 +580,12 @@ async fn parse(
                 "{filename}: no speech was recognized"
             )));
         }
-        return Ok(doc);
+        Ok(doc)
     }
+}
+
+/// Parses a file that is not audio or video, on a blocking thread.
+async fn parse(filename: &str, bytes: Vec<u8>) -> ApiResult<ParsedDocument> {
     let name = filename.to_owned();
     tokio::task::spawn_blocking(move || docchat_parsers::parse(&name, &bytes))
         .await

@@ -8,8 +8,10 @@
     clippy::print_stderr
 )] // test code: fail loudly
 
+mod admin_keys;
 mod compat;
 mod completions;
+mod concurrency;
 mod documents;
 mod harness;
 mod identity;
@@ -17,3 +19,4 @@ mod limits;
 mod readiness;
 mod slice;
 mod tags_extractors;
+mod tags_per_user;

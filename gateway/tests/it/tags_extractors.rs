@@ -61,7 +61,8 @@ async fn tags_on_documents_and_their_scopes() {
         .await;
     let doc = docs[0]["id"].as_str().unwrap().to_owned();
 
-    // Tags: one applied by alice, one of hers unlinked, one of bob's unlinked.
+    // Tags: one applied by alice, one of hers unlinked, two of bob's unlinked (names are
+    // per user: bob's "draft" is his own).
     let (s, t) = app
         .call(
             Method::POST,
@@ -98,6 +99,15 @@ async fn tags_on_documents_and_their_scopes() {
             Some(json!({"name": "draft"})),
         )
         .await;
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = app
+        .call(
+            Method::POST,
+            "/api/v1/tags",
+            &bob,
+            Some(json!({"name": "bobs"})),
+        )
+        .await;
     assert_error(s, &b, 409);
     let (s, b) = app
         .call(
@@ -110,14 +120,14 @@ async fn tags_on_documents_and_their_scopes() {
     assert_error(s, &b, 404);
 
     let (_, all) = app.call(Method::GET, "/api/v1/tags", &alice, None).await;
-    assert_eq!(names(&all), ["bobs", "draft", "finance"]);
+    assert_eq!(names(&all), ["draft", "finance"], "her own: bob's are his");
     let (_, linked) = app
         .call(Method::GET, "/api/v1/tags?linked_only=true", &bob, None)
         .await;
     assert_eq!(
-        names(&linked),
-        ["finance"],
-        "linked to a document, whoever's"
+        linked,
+        json!([]),
+        "alice's document, and so its tag, is not bob's to read"
     );
     let (_, scoped) = app
         .call(Method::GET, "/api/v1/tags?user_scope=true", &alice, None)
@@ -139,7 +149,7 @@ async fn tags_on_documents_and_their_scopes() {
     let (_, bob_scoped) = app
         .call(Method::GET, "/api/v1/tags?user_scope=true", &bob, None)
         .await;
-    assert_eq!(names(&bob_scoped), ["bobs"]);
+    assert_eq!(names(&bob_scoped), ["bobs", "draft"]);
 
     let (s, tagged) = app
         .call(Method::GET, "/api/v1/tags/finance/documents", &alice, None)
@@ -168,7 +178,11 @@ async fn tags_on_documents_and_their_scopes() {
             Some(json!({"description": "x"})),
         )
         .await;
-    assert_error(s, &b, 404);
+    assert_eq!((s, &b["description"]), (200, &json!("x")), "his own draft");
+    let (_, t) = app
+        .call(Method::GET, "/api/v1/tags/draft", &alice, None)
+        .await;
+    assert_eq!(t["description"], "work in progress", "hers unchanged");
     let (s, r) = app
         .call(
             Method::DELETE,

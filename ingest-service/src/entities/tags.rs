@@ -1,12 +1,11 @@
 use sea_orm::entity::prelude::*;
 
-/// A tag; names are unique across the deployment.
+/// A tag of its creator (`created_by`); names are unique per creator.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "tags")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    #[sea_orm(unique)]
     pub name: String,
     pub description: Option<String>,
     pub format: Option<String>,

@@ -5,6 +5,7 @@ use sea_orm_migration::prelude::*;
 mod m20261121_000001_collections;
 mod m20261122_000002_documents;
 mod m20261122_000003_tags_extractors;
+mod m20261123_000004_tags_per_user;
 
 pub struct Migrator;
 
@@ -16,6 +17,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000001_collections::Migration),
             Box::new(m20261122_000002_documents::Migration),
             Box::new(m20261122_000003_tags_extractors::Migration),
+            Box::new(m20261123_000004_tags_per_user::Migration),
         ]
     }
 }

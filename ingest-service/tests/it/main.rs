@@ -14,7 +14,9 @@ use docchat_common::testing::{user, vector_backends};
 use docchat_proto::common::v1::PageRequest;
 use docchat_proto::events::v1::{ChatSessionCreated, ChatSessionDeleted};
 use docchat_proto::ingest::v1 as pb;
+mod costs;
 mod pipeline;
+mod tags_migration;
 
 use tonic::Code;
 

@@ -132,14 +132,35 @@ impl CostGuard {
         caps.check(&spend, settings.text("llm_cost_units"))
     }
 
+    /// As [`CostGuard::check`], for a component acting on its own for `user_id` (an
+    /// ingestion worker, the description writer): whether the guest cap applies comes
+    /// from the ledger's answer, as the component knows no roles.
+    pub async fn check_user(
+        &self,
+        component: &str,
+        user_id: &str,
+        settings: &Resolved,
+    ) -> Result<(), ApiError> {
+        if CostCaps::resolve(settings, true).is_unlimited() {
+            return Ok(());
+        }
+        let (spend, guest) = self
+            .ask(&Caller::service(component), user_id.to_owned())
+            .await?;
+        CostCaps::resolve(settings, guest).check(&spend, settings.text("llm_cost_units"))
+    }
+
     pub async fn spend(&self, caller: &Caller) -> Result<Spend, ApiError> {
+        Ok(self.ask(caller, String::new()).await?.0)
+    }
+
+    /// The spend of `user_id` (empty: the caller) and whether that user is a guest.
+    async fn ask(&self, caller: &Caller, user_id: String) -> Result<(Spend, bool), ApiError> {
         let request = authorized(
             &self.keys,
             caller,
             Service::Admin,
-            LlmSpendRequest {
-                user_id: String::new(),
-            },
+            LlmSpendRequest { user_id },
         )?;
         let spend = self
             .admin
@@ -148,12 +169,26 @@ impl CostGuard {
             .await
             .map_err(|s| ApiError::from_status(&s))?
             .into_inner();
-        Ok(Spend {
-            last_24h: spend.cost_last_24h,
-            total: spend.cost_total,
-            window_reset_at: spend.window_reset_at.as_ref().map(from_proto),
-        })
+        Ok((
+            Spend {
+                last_24h: spend.cost_last_24h,
+                total: spend.cost_total,
+                window_reset_at: spend.window_reset_at.as_ref().map(from_proto),
+            },
+            spend.guest,
+        ))
     }
+}
+
+/// What a call costs at `input_price` and `output_price` (per million prompt and
+/// completion tokens).
+pub fn call_cost(
+    input_price: f64,
+    output_price: f64,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+) -> f64 {
+    (prompt_tokens as f64 * input_price + completion_tokens as f64 * output_price) / 1_000_000.0
 }
 
 #[cfg(test)]

@@ -79,19 +79,14 @@ async fn ensure_postgres_database(url: &str) -> anyhow::Result<()> {
 }
 
 /// Connects to `url` (sqlite:// or postgres://), creating the database or file if needed.
+///
+/// A SQLite file gets one connection, so the process's statements and transactions take
+/// turns: SQLite runs one writer at a time anyway, and with several connections a
+/// transaction that reads before it writes fails at once with SQLITE_BUSY ("database is
+/// locked") when another connection writes or has committed since its read — the busy
+/// timeout does not cover that upgrade. One connection queues every write behind the one
+/// in progress (for up to the pool's acquire timeout) instead. PostgreSQL gets a pool.
 pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
-    connect_with(url, 8).await
-}
-
-/// As [`connect`], with one SQLite connection: for services whose transactions are all
-/// short and contended (chat). SQLite runs one writer at a time anyway; several
-/// connections only add busy waits, and a deferred transaction that reads before it writes
-/// fails with SQLITE_BUSY when another writer committed in between.
-pub async fn connect_serialized(url: &str) -> anyhow::Result<DatabaseConnection> {
-    connect_with(url, 1).await
-}
-
-async fn connect_with(url: &str, sqlite_connections: u32) -> anyhow::Result<DatabaseConnection> {
     let mut opts = ConnectOptions::new(url.to_owned());
     opts.sqlx_logging(false)
         .connect_timeout(Duration::from_secs(10))
@@ -106,13 +101,16 @@ async fn connect_with(url: &str, sqlite_connections: u32) -> anyhow::Result<Data
             std::fs::create_dir_all(parent)?;
         }
         // A local file has no connection to lose: skip the ping sqlx makes before every
-        // acquire (a round trip through the connection's worker thread).
-        opts.max_connections(sqlite_connections)
+        // acquire (a round trip through the connection's worker thread). Waiting writers
+        // queue for the connection (acquire timeout); the busy timeout covers other
+        // processes on the same file (a `migrate` run, a test reading beside the service).
+        opts.max_connections(1)
             .test_before_acquire(false)
+            .acquire_timeout(Duration::from_secs(120))
             .map_sqlx_sqlite_opts(|o| {
                 o.journal_mode(sea_orm::sqlx::sqlite::SqliteJournalMode::Wal)
                     .synchronous(sea_orm::sqlx::sqlite::SqliteSynchronous::Normal)
-                    .busy_timeout(Duration::from_secs(10))
+                    .busy_timeout(Duration::from_secs(30))
                     .foreign_keys(true)
             });
     } else if url.starts_with("postgres") {
@@ -122,6 +120,28 @@ async fn connect_with(url: &str, sqlite_connections: u32) -> anyhow::Result<Data
         anyhow::bail!("unsupported database URL (use sqlite:// or postgres://)");
     }
     Ok(Database::connect(opts).await?)
+}
+
+/// The same as [`connect`]: every SQLite connection is serialized now.
+pub async fn connect_serialized(url: &str) -> anyhow::Result<DatabaseConnection> {
+    connect(url).await
+}
+
+/// On PostgreSQL, holds the transaction-scoped advisory lock named `key` until `txn` ends,
+/// so transactions that check and then write what `key` names run one after another (a
+/// count and an insert become one step). On SQLite there is nothing to take: the first
+/// write of a transaction excludes every other writer until it ends, so such a transaction
+/// writes first and checks after.
+pub async fn serialize_on<C: ConnectionTrait>(txn: &C, key: &str) -> Result<(), sea_orm::DbErr> {
+    if txn.get_database_backend() == DbBackend::Postgres {
+        txn.execute(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT pg_advisory_xact_lock($1)",
+            [lock_key(key).into()],
+        ))
+        .await?;
+    }
+    Ok(())
 }
 
 /// Applies pending migrations, one migrator at a time: on PostgreSQL an advisory lock keeps

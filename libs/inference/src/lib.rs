@@ -18,4 +18,4 @@ pub use embed::{
 };
 pub use local::{LocalChat, LocalError, LocalModel, LocalOptions, find_local_models};
 pub use registry::{ModelEntry, ModelKind, Registry};
-pub use transcribe::{SpeechSegment, TranscribeError, Transcriber};
+pub use transcribe::{SpeechSegment, TranscribeError, Transcriber, Transcript};

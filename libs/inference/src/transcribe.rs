@@ -30,6 +30,16 @@ pub struct SpeechSegment {
     pub text: String,
 }
 
+/// A transcription and the tokens the upstream reports for it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Transcript {
+    pub segments: Vec<SpeechSegment>,
+    /// `usage.input_tokens` (upstreams that bill by tokens report it; 0 otherwise).
+    pub prompt_tokens: u64,
+    /// `usage.output_tokens`, as above.
+    pub completion_tokens: u64,
+}
+
 #[derive(Deserialize)]
 struct Verbose {
     #[serde(default)]
@@ -38,6 +48,18 @@ struct Verbose {
     duration: Option<f64>,
     #[serde(default)]
     segments: Vec<VerboseSegment>,
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+/// OpenAI's `usage` of a transcription: tokens (`type: "tokens"`) or a duration in
+/// seconds (`type: "duration"`), which the models file's per-token prices cannot price.
+#[derive(Deserialize, Default)]
+struct Usage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
 }
 
 #[derive(Deserialize)]
@@ -87,7 +109,7 @@ impl Transcriber {
         &self,
         filename: &str,
         bytes: Vec<u8>,
-    ) -> Result<Vec<SpeechSegment>, TranscribeError> {
+    ) -> Result<Transcript, TranscribeError> {
         let part = reqwest::multipart::Part::bytes(bytes).file_name(filename.to_owned());
         let form = reqwest::multipart::Form::new()
             .part("file", part)
@@ -113,9 +135,10 @@ impl Transcriber {
         }
         let verbose: Verbose =
             serde_json::from_str(&body).map_err(|e| TranscribeError::Malformed(e.to_string()))?;
-        if verbose.segments.is_empty() {
+        let usage = verbose.usage.unwrap_or_default();
+        let segments = if verbose.segments.is_empty() {
             // A server without segment timestamps still gives the text: one segment.
-            return Ok(if verbose.text.trim().is_empty() {
+            if verbose.text.trim().is_empty() {
                 Vec::new()
             } else {
                 vec![SpeechSegment {
@@ -124,17 +147,23 @@ impl Transcriber {
                     speaker: None,
                     text: verbose.text.trim().to_owned(),
                 }]
-            });
-        }
-        Ok(verbose
-            .segments
-            .into_iter()
-            .map(|s| SpeechSegment {
-                start: s.start,
-                end: s.end,
-                speaker: s.speaker.filter(|v| !v.trim().is_empty()),
-                text: s.text.trim().to_owned(),
-            })
-            .collect())
+            }
+        } else {
+            verbose
+                .segments
+                .into_iter()
+                .map(|s| SpeechSegment {
+                    start: s.start,
+                    end: s.end,
+                    speaker: s.speaker.filter(|v| !v.trim().is_empty()),
+                    text: s.text.trim().to_owned(),
+                })
+                .collect()
+        };
+        Ok(Transcript {
+            segments,
+            prompt_tokens: usage.input_tokens,
+            completion_tokens: usage.output_tokens,
+        })
     }
 }
