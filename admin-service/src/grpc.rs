@@ -233,9 +233,11 @@ impl AdminService for AdminGrpc {
 
     async fn delete_api_key(&self, request: Request<pb::DeleteApiKeyRequest>) -> Reply<Empty> {
         let me = admin(&request)?;
-        ok(identity::delete_key(&self.db, &me, &request.get_ref().key_id)
-            .await
-            .map(|()| Empty {}))
+        ok(
+            identity::delete_key(&self.db, &me, &request.get_ref().key_id)
+                .await
+                .map(|()| Empty {}),
+        )
     }
 
     async fn create_role(&self, request: Request<pb::CreateRoleRequest>) -> Reply<pb::Role> {

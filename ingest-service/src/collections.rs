@@ -6,8 +6,8 @@ use docchat_common::Caller;
 use docchat_common::bus::envelope;
 use docchat_common::error::{ApiError, ApiResult, ErrorCode};
 use docchat_common::settings::Resolved;
-use docchat_common::{db, outbox};
 use docchat_common::time::now;
+use docchat_common::{db, outbox};
 use docchat_proto::events::v1::CollectionDeleted;
 use sea_orm::sea_query::{Expr, Order};
 use sea_orm::{

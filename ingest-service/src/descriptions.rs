@@ -222,7 +222,10 @@ pub async fn run(
     interval: StdDuration,
     token: CancellationToken,
 ) {
-    tracing::info!(model = model.model.name(), "collection descriptions enabled");
+    tracing::info!(
+        model = model.model.name(),
+        "collection descriptions enabled"
+    );
     loop {
         match due(&db).await {
             Ok(list) => {

@@ -297,15 +297,8 @@ impl IngestService for IngestGrpc {
             embedding_model
         };
         ok(
-            collections::create(
-                &self.db,
-                &me,
-                &name,
-                &description,
-                &embedding_model,
-                limits,
-            )
-            .await
+            collections::create(&self.db, &me, &name, &description, &embedding_model, limits)
+                .await
                 .map(collection_pb),
         )
     }

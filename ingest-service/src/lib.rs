@@ -103,7 +103,10 @@ pub async fn serve(
         },
         wake: wake.clone(),
         chat: match chat_entry {
-            Some(entry) => Some(Arc::new(Metered::new(OpenAiChat::from_entry(entry)?, entry))),
+            Some(entry) => Some(Arc::new(Metered::new(
+                OpenAiChat::from_entry(entry)?,
+                entry,
+            ))),
             None => None,
         },
         transcriber: match registry.transcription_model() {

@@ -95,7 +95,7 @@ docchat_common::backend_tests! {
             )
             .await;
         assert_error(s, &b, 409);
-        assert_eq!(keys_of(&app, &spare, "admin").await, [spare_id.clone()]);
+        assert_eq!(keys_of(&app, &spare, "admin").await, [spare_id.as_str()]);
 
         // A second administrator may delete the first one's last key: it keeps its own.
         let (s, user) = app

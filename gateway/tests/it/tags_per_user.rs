@@ -39,7 +39,13 @@ async fn document(app: &TestApp, key: &str) -> String {
         )
         .await;
     let cid = col["id"].as_str().unwrap().to_owned();
-    let (_, up) = upload(app, key, "plans.txt", b"quarterly plans and budgets".to_vec()).await;
+    let (_, up) = upload(
+        app,
+        key,
+        "plans.txt",
+        b"quarterly plans and budgets".to_vec(),
+    )
+    .await;
     let (s, b) = app
         .call(
             Method::POST,

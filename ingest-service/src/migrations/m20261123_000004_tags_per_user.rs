@@ -78,7 +78,10 @@ fn tags_table(name: impl IntoIden + 'static) -> TableCreateStatement {
         .to_owned()
 }
 
-fn links_table(name: impl IntoIden + 'static, tags: impl IntoIden + 'static) -> TableCreateStatement {
+fn links_table(
+    name: impl IntoIden + 'static,
+    tags: impl IntoIden + 'static,
+) -> TableCreateStatement {
     let name = name.into_iden();
     Table::create()
         .table(name.clone())
@@ -152,18 +155,20 @@ impl MigrationTrait for Migration {
             .create_table(links_table(DocumentTagsV2::Table, TagsV2::Table))
             .await?;
 
-        let tags = TagRow::find_by_statement(backend.build(
-            Query::select()
-                .columns([
-                    Tags::Id,
-                    Tags::Name,
-                    Tags::Description,
-                    Tags::Format,
-                    Tags::CreatedBy,
-                    Tags::CreatedAt,
-                ])
-                .from(Tags::Table),
-        ))
+        let tags = TagRow::find_by_statement(
+            backend.build(
+                Query::select()
+                    .columns([
+                        Tags::Id,
+                        Tags::Name,
+                        Tags::Description,
+                        Tags::Format,
+                        Tags::CreatedBy,
+                        Tags::CreatedAt,
+                    ])
+                    .from(Tags::Table),
+            ),
+        )
         .all(&txn)
         .await?;
         // Links to documents that no longer exist are dropped.

@@ -94,16 +94,34 @@ impl Admin {
         };
         self.client
             .clone()
-            .set_global_setting(authorized(&self.keys, &user("boss", true), Service::Admin, request).unwrap())
+            .set_global_setting(
+                authorized(&self.keys, &user("boss", true), Service::Admin, request).unwrap(),
+            )
             .await
             .unwrap();
     }
 
     /// The ledger's view of `who`: (cost, prompt tokens, completion tokens).
     async fn spend(&self, who: &Caller) -> (f64, u64, u64) {
-        let request = authorized(&self.keys, who, Service::Admin, admin_pb::LlmSpendRequest::default()).unwrap();
-        let s = self.client.clone().get_llm_spend(request).await.unwrap().into_inner();
-        (s.cost_total, s.prompt_tokens_total, s.completion_tokens_total)
+        let request = authorized(
+            &self.keys,
+            who,
+            Service::Admin,
+            admin_pb::LlmSpendRequest::default(),
+        )
+        .unwrap();
+        let s = self
+            .client
+            .clone()
+            .get_llm_spend(request)
+            .await
+            .unwrap()
+            .into_inner();
+        (
+            s.cost_total,
+            s.prompt_tokens_total,
+            s.completion_tokens_total,
+        )
     }
 
     /// Waits until the ledger holds exactly `calls` for `who`.
@@ -132,16 +150,35 @@ impl Admin {
     async fn guest(&self, name: &str) -> Caller {
         let boss = user("boss", true);
         let mut c = self.client.clone();
-        c.create_role(authorized(&self.keys, &boss, Service::Admin, admin_pb::CreateRoleRequest { name: "guest".into(), description: String::new() }).unwrap())
-            .await
-            .unwrap();
+        c.create_role(
+            authorized(
+                &self.keys,
+                &boss,
+                Service::Admin,
+                admin_pb::CreateRoleRequest {
+                    name: "guest".into(),
+                    description: String::new(),
+                },
+            )
+            .unwrap(),
+        )
+        .await
+        .unwrap();
         let created = c
-            .create_user(authorized(&self.keys, &boss, Service::Admin, admin_pb::CreateUserRequest {
-                username: name.into(),
-                email: format!("{name}@example.com"),
-                roles: vec!["guest".into()],
-                groups: vec![],
-            }).unwrap())
+            .create_user(
+                authorized(
+                    &self.keys,
+                    &boss,
+                    Service::Admin,
+                    admin_pb::CreateUserRequest {
+                        username: name.into(),
+                        email: format!("{name}@example.com"),
+                        roles: vec!["guest".into()],
+                        groups: vec![],
+                    },
+                )
+                .unwrap(),
+            )
             .await
             .unwrap()
             .into_inner();
@@ -153,7 +190,13 @@ impl Admin {
 }
 
 /// Ingests `name` into `collection` with summaries and questions: the finished job.
-async fn ingest_with_extras(s: &Stack, who: &Caller, collection: &str, name: &str, bytes: &[u8]) -> pb::Job {
+async fn ingest_with_extras(
+    s: &Stack,
+    who: &Caller,
+    collection: &str,
+    name: &str,
+    bytes: &[u8],
+) -> pb::Job {
     let up = s.upload(who, name, bytes).await.unwrap();
     let job = s
         .client
@@ -177,7 +220,10 @@ fn assert_cap_errors(job: &pb::Job, cap: &str, n: usize) {
     assert_eq!(job.errors.len(), n, "{:?}", job.errors);
     for e in &job.errors {
         assert!(e.contains("LLM cost cap reached") && e.contains(cap), "{e}");
-        assert!(e.len() <= 300 && !e.contains('\n'), "one line of at most 300 bytes: {e}");
+        assert!(
+            e.len() <= 300 && !e.contains('\n'),
+            "one line of at most 300 bytes: {e}"
+        );
     }
 }
 
