@@ -113,6 +113,18 @@ async fn accessible_documents(db: &DatabaseConnection, caller: &Caller) -> ApiRe
         .await?)
 }
 
+/// Ids of the tags applied to documents the caller can read.
+async fn on_readable(db: &DatabaseConnection, caller: &Caller) -> ApiResult<HashSet<String>> {
+    let docs = accessible_documents(db, caller).await?;
+    Ok(document_tags::Entity::find()
+        .filter(document_tags::Column::DocumentId.is_in(docs))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|l| l.tag_id)
+        .collect())
+}
+
 /// Tags the caller can see: its own, and those applied to documents it can read.
 /// SPEC.md: `linked_only` keeps tags applied to at least one document (of those the
 /// caller can read), and so drops the caller's unlinked tags; `user_scope` keeps tags on
@@ -123,15 +135,7 @@ pub async fn list(
     caller: &Caller,
     linked_only: bool,
 ) -> ApiResult<Vec<tags::Model>> {
-    let docs = accessible_documents(db, caller).await?;
-    let linked: HashSet<String> = document_tags::Entity::find()
-        .filter(document_tags::Column::DocumentId.is_in(docs))
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|l| l.tag_id)
-        .collect();
-    let mut visible = Condition::any().add(tags::Column::Id.is_in(linked));
+    let mut visible = Condition::any().add(tags::Column::Id.is_in(on_readable(db, caller).await?));
     if !linked_only {
         visible = visible.add(tags::Column::CreatedBy.eq(caller.user_id.clone()));
     }
@@ -148,17 +152,9 @@ pub async fn get(db: &DatabaseConnection, caller: &Caller, name: &str) -> ApiRes
     if let Some(tag) = own(db, caller, name).await? {
         return Ok(tag);
     }
-    let docs = accessible_documents(db, caller).await?;
-    let linked: Vec<String> = document_tags::Entity::find()
-        .filter(document_tags::Column::DocumentId.is_in(docs))
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|l| l.tag_id)
-        .collect();
     tags::Entity::find()
         .filter(tags::Column::Name.eq(name))
-        .filter(tags::Column::Id.is_in(linked))
+        .filter(tags::Column::Id.is_in(on_readable(db, caller).await?))
         .order_by_asc(tags::Column::CreatedAt)
         .one(db)
         .await?
