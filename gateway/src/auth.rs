@@ -1,5 +1,7 @@
-//! Bearer-key authentication as a typed extractor: a handler that takes [`Authed`] only runs
-//! for a valid key, and nothing reaches a service before that.
+//! Bearer-key authentication as a typed extractor. A handler reaches a service only through
+//! [`Api`], which exists only for a valid key and hands out clients already bound to its
+//! caller (meilisearch's `GuardedData` carries its resource behind its policy the same way):
+//! `api.ingest().get_collection(..)` is the whole call.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -7,7 +9,7 @@ use std::sync::Arc;
 
 use actix_web::{FromRequest, HttpRequest, dev::Payload, web};
 use docchat_common::Caller;
-use docchat_common::config::Service;
+use docchat_common::clients::{AdminClient, ChatClient, IngestClient};
 use docchat_common::error::{ApiError, ErrorCode};
 use docchat_proto::admin::v1::AuthenticateRequest;
 use sha2::{Digest, Sha256};
@@ -15,14 +17,42 @@ use sha2::{Digest, Sha256};
 use crate::error::HttpError;
 use crate::state::AppState;
 
-/// The authenticated caller of a request.
-pub struct Authed(pub Arc<Caller>);
+/// The authenticated caller of a request and the services, bound to that caller.
+pub struct Api {
+    caller: Arc<Caller>,
+    state: web::Data<AppState>,
+}
 
-impl std::ops::Deref for Authed {
-    type Target = Caller;
+impl Api {
+    /// Who is calling.
+    pub fn caller(&self) -> &Caller {
+        &self.caller
+    }
 
-    fn deref(&self) -> &Caller {
-        &self.0
+    /// admin-service on behalf of the caller.
+    pub fn admin(&self) -> AdminClient {
+        self.state.clients.admin(&self.caller)
+    }
+
+    /// ingest-service on behalf of the caller.
+    pub fn ingest(&self) -> IngestClient {
+        self.state.clients.ingest(&self.caller)
+    }
+
+    /// chat-service on behalf of the caller.
+    pub fn chat(&self) -> ChatClient {
+        self.state.clients.chat(&self.caller)
+    }
+
+    /// The gateway's shared state (configuration, readiness channels).
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// After a change of keys, roles or permissions: this gateway forgets every cached key
+    /// at once (other replicas within their cache TTL).
+    pub fn forget_cached_keys(&self) {
+        self.state.auth_cache.clear();
     }
 }
 
@@ -54,22 +84,22 @@ pub(crate) fn bearer(req: &HttpRequest) -> Result<String, HttpError> {
 
 /// Resolves a key through admin-service, with a short cache so a hot client costs one
 /// lookup per TTL and a deleted key stops working within that TTL.
-pub async fn resolve(state: &AppState, key: &str) -> Result<Arc<Caller>, HttpError> {
+async fn resolve(state: &AppState, key: &str) -> Result<Arc<Caller>, HttpError> {
     let digest = hex::encode(Sha256::digest(key.as_bytes()));
     if let Some(hit) = state.auth_cache.get(&digest) {
         return Ok(hit);
     }
-    let request = state.request(
-        &state.gateway_identity,
-        Service::Admin,
-        AuthenticateRequest {
+    let answer = state
+        .clients
+        .admin(&state.gateway_identity)
+        .authenticate(AuthenticateRequest {
             api_key: key.to_owned(),
-        },
-    )?;
-    let identity = match state.admin.clone().authenticate(request).await {
+        })
+        .await;
+    let identity = match answer {
         Ok(r) => r.into_inner(),
         Err(status) => {
-            let err = ApiError::from_status(&status);
+            let err = ApiError::from(status);
             return Err(HttpError(if err.code == ErrorCode::Unauthenticated {
                 ApiError::unauthenticated("invalid API key")
             } else {
@@ -93,9 +123,9 @@ pub async fn resolve(state: &AppState, key: &str) -> Result<Arc<Caller>, HttpErr
     Ok(caller)
 }
 
-impl FromRequest for Authed {
+impl FromRequest for Api {
     type Error = HttpError;
-    type Future = Pin<Box<dyn Future<Output = Result<Authed, HttpError>>>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Api, HttpError>>>>;
 
     fn from_request(req: &HttpRequest, _payload: &mut Payload) -> Self::Future {
         let key = bearer(req);
@@ -104,7 +134,8 @@ impl FromRequest for Authed {
             let key = key?;
             let state =
                 state.ok_or_else(|| HttpError(ApiError::internal("gateway state", "missing")))?;
-            Ok(Authed(resolve(&state, &key).await?))
+            let caller = resolve(&state, &key).await?;
+            Ok(Api { caller, state })
         })
     }
 }

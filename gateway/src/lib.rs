@@ -20,7 +20,7 @@ use utoipa::{Modify, OpenApi};
 use utoipa_actix_web::{AppExt, scope};
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::auth::Authed;
+use crate::auth::Api;
 use crate::error::{HttpError, bad_request};
 use crate::state::AppState;
 
@@ -45,10 +45,7 @@ impl Modify for BearerAuth {
 
 /// Families that exist in SPEC.md but whose endpoints land in later issues: the key is
 /// still checked first, then the route answers 404 with the standard body.
-async fn authenticated_not_found(
-    req: HttpRequest,
-    _caller: Authed,
-) -> Result<HttpResponse, HttpError> {
+async fn authenticated_not_found(req: HttpRequest, _api: Api) -> Result<HttpResponse, HttpError> {
     not_found(req).await
 }
 
@@ -105,70 +102,19 @@ fn app(
         .openapi(ApiDoc::openapi())
         .service(
             scope::scope("/api/v1")
-                .service(collections::create_collection)
-                .service(collections::list_collections)
-                .service(collections::get_collection)
-                .service(collections::delete_collection)
-                .service(collections::update_collection)
-                .service(documents::list_documents_for_collection)
-                .service(documents::get_document_count_for_collection)
-                .service(uploads::upload_file)
-                .service(uploads::ingest_upload)
-                .service(documents::list_documents)
-                .service(documents::get_document_count)
-                .service(documents::get_document)
-                .service(documents::delete_document)
-                .service(documents::get_audio_timestamps)
-                .service(tags::create_tag)
-                .service(tags::list_tags)
-                .service(tags::list_documents_for_tags)
-                .service(tags::get_tag)
-                .service(tags::update_tag)
-                .service(tags::delete_tag)
-                .service(tags::create_tag_on_document)
-                .service(tags::delete_tag_from_document)
-                .service(extractors::create_extractor)
-                .service(extractors::list_extractors)
-                .service(extractors::get_extractor)
-                .service(extractors::update_extractor)
-                .service(extractors::delete_extractor)
-                .service(chats::create_chat_session)
-                .service(chats::list_chat_sessions)
-                .service(chats::get_chat_session)
-                .service(chats::delete_chat_session)
-                .service(chats::get_chat_session_messages)
-                .service(completions::get_completion)
-                .service(completions::list_questions_for_chat_session)
-                .service(completions::control_message)
-                .service(completions::get_message_meta)
-                .service(completions::get_message_references)
-                .service(models::list_models)
-                .service(identity::create_user)
-                .service(identity::list_users)
-                .service(identity::get_current_user)
-                .service(identity::get_current_user_permissions)
-                .service(identity::create_api_key)
-                .service(identity::list_api_keys)
-                .service(identity::delete_api_key)
-                .service(identity::create_role)
-                .service(identity::list_roles)
-                .service(identity::set_role_priority)
-                .service(identity::assign_permission_to_role)
-                .service(identity::remove_permission_from_role)
-                .service(identity::assign_roles_to_user)
-                .service(identity::remove_roles_from_user)
-                .service(configuration::list_global_configurations)
-                .service(configuration::set_global_configuration)
-                .service(configuration::set_role_configuration)
-                .service(configuration::set_user_configuration)
-                .service(configuration::list_current_user_configurations)
+                .configure(collections::configure)
+                .configure(documents::configure)
+                .configure(uploads::configure)
+                .configure(tags::configure)
+                .configure(extractors::configure)
+                .configure(chats::configure)
+                .configure(completions::configure)
+                .configure(models::configure)
+                .configure(identity::configure)
+                .configure(configuration::configure)
                 .default_service(web::to(authenticated_not_found)),
         )
-        .service(
-            scope::scope("/rpc/health")
-                .service(health::liveness)
-                .service(health::readiness),
-        )
+        .service(scope::scope("/rpc/health").configure(health::configure))
         .service(
             scope::scope("/compat_api/v1")
                 // Images travel inline as data URLs: the main API's body limit, not actix's

@@ -40,12 +40,12 @@ where
         Some(Ok(UploadChunk {
             part: Some(Part::Meta(meta)),
         })) => clean_filename(&meta.filename)?,
-        Some(Err(status)) => return Err(ApiError::from_status(&status)),
+        Some(Err(status)) => return Err(status.into()),
         _ => return Err(ApiError::bad_request("an upload starts with its metadata")),
     };
     let mut writer = blobs.writer().await?;
     while let Some(message) = stream.next().await {
-        match message.map_err(|s| ApiError::from_status(&s))?.part {
+        match message?.part {
             Some(Part::Data(bytes)) => {
                 if writer.size() + bytes.len() as u64 > max_bytes {
                     return Err(ApiError::new(

@@ -2,16 +2,14 @@
 
 use actix_web::{HttpResponse, delete, get, post, web};
 use chrono::{DateTime, Utc};
-use docchat_common::config::Service;
 use docchat_proto::chat::v1 as pb;
-use docchat_proto::common::v1::PageRequest;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::{PageQuery, ts_req};
-use crate::auth::Authed;
+use super::{PageQuery, page, ts_req};
+use crate::auth::Api;
 use crate::error::{ErrorBody, HttpResult};
-use crate::state::AppState;
 
 /// A chat session.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -103,6 +101,15 @@ pub struct CreateQuery {
     pub collection_id: Option<String>,
 }
 
+/// Registers this module's routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(create_chat_session)
+        .service(list_chat_sessions)
+        .service(get_chat_session)
+        .service(delete_chat_session)
+        .service(get_chat_session_messages);
+}
+
 #[utoipa::path(
     tag = "Chat",
     params(CreateQuery),
@@ -111,51 +118,30 @@ pub struct CreateQuery {
 )]
 #[post("/chats")]
 pub async fn create_chat_session(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     query: web::Query<CreateQuery>,
 ) -> HttpResult<HttpResponse> {
     // The body is an empty object (or a client's optional fields); nothing in it is used.
     let collection_id = query.into_inner().collection_id.filter(|c| !c.is_empty());
-    let request = state.request(
-        &caller,
-        Service::Chat,
-        pb::CreateSessionRequest { collection_id },
-    )?;
-    let session = state
-        .chat
-        .clone()
-        .create_session(request)
-        .await?
-        .into_inner();
+    let request = pb::CreateSessionRequest { collection_id };
+    let session = api.chat().create_session(request).await?.into_inner();
     Ok(HttpResponse::Created().json(ChatSession::from(session)))
 }
 
 #[utoipa::path(
     tag = "Chat",
     params(PageQuery),
-    responses((status = 200, body = Vec<ChatSession>), (status = 401, body = ErrorBody)),
+    responses((status = 200, body = Vec<ChatSession>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
     security(("bearer" = []))
 )]
 #[get("/chats")]
 pub async fn list_chat_sessions(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     query: web::Query<PageQuery>,
 ) -> HttpResult<web::Json<Vec<ChatSession>>> {
-    let request = state.request(
-        &caller,
-        Service::Chat,
-        PageRequest {
-            offset: query.offset.unwrap_or(0),
-            limit: query.limit.unwrap_or(0),
-            ..PageRequest::default()
-        },
-    )?;
-    let list = state
-        .chat
-        .clone()
-        .list_sessions(request)
+    let list = api
+        .chat()
+        .list_sessions(query.request()?)
         .await?
         .into_inner();
     Ok(web::Json(
@@ -171,19 +157,12 @@ pub async fn list_chat_sessions(
 )]
 #[get("/chats/{session_id}")]
 pub async fn get_chat_session(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<String>,
 ) -> HttpResult<web::Json<ChatSession>> {
-    let request = state.request(
-        &caller,
-        Service::Chat,
-        pb::SessionRef {
-            id: path.into_inner(),
-        },
-    )?;
-    let session = state.chat.clone().get_session(request).await?.into_inner();
-    Ok(web::Json(session.into()))
+    let id = path.into_inner();
+    let session = api.chat().get_session(pb::SessionRef { id }).await?;
+    Ok(web::Json(session.into_inner().into()))
 }
 
 #[utoipa::path(
@@ -193,57 +172,33 @@ pub async fn get_chat_session(
     security(("bearer" = []))
 )]
 #[delete("/chats/{session_id}")]
-pub async fn delete_chat_session(
-    state: web::Data<AppState>,
-    caller: Authed,
-    path: web::Path<String>,
-) -> HttpResult<HttpResponse> {
-    let request = state.request(
-        &caller,
-        Service::Chat,
-        pb::SessionRef {
-            id: path.into_inner(),
-        },
-    )?;
+pub async fn delete_chat_session(api: Api, path: web::Path<String>) -> HttpResult<HttpResponse> {
+    let id = path.into_inner();
     // 200 with the deleted session rather than 204: the h2oGPTe client parses a
     // ChatSession from this response, and a 204 cannot carry one.
-    let deleted = state
-        .chat
-        .clone()
-        .delete_session(request)
-        .await?
-        .into_inner();
-    Ok(HttpResponse::Ok().json(ChatSession::from(deleted)))
+    let deleted = api.chat().delete_session(pb::SessionRef { id }).await?;
+    Ok(HttpResponse::Ok().json(ChatSession::from(deleted.into_inner())))
 }
 
 #[utoipa::path(
     tag = "Chat",
     params(("session_id" = String, Path), PageQuery),
-    responses((status = 200, body = Vec<ChatMessage>), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses((status = 200, body = Vec<ChatMessage>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = []))
 )]
 #[get("/chats/{session_id}/messages")]
 pub async fn get_chat_session_messages(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<String>,
     query: web::Query<PageQuery>,
 ) -> HttpResult<web::Json<Vec<ChatMessage>>> {
-    let request = state.request(
-        &caller,
-        Service::Chat,
-        pb::ListMessagesRequest {
-            session_id: path.into_inner(),
-            offset: query.offset.unwrap_or(0),
-            limit: query.limit.unwrap_or(0),
-        },
-    )?;
-    let list = state
-        .chat
-        .clone()
-        .list_messages(request)
-        .await?
-        .into_inner();
+    let (offset, limit) = page(query.offset, query.limit)?;
+    let request = pb::ListMessagesRequest {
+        session_id: path.into_inner(),
+        offset,
+        limit,
+    };
+    let list = api.chat().list_messages(request).await?.into_inner();
     Ok(web::Json(
         list.messages.into_iter().map(ChatMessage::from).collect(),
     ))

@@ -2,16 +2,15 @@
 
 use actix_web::{HttpResponse, delete, get, patch, post, web};
 use chrono::{DateTime, Utc};
-use docchat_common::config::Service;
 use docchat_proto::common::v1::PageRequest;
 use docchat_proto::ingest::v1 as pb;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::{ts, ts_req};
-use crate::auth::Authed;
+use super::{page, ts, ts_req};
+use crate::auth::Api;
 use crate::error::{ErrorBody, HttpResult};
-use crate::state::AppState;
 
 /// A collection of documents.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -108,13 +107,25 @@ pub struct UpdateCollection {
 
 #[derive(Debug, Deserialize, IntoParams)]
 pub struct ListQuery {
+    /// Rows to skip.
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
     pub offset: Option<u64>,
-    /// Rows to return (default 100, at most 1000).
+    /// Rows to return (default 100; more than 1000 returns 1000).
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
     pub limit: Option<u64>,
     /// updated_at (default), created_at, name, document_count or document_size.
     pub sort_column: Option<String>,
     /// Default false (newest first).
     pub ascending: Option<bool>,
+}
+
+/// Registers this module's routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(create_collection)
+        .service(list_collections)
+        .service(get_collection)
+        .service(delete_collection)
+        .service(update_collection);
 }
 
 #[utoipa::path(
@@ -129,8 +140,7 @@ pub struct ListQuery {
 )]
 #[post("/collections")]
 pub async fn create_collection(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     body: web::Json<CreateCollection>,
 ) -> HttpResult<HttpResponse> {
     let CreateCollection {
@@ -138,21 +148,12 @@ pub async fn create_collection(
         description,
         embedding_model,
     } = body.into_inner();
-    let request = state.request(
-        &caller,
-        Service::Ingest,
-        pb::CreateCollectionRequest {
-            name,
-            description,
-            embedding_model: embedding_model.unwrap_or_default(),
-        },
-    )?;
-    let created = state
-        .ingest
-        .clone()
-        .create_collection(request)
-        .await?
-        .into_inner();
+    let request = pb::CreateCollectionRequest {
+        name,
+        description,
+        embedding_model: embedding_model.unwrap_or_default(),
+    };
+    let created = api.ingest().create_collection(request).await?.into_inner();
     Ok(HttpResponse::Created().json(Collection::from(created)))
 }
 
@@ -164,8 +165,7 @@ pub async fn create_collection(
 )]
 #[get("/collections")]
 pub async fn list_collections(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     query: web::Query<ListQuery>,
 ) -> HttpResult<web::Json<Vec<Collection>>> {
     let ListQuery {
@@ -174,22 +174,14 @@ pub async fn list_collections(
         sort_column,
         ascending,
     } = query.into_inner();
-    let request = state.request(
-        &caller,
-        Service::Ingest,
-        PageRequest {
-            offset: offset.unwrap_or(0),
-            limit: limit.unwrap_or(0),
-            sort_column: sort_column.unwrap_or_default(),
-            ascending: ascending.unwrap_or(false),
-        },
-    )?;
-    let list = state
-        .ingest
-        .clone()
-        .list_collections(request)
-        .await?
-        .into_inner();
+    let (offset, limit) = page(offset, limit)?;
+    let request = PageRequest {
+        offset,
+        limit,
+        sort_column: sort_column.unwrap_or_default(),
+        ascending: ascending.unwrap_or(false),
+    };
+    let list = api.ingest().list_collections(request).await?.into_inner();
     Ok(web::Json(
         list.collections.into_iter().map(Collection::from).collect(),
     ))
@@ -203,24 +195,15 @@ pub async fn list_collections(
 )]
 #[get("/collections/{collection_id}")]
 pub async fn get_collection(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<String>,
 ) -> HttpResult<web::Json<Collection>> {
-    let request = state.request(
-        &caller,
-        Service::Ingest,
-        pb::CollectionRef {
-            id: path.into_inner(),
-        },
-    )?;
-    let found = state
-        .ingest
-        .clone()
-        .get_collection(request)
-        .await?
-        .into_inner();
-    Ok(web::Json(found.into()))
+    let id = path.into_inner();
+    let found = api
+        .ingest()
+        .get_collection(pb::CollectionRef { id })
+        .await?;
+    Ok(web::Json(found.into_inner().into()))
 }
 
 #[utoipa::path(
@@ -230,19 +213,11 @@ pub async fn get_collection(
     security(("bearer" = []))
 )]
 #[delete("/collections/{collection_id}")]
-pub async fn delete_collection(
-    state: web::Data<AppState>,
-    caller: Authed,
-    path: web::Path<String>,
-) -> HttpResult<HttpResponse> {
-    let request = state.request(
-        &caller,
-        Service::Ingest,
-        pb::CollectionRef {
-            id: path.into_inner(),
-        },
-    )?;
-    state.ingest.clone().delete_collection(request).await?;
+pub async fn delete_collection(api: Api, path: web::Path<String>) -> HttpResult<HttpResponse> {
+    let id = path.into_inner();
+    api.ingest()
+        .delete_collection(pb::CollectionRef { id })
+        .await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -255,28 +230,16 @@ pub async fn delete_collection(
 )]
 #[patch("/collections/{collection_id}")]
 pub async fn update_collection(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<String>,
     body: web::Json<UpdateCollection>,
 ) -> HttpResult<web::Json<Collection>> {
     let UpdateCollection { name, description } = body.into_inner();
-    let request = state.request(
-        &caller,
-        Service::Ingest,
-        pb::UpdateCollectionRequest {
-            id: path.into_inner(),
-            name,
-            description,
-        },
-    )?;
-    Ok(web::Json(
-        state
-            .ingest
-            .clone()
-            .update_collection(request)
-            .await?
-            .into_inner()
-            .into(),
-    ))
+    let request = pb::UpdateCollectionRequest {
+        id: path.into_inner(),
+        name,
+        description,
+    };
+    let updated = api.ingest().update_collection(request).await?;
+    Ok(web::Json(updated.into_inner().into()))
 }

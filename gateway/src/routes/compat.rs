@@ -7,13 +7,10 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 
 use actix_web::http::StatusCode;
 use actix_web::web::Bytes;
-use actix_web::{FromRequest, HttpRequest, HttpResponse, ResponseError, dev::Payload, web};
-use docchat_common::Caller;
-use docchat_common::config::Service;
+use actix_web::{FromRequest, HttpRequest, HttpResponse, ResponseError, dev::Payload};
 use docchat_common::error::{ApiError, ErrorCode};
 use docchat_proto::chat::v1 as pb;
 use docchat_proto::chat::v1::compat_chunk::Kind;
@@ -21,8 +18,7 @@ use docchat_proto::common::v1::Empty;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use crate::auth;
-use crate::state::AppState;
+use crate::auth::Api;
 
 // ---------------------------------------------------------------------------------------
 // Errors and auth
@@ -138,22 +134,17 @@ impl From<tonic::Status> for CompatError {
 
 type CompatResult<T> = Result<T, CompatError>;
 
-/// The caller of a compat request; a bad key answers in the vendor's shape.
-pub struct CompatCaller(Arc<Caller>);
+/// The caller of a compat request and its service clients; a bad key answers in the
+/// vendor's shape.
+pub struct CompatApi(Api);
 
-impl FromRequest for CompatCaller {
+impl FromRequest for CompatApi {
     type Error = CompatError;
-    type Future = Pin<Box<dyn Future<Output = Result<CompatCaller, CompatError>>>>;
+    type Future = Pin<Box<dyn Future<Output = Result<CompatApi, CompatError>>>>;
 
-    fn from_request(req: &HttpRequest, _payload: &mut Payload) -> Self::Future {
-        let key = auth::bearer(req);
-        let state = req.app_data::<web::Data<AppState>>().cloned();
-        Box::pin(async move {
-            let key = key?;
-            let state = state.ok_or_else(|| ApiError::internal("gateway state", "missing"))?;
-            let caller = auth::resolve(&state, &key).await?;
-            Ok(CompatCaller(caller))
-        })
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let api = Api::from_request(req, payload);
+        Box::pin(async move { Ok(CompatApi(api.await?)) })
     }
 }
 
@@ -182,17 +173,10 @@ fn sse() -> actix_web::HttpResponseBuilder {
 /// Starts a streamed call: the first chunk (`start`, the resolved model) is awaited here,
 /// so an unknown model or a refused call is an HTTP error rather than a broken stream.
 async fn open_stream(
-    state: &AppState,
-    caller: &Caller,
+    api: &Api,
     request: pb::CompatRequest,
 ) -> CompatResult<(String, tonic::Streaming<pb::CompatChunk>)> {
-    let request = state.request(caller, Service::Chat, request)?;
-    let mut chunks = state
-        .chat
-        .clone()
-        .compat_stream(request)
-        .await?
-        .into_inner();
+    let mut chunks = api.chat().compat_stream(request).await?.into_inner();
     match chunks.message().await? {
         Some(pb::CompatChunk {
             kind: Some(Kind::Start(model)),
@@ -444,8 +428,7 @@ impl ChunkWriter {
 const DONE: &[u8] = b"data: [DONE]\n\n";
 
 pub async fn chat_completions(
-    state: web::Data<AppState>,
-    caller: CompatCaller,
+    CompatApi(api): CompatApi,
     body: Bytes,
 ) -> CompatResult<HttpResponse> {
     let r: ChatRequest = parse(&body)?;
@@ -464,13 +447,7 @@ pub async fn chat_completions(
     let id = new_id("chatcmpl-");
     let created = unix_now();
     if !stream {
-        let request = state.request(&caller.0, Service::Chat, request)?;
-        let reply = state
-            .chat
-            .clone()
-            .compat_complete(request)
-            .await?
-            .into_inner();
+        let reply = api.chat().compat_complete(request).await?.into_inner();
         let body = serde_json::to_vec(&ChatCompletion {
             id: &id,
             object: "chat.completion",
@@ -493,7 +470,7 @@ pub async fn chat_completions(
             .content_type("application/json")
             .body(body));
     }
-    let (model, chunks) = open_stream(&state, &caller.0, request).await?;
+    let (model, chunks) = open_stream(&api, request).await?;
     let writer = ChunkWriter { id, created, model };
     let first = writer.chunk(
         Delta {
@@ -946,11 +923,7 @@ impl EventWriter {
     }
 }
 
-pub async fn responses(
-    state: web::Data<AppState>,
-    caller: CompatCaller,
-    body: Bytes,
-) -> CompatResult<HttpResponse> {
+pub async fn responses(CompatApi(api): CompatApi, body: Bytes) -> CompatResult<HttpResponse> {
     let r: ResponsesRequest = parse(&body)?;
     let stream = r.stream.unwrap_or(false);
     let request = pb::CompatRequest {
@@ -973,13 +946,7 @@ pub async fn responses(
         message_id: new_id("msg_"),
     };
     if !stream {
-        let request = state.request(&caller.0, Service::Chat, request)?;
-        let reply = state
-            .chat
-            .clone()
-            .compat_complete(request)
-            .await?
-            .into_inner();
+        let reply = api.chat().compat_complete(request).await?.into_inner();
         head.model = reply.model.clone();
         let body = serde_json::to_vec(&head.object(&reply.text, Some(&reply)))
             .map_err(|e| ApiError::internal("compat answer", e))?;
@@ -987,7 +954,7 @@ pub async fn responses(
             .content_type("application/json")
             .body(body));
     }
-    let (model, chunks) = open_stream(&state, &caller.0, request).await?;
+    let (model, chunks) = open_stream(&api, request).await?;
     head.model = model;
     let mut writer = EventWriter {
         head,
@@ -1051,12 +1018,8 @@ struct Permission {
     is_blocking: bool,
 }
 
-pub async fn models(
-    state: web::Data<AppState>,
-    caller: CompatCaller,
-) -> CompatResult<HttpResponse> {
-    let request = state.request(&caller.0, Service::Chat, Empty {})?;
-    let list = state.chat.clone().list_models(request).await?.into_inner();
+pub async fn models(CompatApi(api): CompatApi) -> CompatResult<HttpResponse> {
+    let list = api.chat().list_models(Empty {}).await?.into_inner();
     let created = list.loaded_at;
     let data = list
         .models
@@ -1092,7 +1055,7 @@ pub async fn models(
 }
 
 /// Any other path under `/compat_api/v1`.
-pub async fn unknown(req: HttpRequest, _caller: CompatCaller) -> CompatResult<HttpResponse> {
+pub async fn unknown(req: HttpRequest, _api: CompatApi) -> CompatResult<HttpResponse> {
     Err(CompatError {
         status: 404,
         message: format!("no route for {} {}", req.method(), req.path()),

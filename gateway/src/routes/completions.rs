@@ -3,17 +3,16 @@
 
 use actix_web::web::Bytes;
 use actix_web::{HttpResponse, get, post, web};
-use docchat_common::config::Service;
 use docchat_common::error::{ApiError, ErrorCode};
 use docchat_proto::chat::v1 as pb;
 use docchat_proto::chat::v1::completion_event::Event;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_actix_web::service_config::ServiceConfig;
 
-use crate::auth::Authed;
+use crate::auth::Api;
 use crate::error::{ErrorBody, HttpResult};
-use crate::state::AppState;
 
 /// llm_args of SPEC.md; fields the server does not use are accepted and ignored.
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -104,6 +103,15 @@ impl StreamLine {
     }
 }
 
+/// Registers this module's routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(get_completion)
+        .service(list_questions_for_chat_session)
+        .service(control_message)
+        .service(get_message_meta)
+        .service(get_message_references);
+}
+
 fn history_flag(value: Option<serde_json::Value>) -> Result<String, ApiError> {
     Ok(match value {
         None | Some(serde_json::Value::Null) => String::new(),
@@ -129,8 +137,7 @@ fn history_flag(value: Option<serde_json::Value>) -> Result<String, ApiError> {
 )]
 #[post("/chats/{session_id}/completions")]
 pub async fn get_completion(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<String>,
     body: web::Json<CompletionRequest>,
 ) -> HttpResult<HttpResponse> {
@@ -143,30 +150,26 @@ pub async fn get_completion(
         rag_config,
     } = body.into_inner();
     let args = llm_args.unwrap_or_default();
-    let request = state.request(
-        &caller,
-        Service::Chat,
-        pb::CompletionRequest {
-            session_id: path.into_inner(),
-            message,
-            llm: llm.unwrap_or_default(),
-            include_chat_history: history_flag(include_chat_history)?,
-            temperature: args.temperature,
-            max_new_tokens: args.max_new_tokens,
-            use_agent: args.use_agent.unwrap_or(false),
-            memory_block_id: args.memory_block_id,
-            memory_block_name: args.memory_block_name,
-            rag_type: rag_config.and_then(|r| r.rag_type).unwrap_or_default(),
-        },
-    )?;
-    let mut events = state.chat.clone().complete(request).await?.into_inner();
+    let request = pb::CompletionRequest {
+        session_id: path.into_inner(),
+        message,
+        llm: llm.unwrap_or_default(),
+        include_chat_history: history_flag(include_chat_history)?,
+        temperature: args.temperature,
+        max_new_tokens: args.max_new_tokens,
+        use_agent: args.use_agent.unwrap_or(false),
+        memory_block_id: args.memory_block_id,
+        memory_block_name: args.memory_block_name,
+        rag_type: rag_config.and_then(|r| r.rag_type).unwrap_or_default(),
+    };
+    let mut events = api.chat().complete(request).await?.into_inner();
     if stream {
         let lines = events.map(|item| {
             let line = match item {
                 Ok(pb::CompletionEvent { event: Some(e) }) => StreamLine::of(e),
                 Ok(pb::CompletionEvent { event: None }) => return Ok(Bytes::new()),
                 Err(status) => StreamLine::of(Event::Error(pb::CompletionError {
-                    message: ApiError::from_status(&status).message,
+                    message: ApiError::from(status).message,
                     message_id: None,
                 })),
             };
@@ -209,23 +212,18 @@ pub async fn get_completion(
 )]
 #[post("/messages/{question_id}/{action}")]
 pub async fn control_message(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<(String, String)>,
 ) -> HttpResult<HttpResponse> {
     let (question_id, action) = path.into_inner();
     if !matches!(action.as_str(), "pause" | "resume" | "stop" | "finish") {
         return Err(ApiError::not_found(format!("no such action: {action}")).into());
     }
-    let request = state.request(
-        &caller,
-        Service::Chat,
-        pb::ControlRequest {
-            question_id,
-            action,
-        },
-    )?;
-    state.chat.clone().control_message(request).await?;
+    let request = pb::ControlRequest {
+        question_id,
+        action,
+    };
+    api.chat().control_message(request).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -250,25 +248,15 @@ pub struct MessageMeta {
 )]
 #[get("/messages/{message_id}/meta")]
 pub async fn get_message_meta(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<String>,
     query: web::Query<MetaQuery>,
 ) -> HttpResult<web::Json<Vec<MessageMeta>>> {
-    let request = state.request(
-        &caller,
-        Service::Chat,
-        pb::MessageMetaRequest {
-            message_id: path.into_inner(),
-            info_type: query.into_inner().info_type.unwrap_or_default(),
-        },
-    )?;
-    let list = state
-        .chat
-        .clone()
-        .get_message_meta(request)
-        .await?
-        .into_inner();
+    let request = pb::MessageMetaRequest {
+        message_id: path.into_inner(),
+        info_type: query.into_inner().info_type.unwrap_or_default(),
+    };
+    let list = api.chat().get_message_meta(request).await?.into_inner();
     Ok(web::Json(
         list.entries
             .into_iter()
@@ -302,25 +290,14 @@ pub struct MessageReference {
 )]
 #[get("/messages/{message_id}/references")]
 pub async fn get_message_references(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<String>,
 ) -> HttpResult<web::Json<Vec<MessageReference>>> {
-    let request = state.request(
-        &caller,
-        Service::Chat,
-        pb::MessageRef {
-            id: path.into_inner(),
-        },
-    )?;
-    let list = state
-        .chat
-        .clone()
-        .list_references(request)
-        .await?
-        .into_inner();
+    let id = path.into_inner();
+    let list = api.chat().list_references(pb::MessageRef { id }).await?;
     Ok(web::Json(
-        list.references
+        list.into_inner()
+            .references
             .into_iter()
             .map(|r| MessageReference {
                 document_id: r.document_id,
@@ -360,25 +337,15 @@ pub struct SuggestedQuestion {
 )]
 #[get("/chats/{session_id}/questions")]
 pub async fn list_questions_for_chat_session(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<String>,
     query: web::Query<QuestionsQuery>,
 ) -> HttpResult<web::Json<Vec<SuggestedQuestion>>> {
-    let request = state.request(
-        &caller,
-        Service::Chat,
-        pb::SuggestQuestionsRequest {
-            session_id: path.into_inner(),
-            limit: query.into_inner().limit.unwrap_or(0),
-        },
-    )?;
-    let list = state
-        .chat
-        .clone()
-        .suggest_questions(request)
-        .await?
-        .into_inner();
+    let request = pb::SuggestQuestionsRequest {
+        session_id: path.into_inner(),
+        limit: query.into_inner().limit.unwrap_or(0),
+    };
+    let list = api.chat().suggest_questions(request).await?.into_inner();
     Ok(web::Json(
         list.questions
             .into_iter()

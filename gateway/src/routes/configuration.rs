@@ -2,16 +2,15 @@
 
 use actix_web::{get, put, web};
 use chrono::{DateTime, Utc};
-use docchat_common::config::Service;
 use docchat_proto::admin::v1 as pb;
 use docchat_proto::common::v1::Empty;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::ts;
-use crate::auth::Authed;
+use crate::auth::Api;
 use crate::error::{ErrorBody, HttpResult};
-use crate::state::AppState;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct GlobalConfigurationItem {
@@ -68,32 +67,32 @@ fn scoped(list: pb::ScopedSettingList) -> Vec<UserConfigurationItem> {
         .collect()
 }
 
+/// Registers this module's routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list_global_configurations)
+        .service(set_global_configuration)
+        .service(set_role_configuration)
+        .service(set_user_configuration)
+        .service(list_current_user_configurations);
+}
+
 #[utoipa::path(tag = "Configuration",
     responses((status = 200, body = Vec<GlobalConfigurationItem>), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 #[get("/configurations")]
 pub async fn list_global_configurations(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
 ) -> HttpResult<web::Json<Vec<GlobalConfigurationItem>>> {
-    let request = state.request(&caller, Service::Admin, Empty {})?;
-    Ok(web::Json(global(
-        state
-            .admin
-            .clone()
-            .list_global_settings(request)
-            .await?
-            .into_inner(),
-    )))
+    let list = api.admin().list_global_settings(Empty {}).await?;
+    Ok(web::Json(global(list.into_inner())))
 }
 
 #[utoipa::path(tag = "Configuration", params(("key_name" = String, Path)), request_body = SetConfiguration,
-    responses((status = 200, body = Vec<GlobalConfigurationItem>), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = Vec<GlobalConfigurationItem>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("bearer" = [])))]
 #[put("/configurations/{key_name}")]
 pub async fn set_global_configuration(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<String>,
     body: web::Json<SetConfiguration>,
 ) -> HttpResult<web::Json<Vec<GlobalConfigurationItem>>> {
@@ -102,107 +101,66 @@ pub async fn set_global_configuration(
         can_overwrite,
         is_public,
     } = body.into_inner();
-    let request = state.request(
-        &caller,
-        Service::Admin,
-        pb::SetGlobalSettingRequest {
-            key_name: path.into_inner(),
-            string_value,
-            can_overwrite,
-            is_public,
-        },
-    )?;
-    Ok(web::Json(global(
-        state
-            .admin
-            .clone()
-            .set_global_setting(request)
-            .await?
-            .into_inner(),
-    )))
+    let request = pb::SetGlobalSettingRequest {
+        key_name: path.into_inner(),
+        string_value,
+        can_overwrite,
+        is_public,
+    };
+    let list = api.admin().set_global_setting(request).await?;
+    Ok(web::Json(global(list.into_inner())))
+}
+
+/// A role's or user's override: `scope_id` names the role or user.
+fn scoped_request(
+    (scope_id, key_name): (String, String),
+    body: SetConfiguration,
+) -> pb::SetScopedSettingRequest {
+    pb::SetScopedSettingRequest {
+        scope_id,
+        key_name,
+        string_value: body.string_value,
+    }
 }
 
 #[utoipa::path(tag = "Configuration", params(("role_id" = String, Path), ("key_name" = String, Path)), request_body = SetConfiguration,
-    responses((status = 200, body = Vec<UserConfigurationItem>), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses((status = 200, body = Vec<UserConfigurationItem>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 #[put("/roles/{role_id}/configurations/{key_name}")]
 pub async fn set_role_configuration(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<(String, String)>,
     body: web::Json<SetConfiguration>,
 ) -> HttpResult<web::Json<Vec<UserConfigurationItem>>> {
-    let (role_id, key_name) = path.into_inner();
-    let request = state.request(
-        &caller,
-        Service::Admin,
-        pb::SetScopedSettingRequest {
-            scope_id: role_id,
-            key_name,
-            string_value: body.into_inner().string_value,
-        },
-    )?;
-    Ok(web::Json(scoped(
-        state
-            .admin
-            .clone()
-            .set_role_setting(request)
-            .await?
-            .into_inner(),
-    )))
+    let request = scoped_request(path.into_inner(), body.into_inner());
+    let list = api.admin().set_role_setting(request).await?;
+    Ok(web::Json(scoped(list.into_inner())))
 }
 
 #[utoipa::path(tag = "Configuration", params(("user_id" = String, Path), ("key_name" = String, Path)), request_body = SetConfiguration,
-    responses((status = 200, body = Vec<UserConfigurationItem>), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses((status = 200, body = Vec<UserConfigurationItem>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 #[put("/users/{user_id}/configurations/{key_name}")]
 pub async fn set_user_configuration(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<(String, String)>,
     body: web::Json<SetConfiguration>,
 ) -> HttpResult<web::Json<Vec<UserConfigurationItem>>> {
-    let (user_id, key_name) = path.into_inner();
-    let request = state.request(
-        &caller,
-        Service::Admin,
-        pb::SetScopedSettingRequest {
-            scope_id: user_id,
-            key_name,
-            string_value: body.into_inner().string_value,
-        },
-    )?;
-    Ok(web::Json(scoped(
-        state
-            .admin
-            .clone()
-            .set_user_setting(request)
-            .await?
-            .into_inner(),
-    )))
+    let request = scoped_request(path.into_inner(), body.into_inner());
+    let list = api.admin().set_user_setting(request).await?;
+    Ok(web::Json(scoped(list.into_inner())))
 }
 
 #[utoipa::path(tag = "Configuration",
-    responses((status = 200, body = Vec<UserConfigurationItem>)),
+    responses((status = 200, body = Vec<UserConfigurationItem>), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 #[get("/users/current/configurations")]
 pub async fn list_current_user_configurations(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
 ) -> HttpResult<web::Json<Vec<UserConfigurationItem>>> {
-    let request = state.request(
-        &caller,
-        Service::Admin,
-        pb::ListUserSettingsRequest {
-            user_id: String::new(),
-        },
-    )?;
-    Ok(web::Json(scoped(
-        state
-            .admin
-            .clone()
-            .list_user_settings(request)
-            .await?
-            .into_inner(),
-    )))
+    let request = pb::ListUserSettingsRequest {
+        user_id: String::new(),
+    };
+    let list = api.admin().list_user_settings(request).await?;
+    Ok(web::Json(scoped(list.into_inner())))
 }

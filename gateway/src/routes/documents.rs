@@ -2,15 +2,14 @@
 
 use actix_web::{HttpResponse, delete, get, web};
 use chrono::{DateTime, Utc};
-use docchat_common::config::Service;
 use docchat_proto::ingest::v1 as pb;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::ts_req;
-use crate::auth::Authed;
+use super::{page, ts_req};
+use crate::auth::Api;
 use crate::error::{ErrorBody, HttpResult};
-use crate::state::AppState;
 
 /// A document of a collection.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -92,8 +91,11 @@ pub struct AudioSegment {
 
 #[derive(Debug, Deserialize, IntoParams)]
 pub struct ListQuery {
+    /// Rows to skip.
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
     pub offset: Option<u64>,
-    /// Default 100, at most 1000.
+    /// Rows to return (default 100; more than 1000 returns 1000).
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
     pub limit: Option<u64>,
     /// updated_at (default), created_at, name, size, page_count, type, status.
     pub sort_column: Option<String>,
@@ -109,44 +111,45 @@ pub struct CountQuery {
     pub chat_session_id: Option<String>,
 }
 
-fn list_request(q: ListQuery, collection_id: Option<String>) -> pb::ListDocumentsRequest {
-    pb::ListDocumentsRequest {
-        offset: q.offset.unwrap_or(0),
-        limit: q.limit.unwrap_or(0),
-        sort_column: q.sort_column.unwrap_or_default(),
-        ascending: q.ascending.unwrap_or(false),
-        chat_session_id: q.chat_session_id,
-        group_by_source_chat: q.group_by_source_chat.unwrap_or(false),
-        collection_id,
+/// Registers this module's routes (`/documents/count` before `/documents/{document_id}`).
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list_documents_for_collection)
+        .service(get_document_count_for_collection)
+        .service(list_documents)
+        .service(get_document_count)
+        .service(get_document)
+        .service(delete_document)
+        .service(get_audio_timestamps);
+}
+
+impl ListQuery {
+    fn request(self, collection_id: Option<String>) -> HttpResult<pb::ListDocumentsRequest> {
+        let (offset, limit) = page(self.offset, self.limit)?;
+        Ok(pb::ListDocumentsRequest {
+            offset,
+            limit,
+            sort_column: self.sort_column.unwrap_or_default(),
+            ascending: self.ascending.unwrap_or(false),
+            chat_session_id: self.chat_session_id,
+            group_by_source_chat: self.group_by_source_chat.unwrap_or(false),
+            collection_id,
+        })
     }
 }
 
 async fn list(
-    state: &AppState,
-    caller: &Authed,
+    api: &Api,
     request: pb::ListDocumentsRequest,
 ) -> HttpResult<web::Json<Vec<Document>>> {
-    let request = state.request(caller, Service::Ingest, request)?;
-    let list = state
-        .ingest
-        .clone()
-        .list_documents(request)
-        .await?
-        .into_inner();
+    let list = api.ingest().list_documents(request).await?.into_inner();
     Ok(web::Json(
         list.documents.into_iter().map(Document::from).collect(),
     ))
 }
 
-async fn count(
-    state: &AppState,
-    caller: &Authed,
-    request: pb::ListDocumentsRequest,
-) -> HttpResult<web::Json<Count>> {
-    let request = state.request(caller, Service::Ingest, request)?;
-    let count = state
-        .ingest
-        .clone()
+async fn count(api: &Api, request: pb::ListDocumentsRequest) -> HttpResult<web::Json<Count>> {
+    let count = api
+        .ingest()
         .count_documents(request)
         .await?
         .into_inner()
@@ -159,11 +162,10 @@ async fn count(
     security(("bearer" = [])))]
 #[get("/documents")]
 pub async fn list_documents(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     query: web::Query<ListQuery>,
 ) -> HttpResult<web::Json<Vec<Document>>> {
-    list(&state, &caller, list_request(query.into_inner(), None)).await
+    list(&api, query.into_inner().request(None)?).await
 }
 
 #[utoipa::path(tag = "Documents", params(CountQuery),
@@ -171,61 +173,33 @@ pub async fn list_documents(
     security(("bearer" = [])))]
 #[get("/documents/count")]
 pub async fn get_document_count(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     query: web::Query<CountQuery>,
 ) -> HttpResult<web::Json<Count>> {
     let request = pb::ListDocumentsRequest {
         chat_session_id: query.into_inner().chat_session_id,
         ..Default::default()
     };
-    count(&state, &caller, request).await
+    count(&api, request).await
 }
 
 #[utoipa::path(tag = "Documents", params(("document_id" = String, Path)),
     responses((status = 200, body = Document), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 #[get("/documents/{document_id}")]
-pub async fn get_document(
-    state: web::Data<AppState>,
-    caller: Authed,
-    path: web::Path<String>,
-) -> HttpResult<web::Json<Document>> {
-    let request = state.request(
-        &caller,
-        Service::Ingest,
-        pb::DocumentRef {
-            id: path.into_inner(),
-        },
-    )?;
-    Ok(web::Json(
-        state
-            .ingest
-            .clone()
-            .get_document(request)
-            .await?
-            .into_inner()
-            .into(),
-    ))
+pub async fn get_document(api: Api, path: web::Path<String>) -> HttpResult<web::Json<Document>> {
+    let id = path.into_inner();
+    let found = api.ingest().get_document(pb::DocumentRef { id }).await?;
+    Ok(web::Json(found.into_inner().into()))
 }
 
 #[utoipa::path(tag = "Documents", params(("document_id" = String, Path)),
     responses((status = 204), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 #[delete("/documents/{document_id}")]
-pub async fn delete_document(
-    state: web::Data<AppState>,
-    caller: Authed,
-    path: web::Path<String>,
-) -> HttpResult<HttpResponse> {
-    let request = state.request(
-        &caller,
-        Service::Ingest,
-        pb::DocumentRef {
-            id: path.into_inner(),
-        },
-    )?;
-    state.ingest.clone().delete_document(request).await?;
+pub async fn delete_document(api: Api, path: web::Path<String>) -> HttpResult<HttpResponse> {
+    let id = path.into_inner();
+    api.ingest().delete_document(pb::DocumentRef { id }).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -234,25 +208,17 @@ pub async fn delete_document(
     security(("bearer" = [])))]
 #[get("/documents/{document_id}/audio_timestamps")]
 pub async fn get_audio_timestamps(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<String>,
 ) -> HttpResult<web::Json<Vec<AudioSegment>>> {
-    let request = state.request(
-        &caller,
-        Service::Ingest,
-        pb::DocumentRef {
-            id: path.into_inner(),
-        },
-    )?;
-    let list = state
-        .ingest
-        .clone()
-        .get_audio_timestamps(request)
-        .await?
-        .into_inner();
+    let id = path.into_inner();
+    let list = api
+        .ingest()
+        .get_audio_timestamps(pb::DocumentRef { id })
+        .await?;
     Ok(web::Json(
-        list.segments
+        list.into_inner()
+            .segments
             .into_iter()
             .map(|s| AudioSegment {
                 start: s.start,
@@ -267,21 +233,15 @@ pub async fn get_audio_timestamps(
 }
 
 #[utoipa::path(tag = "Collections", params(("collection_id" = String, Path), ListQuery),
-    responses((status = 200, body = Vec<Document>), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses((status = 200, body = Vec<Document>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 #[get("/collections/{collection_id}/documents")]
 pub async fn list_documents_for_collection(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<String>,
     query: web::Query<ListQuery>,
 ) -> HttpResult<web::Json<Vec<Document>>> {
-    list(
-        &state,
-        &caller,
-        list_request(query.into_inner(), Some(path.into_inner())),
-    )
-    .await
+    list(&api, query.into_inner().request(Some(path.into_inner()))?).await
 }
 
 #[utoipa::path(tag = "Collections", params(("collection_id" = String, Path)),
@@ -289,13 +249,12 @@ pub async fn list_documents_for_collection(
     security(("bearer" = [])))]
 #[get("/collections/{collection_id}/documents/count")]
 pub async fn get_document_count_for_collection(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<String>,
 ) -> HttpResult<web::Json<Count>> {
     let request = pb::ListDocumentsRequest {
         collection_id: Some(path.into_inner()),
         ..Default::default()
     };
-    count(&state, &caller, request).await
+    count(&api, request).await
 }

@@ -2,15 +2,14 @@
 
 use actix_web::{HttpResponse, delete, get, patch, post, web};
 use chrono::{DateTime, Utc};
-use docchat_common::config::Service;
 use docchat_proto::ingest::v1 as pb;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::ts_req;
-use crate::auth::Authed;
+use super::{page, ts_req};
+use crate::auth::Api;
 use crate::error::{ErrorBody, HttpResult};
-use crate::state::AppState;
 
 /// Create and PATCH bodies: every field optional (null or omitted keeps the value).
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -147,43 +146,43 @@ impl From<pb::Extractor> for Extractor {
 
 #[derive(Debug, Deserialize, IntoParams)]
 pub struct ListQuery {
+    /// Rows to skip.
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
     pub offset: Option<u64>,
+    /// Rows to return (default 100; more than 1000 returns 1000).
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
     pub limit: Option<u64>,
     pub name_filter: Option<String>,
 }
 
+/// Registers this module's routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(create_extractor)
+        .service(list_extractors)
+        .service(get_extractor)
+        .service(update_extractor)
+        .service(delete_extractor);
+}
+
 #[utoipa::path(tag = "Extractors", request_body = ExtractorBody,
-    responses((status = 200, body = Extractor), (status = 400, body = ErrorBody)),
+    responses((status = 200, body = Extractor), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 #[post("/extractors")]
 pub async fn create_extractor(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     body: web::Json<ExtractorBody>,
 ) -> HttpResult<web::Json<Extractor>> {
-    let request = state.request(
-        &caller,
-        Service::Ingest,
-        pb::ExtractorFields::from(body.into_inner()),
-    )?;
-    Ok(web::Json(
-        state
-            .ingest
-            .clone()
-            .create_extractor(request)
-            .await?
-            .into_inner()
-            .into(),
-    ))
+    let fields = pb::ExtractorFields::from(body.into_inner());
+    let created = api.ingest().create_extractor(fields).await?;
+    Ok(web::Json(created.into_inner().into()))
 }
 
 #[utoipa::path(tag = "Extractors", params(ListQuery),
-    responses((status = 200, body = Vec<Extractor>)),
+    responses((status = 200, body = Vec<Extractor>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 #[get("/extractors")]
 pub async fn list_extractors(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     query: web::Query<ListQuery>,
 ) -> HttpResult<web::Json<Vec<Extractor>>> {
     let ListQuery {
@@ -191,51 +190,26 @@ pub async fn list_extractors(
         limit,
         name_filter,
     } = query.into_inner();
-    let request = state.request(
-        &caller,
-        Service::Ingest,
-        pb::ListExtractorsRequest {
-            offset: offset.unwrap_or(0),
-            limit: limit.unwrap_or(0),
-            name_filter: name_filter.unwrap_or_default(),
-        },
-    )?;
-    let list = state
-        .ingest
-        .clone()
-        .list_extractors(request)
-        .await?
-        .into_inner();
+    let (offset, limit) = page(offset, limit)?;
+    let request = pb::ListExtractorsRequest {
+        offset,
+        limit,
+        name_filter: name_filter.unwrap_or_default(),
+    };
+    let list = api.ingest().list_extractors(request).await?.into_inner();
     Ok(web::Json(
         list.extractors.into_iter().map(Extractor::from).collect(),
     ))
 }
 
 #[utoipa::path(tag = "Extractors", params(("extractor_id" = String, Path)),
-    responses((status = 200, body = Extractor), (status = 404, body = ErrorBody)),
+    responses((status = 200, body = Extractor), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 #[get("/extractors/{extractor_id}")]
-pub async fn get_extractor(
-    state: web::Data<AppState>,
-    caller: Authed,
-    path: web::Path<String>,
-) -> HttpResult<web::Json<Extractor>> {
-    let request = state.request(
-        &caller,
-        Service::Ingest,
-        pb::ExtractorRef {
-            id: path.into_inner(),
-        },
-    )?;
-    Ok(web::Json(
-        state
-            .ingest
-            .clone()
-            .get_extractor(request)
-            .await?
-            .into_inner()
-            .into(),
-    ))
+pub async fn get_extractor(api: Api, path: web::Path<String>) -> HttpResult<web::Json<Extractor>> {
+    let id = path.into_inner();
+    let found = api.ingest().get_extractor(pb::ExtractorRef { id }).await?;
+    Ok(web::Json(found.into_inner().into()))
 }
 
 #[utoipa::path(tag = "Extractors", params(("extractor_id" = String, Path)), request_body = ExtractorBody,
@@ -243,46 +217,26 @@ pub async fn get_extractor(
     security(("bearer" = [])))]
 #[patch("/extractors/{extractor_id}")]
 pub async fn update_extractor(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<String>,
     body: web::Json<ExtractorBody>,
 ) -> HttpResult<web::Json<Extractor>> {
-    let request = state.request(
-        &caller,
-        Service::Ingest,
-        pb::UpdateExtractorRequest {
-            id: path.into_inner(),
-            fields: Some(body.into_inner().into()),
-        },
-    )?;
-    Ok(web::Json(
-        state
-            .ingest
-            .clone()
-            .update_extractor(request)
-            .await?
-            .into_inner()
-            .into(),
-    ))
+    let request = pb::UpdateExtractorRequest {
+        id: path.into_inner(),
+        fields: Some(body.into_inner().into()),
+    };
+    let updated = api.ingest().update_extractor(request).await?;
+    Ok(web::Json(updated.into_inner().into()))
 }
 
 #[utoipa::path(tag = "Extractors", params(("extractor_id" = String, Path)),
-    responses((status = 204), (status = 404, body = ErrorBody)),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 #[delete("/extractors/{extractor_id}")]
-pub async fn delete_extractor(
-    state: web::Data<AppState>,
-    caller: Authed,
-    path: web::Path<String>,
-) -> HttpResult<HttpResponse> {
-    let request = state.request(
-        &caller,
-        Service::Ingest,
-        pb::ExtractorRef {
-            id: path.into_inner(),
-        },
-    )?;
-    state.ingest.clone().delete_extractor(request).await?;
+pub async fn delete_extractor(api: Api, path: web::Path<String>) -> HttpResult<HttpResponse> {
+    let id = path.into_inner();
+    api.ingest()
+        .delete_extractor(pb::ExtractorRef { id })
+        .await?;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -1,13 +1,20 @@
 //! Health probes: /rpc/health/* (authenticated, SPEC.md) and the orchestrator's /livez and
 //! /readyz on the separate probe listener.
 
-use actix_web::{HttpResponse, get, web};
+use actix_web::{HttpResponse, get};
+use docchat_common::config::Service;
 use serde::Serialize;
 use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
-use crate::auth::Authed;
+use crate::auth::Api;
 use crate::error::ErrorBody;
 use crate::state::AppState;
+
+/// Registers this module's routes (under `/rpc/health`).
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(liveness).service(readiness);
+}
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {
@@ -20,11 +27,9 @@ pub struct Health {
 
 /// Services that are not serving.
 pub async fn unavailable(state: &AppState) -> Vec<String> {
-    let checks = state.channels.iter().map(|(service, channel)| async move {
-        (
-            *service,
-            docchat_common::grpc::check_health(channel.clone()).await,
-        )
+    let checks = Service::ALL.into_iter().map(|service| async move {
+        let channel = state.clients.channel(service).clone();
+        (service, docchat_common::grpc::check_health(channel).await)
     });
     futures::future::join_all(checks)
         .await
@@ -53,7 +58,7 @@ pub async fn readiness_response(state: &AppState) -> HttpResponse {
     responses((status = 200, body = Health), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 #[get("/liveness")]
-pub async fn liveness(_caller: Authed) -> HttpResponse {
+pub async fn liveness(_api: Api) -> HttpResponse {
     HttpResponse::Ok().json(Health {
         status: "ok".into(),
         unavailable: Vec::new(),
@@ -64,6 +69,6 @@ pub async fn liveness(_caller: Authed) -> HttpResponse {
     responses((status = 200, body = Health), (status = 401, body = ErrorBody), (status = 503, body = Health)),
     security(("bearer" = [])))]
 #[get("/readiness")]
-pub async fn readiness(state: web::Data<AppState>, _caller: Authed) -> HttpResponse {
-    readiness_response(&state).await
+pub async fn readiness(api: Api) -> HttpResponse {
+    readiness_response(api.state()).await
 }

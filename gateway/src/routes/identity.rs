@@ -2,16 +2,15 @@
 
 use actix_web::{HttpResponse, delete, get, post, put, web};
 use chrono::{DateTime, Utc};
-use docchat_common::config::Service;
 use docchat_proto::admin::v1 as pb;
-use docchat_proto::common::v1::{Empty, PageRequest};
+use docchat_proto::common::v1::Empty;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::{PageQuery, ts, ts_req};
-use crate::auth::Authed;
+use crate::auth::Api;
 use crate::error::{ErrorBody, HttpResult};
-use crate::state::AppState;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct UserInfo {
@@ -166,92 +165,73 @@ pub struct UserPermission {
     pub description: String,
 }
 
+/// Registers this module's routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(create_user)
+        .service(list_users)
+        .service(get_current_user)
+        .service(get_current_user_permissions)
+        .service(create_api_key)
+        .service(list_api_keys)
+        .service(delete_api_key)
+        .service(create_role)
+        .service(list_roles)
+        .service(set_role_priority)
+        .service(assign_permission_to_role)
+        .service(remove_permission_from_role)
+        .service(assign_roles_to_user)
+        .service(remove_roles_from_user);
+}
+
 #[utoipa::path(tag = "Identity", request_body = CreateUser,
-    responses((status = 201, body = UserInfo), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)),
+    responses((status = 201, body = UserInfo), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)),
     security(("bearer" = [])))]
 #[post("/admin/users")]
-pub async fn create_user(
-    state: web::Data<AppState>,
-    caller: Authed,
-    body: web::Json<CreateUser>,
-) -> HttpResult<HttpResponse> {
+pub async fn create_user(api: Api, body: web::Json<CreateUser>) -> HttpResult<HttpResponse> {
     let CreateUser {
         username,
         email,
         roles,
         groups,
     } = body.into_inner();
-    let request = state.request(
-        &caller,
-        Service::Admin,
-        pb::CreateUserRequest {
-            username,
-            email,
-            roles,
-            groups,
-        },
-    )?;
-    let user = state.admin.clone().create_user(request).await?.into_inner();
+    let request = pb::CreateUserRequest {
+        username,
+        email,
+        roles,
+        groups,
+    };
+    let user = api.admin().create_user(request).await?.into_inner();
     Ok(HttpResponse::Created().json(UserInfo::from(user)))
 }
 
 #[utoipa::path(tag = "Identity", params(PageQuery),
-    responses((status = 200, body = Vec<UserInfo>), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = Vec<UserInfo>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("bearer" = [])))]
 #[get("/users")]
 pub async fn list_users(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     query: web::Query<PageQuery>,
 ) -> HttpResult<web::Json<Vec<UserInfo>>> {
-    let request = state.request(
-        &caller,
-        Service::Admin,
-        PageRequest {
-            offset: query.offset.unwrap_or(0),
-            limit: query.limit.unwrap_or(0),
-            ..PageRequest::default()
-        },
-    )?;
-    let list = state.admin.clone().list_users(request).await?.into_inner();
+    let list = api.admin().list_users(query.request()?).await?.into_inner();
     Ok(web::Json(
         list.users.into_iter().map(UserInfo::from).collect(),
     ))
 }
 
-#[utoipa::path(tag = "Identity", responses((status = 200, body = UserInfo)), security(("bearer" = [])))]
+#[utoipa::path(tag = "Identity", responses((status = 200, body = UserInfo), (status = 401, body = ErrorBody)), security(("bearer" = [])))]
 #[get("/users/current")]
-pub async fn get_current_user(
-    state: web::Data<AppState>,
-    caller: Authed,
-) -> HttpResult<web::Json<UserInfo>> {
-    let request = state.request(&caller, Service::Admin, Empty {})?;
-    Ok(web::Json(
-        state
-            .admin
-            .clone()
-            .get_current_user(request)
-            .await?
-            .into_inner()
-            .into(),
-    ))
+pub async fn get_current_user(api: Api) -> HttpResult<web::Json<UserInfo>> {
+    let user = api.admin().get_current_user(Empty {}).await?.into_inner();
+    Ok(web::Json(user.into()))
 }
 
-#[utoipa::path(tag = "Identity", responses((status = 200, body = Vec<UserPermission>)), security(("bearer" = [])))]
+#[utoipa::path(tag = "Identity", responses((status = 200, body = Vec<UserPermission>), (status = 401, body = ErrorBody)), security(("bearer" = [])))]
 #[get("/users/current/permissions")]
-pub async fn get_current_user_permissions(
-    state: web::Data<AppState>,
-    caller: Authed,
-) -> HttpResult<web::Json<Vec<UserPermission>>> {
-    let request = state.request(&caller, Service::Admin, Empty {})?;
-    let list = state
-        .admin
-        .clone()
-        .get_current_user_permissions(request)
-        .await?
-        .into_inner();
+pub async fn get_current_user_permissions(api: Api) -> HttpResult<web::Json<Vec<UserPermission>>> {
+    let list = api.admin().get_current_user_permissions(Empty {}).await?;
     Ok(web::Json(
-        list.permissions
+        list.into_inner()
+            .permissions
             .into_iter()
             .map(|p| UserPermission {
                 id: p.id,
@@ -263,34 +243,21 @@ pub async fn get_current_user_permissions(
 }
 
 #[utoipa::path(tag = "Identity", request_body = CreateApiKey,
-    responses((status = 201, body = ApiKeyResult), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses((status = 201, body = ApiKeyResult), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 #[post("/admin/api_keys")]
-pub async fn create_api_key(
-    state: web::Data<AppState>,
-    caller: Authed,
-    body: web::Json<CreateApiKey>,
-) -> HttpResult<HttpResponse> {
+pub async fn create_api_key(api: Api, body: web::Json<CreateApiKey>) -> HttpResult<HttpResponse> {
     let CreateApiKey {
         user_id,
         name,
         expires_in,
     } = body.into_inner();
-    let request = state.request(
-        &caller,
-        Service::Admin,
-        pb::CreateApiKeyRequest {
-            user_id,
-            name: name.unwrap_or_default(),
-            expires_in: expires_in.unwrap_or_default(),
-        },
-    )?;
-    let created = state
-        .admin
-        .clone()
-        .create_api_key(request)
-        .await?
-        .into_inner();
+    let request = pb::CreateApiKeyRequest {
+        user_id,
+        name: name.unwrap_or_default(),
+        expires_in: expires_in.unwrap_or_default(),
+    };
+    let created = api.admin().create_api_key(request).await?.into_inner();
     let api_key = created
         .api_key
         .map(ApiKeyInfo::from)
@@ -302,27 +269,16 @@ pub async fn create_api_key(
 }
 
 #[utoipa::path(tag = "Identity", params(PageQuery),
-    responses((status = 200, body = Vec<ApiKeyInfo>), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = Vec<ApiKeyInfo>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("bearer" = [])))]
 #[get("/admin/api_keys")]
 pub async fn list_api_keys(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     query: web::Query<PageQuery>,
 ) -> HttpResult<web::Json<Vec<ApiKeyInfo>>> {
-    let request = state.request(
-        &caller,
-        Service::Admin,
-        PageRequest {
-            offset: query.offset.unwrap_or(0),
-            limit: query.limit.unwrap_or(0),
-            ..PageRequest::default()
-        },
-    )?;
-    let list = state
-        .admin
-        .clone()
-        .list_api_keys(request)
+    let list = api
+        .admin()
+        .list_api_keys(query.request()?)
         .await?
         .into_inner();
     Ok(web::Json(
@@ -331,184 +287,125 @@ pub async fn list_api_keys(
 }
 
 #[utoipa::path(tag = "Identity", params(("key_id" = String, Path)),
-    responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "the caller's last usable key, or the last usable key of any administrator", body = ErrorBody)),
     security(("bearer" = [])))]
 #[delete("/admin/api_keys/{key_id}")]
-pub async fn delete_api_key(
-    state: web::Data<AppState>,
-    caller: Authed,
-    path: web::Path<String>,
-) -> HttpResult<HttpResponse> {
-    let request = state.request(
-        &caller,
-        Service::Admin,
-        pb::DeleteApiKeyRequest {
-            key_id: path.into_inner(),
-        },
-    )?;
-    state.admin.clone().delete_api_key(request).await?;
-    // This gateway forgets the key at once; other replicas within their cache TTL.
-    state.auth_cache.clear();
+pub async fn delete_api_key(api: Api, path: web::Path<String>) -> HttpResult<HttpResponse> {
+    let key_id = path.into_inner();
+    api.admin()
+        .delete_api_key(pb::DeleteApiKeyRequest { key_id })
+        .await?;
+    api.forget_cached_keys();
     Ok(HttpResponse::NoContent().finish())
 }
 
 #[utoipa::path(tag = "Identity", request_body = CreateRole,
-    responses((status = 201, body = RoleInfo), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)),
+    responses((status = 201, body = RoleInfo), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)),
     security(("bearer" = [])))]
 #[post("/roles")]
-pub async fn create_role(
-    state: web::Data<AppState>,
-    caller: Authed,
-    body: web::Json<CreateRole>,
-) -> HttpResult<HttpResponse> {
+pub async fn create_role(api: Api, body: web::Json<CreateRole>) -> HttpResult<HttpResponse> {
     let CreateRole { name, description } = body.into_inner();
-    let request = state.request(
-        &caller,
-        Service::Admin,
-        pb::CreateRoleRequest { name, description },
-    )?;
-    let role = state.admin.clone().create_role(request).await?.into_inner();
+    let request = pb::CreateRoleRequest { name, description };
+    let role = api.admin().create_role(request).await?.into_inner();
     Ok(HttpResponse::Created().json(RoleInfo::from(role)))
 }
 
-#[utoipa::path(tag = "Identity", responses((status = 200, body = Vec<RoleInfo>)), security(("bearer" = [])))]
+#[utoipa::path(tag = "Identity", responses((status = 200, body = Vec<RoleInfo>), (status = 401, body = ErrorBody)), security(("bearer" = [])))]
 #[get("/roles")]
-pub async fn list_roles(
-    state: web::Data<AppState>,
-    caller: Authed,
-) -> HttpResult<web::Json<Vec<RoleInfo>>> {
-    let request = state.request(&caller, Service::Admin, Empty {})?;
-    let list = state.admin.clone().list_roles(request).await?.into_inner();
+pub async fn list_roles(api: Api) -> HttpResult<web::Json<Vec<RoleInfo>>> {
+    let list = api.admin().list_roles(Empty {}).await?.into_inner();
     Ok(web::Json(
         list.roles.into_iter().map(RoleInfo::from).collect(),
     ))
 }
 
 #[utoipa::path(tag = "Identity", params(("role_id" = String, Path)), request_body = SetRolePriority,
-    responses((status = 200, body = RoleInfo), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses((status = 200, body = RoleInfo), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 #[put("/roles/{role_id}/priority")]
 pub async fn set_role_priority(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<String>,
     body: web::Json<SetRolePriority>,
 ) -> HttpResult<web::Json<RoleInfo>> {
-    let request = state.request(
-        &caller,
-        Service::Admin,
-        pb::SetRolePriorityRequest {
-            role_id: path.into_inner(),
-            priority: body.priority,
-        },
-    )?;
-    Ok(web::Json(
-        state
-            .admin
-            .clone()
-            .set_role_priority(request)
-            .await?
-            .into_inner()
-            .into(),
-    ))
+    let request = pb::SetRolePriorityRequest {
+        role_id: path.into_inner(),
+        priority: body.priority,
+    };
+    let role = api.admin().set_role_priority(request).await?.into_inner();
+    Ok(web::Json(role.into()))
 }
 
 #[utoipa::path(tag = "Identity", params(("role_id" = String, Path), ("permission_name" = String, Path)),
-    responses((status = 204), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 #[put("/roles/{role_id}/permissions/{permission_name}")]
 pub async fn assign_permission_to_role(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<(String, String)>,
 ) -> HttpResult<HttpResponse> {
     let (role_id, permission_name) = path.into_inner();
-    let request = state.request(
-        &caller,
-        Service::Admin,
-        pb::RolePermissionRequest {
-            role_id,
-            permission_name,
-        },
-    )?;
-    state
-        .admin
-        .clone()
-        .assign_permission_to_role(request)
-        .await?;
-    state.auth_cache.clear();
+    let request = pb::RolePermissionRequest {
+        role_id,
+        permission_name,
+    };
+    api.admin().assign_permission_to_role(request).await?;
+    api.forget_cached_keys();
     Ok(HttpResponse::NoContent().finish())
 }
 
 #[utoipa::path(tag = "Identity", params(("role_id" = String, Path), ("permission_name" = String, Path)),
-    responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 #[delete("/roles/{role_id}/permissions/{permission_name}")]
 pub async fn remove_permission_from_role(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<(String, String)>,
 ) -> HttpResult<HttpResponse> {
     let (role_id, permission_name) = path.into_inner();
-    let request = state.request(
-        &caller,
-        Service::Admin,
-        pb::RolePermissionRequest {
-            role_id,
-            permission_name,
-        },
-    )?;
-    state
-        .admin
-        .clone()
-        .remove_permission_from_role(request)
-        .await?;
-    state.auth_cache.clear();
+    let request = pb::RolePermissionRequest {
+        role_id,
+        permission_name,
+    };
+    api.admin().remove_permission_from_role(request).await?;
+    api.forget_cached_keys();
     Ok(HttpResponse::NoContent().finish())
 }
 
 #[utoipa::path(tag = "Identity", params(("user_id" = String, Path), ("role_names" = String, Path, description = "comma-separated role names")),
-    responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 #[put("/users/{user_id}/roles/{role_names}")]
 pub async fn assign_roles_to_user(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<(String, String)>,
 ) -> HttpResult<HttpResponse> {
     let (user_id, role_names) = path.into_inner();
-    let request = state.request(
-        &caller,
-        Service::Admin,
-        pb::UserRolesRequest {
-            user_id,
-            role_names: vec![role_names],
-        },
-    )?;
-    state.admin.clone().assign_roles_to_user(request).await?;
-    state.auth_cache.clear();
+    let request = pb::UserRolesRequest {
+        user_id,
+        role_names: vec![role_names],
+    };
+    api.admin().assign_roles_to_user(request).await?;
+    api.forget_cached_keys();
     Ok(HttpResponse::NoContent().finish())
 }
 
 #[utoipa::path(tag = "Identity", params(("user_id" = String, Path), ("role_names" = String, Path, description = "comma-separated role names")),
-    responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "removing `admin` would leave no administrator with a usable key", body = ErrorBody)),
     security(("bearer" = [])))]
 #[delete("/users/{user_id}/roles/{role_names}")]
 pub async fn remove_roles_from_user(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<(String, String)>,
 ) -> HttpResult<HttpResponse> {
     let (user_id, role_names) = path.into_inner();
-    let request = state.request(
-        &caller,
-        Service::Admin,
-        pb::UserRolesRequest {
-            user_id,
-            role_names: vec![role_names],
-        },
-    )?;
-    state.admin.clone().remove_roles_from_user(request).await?;
-    state.auth_cache.clear();
+    let request = pb::UserRolesRequest {
+        user_id,
+        role_names: vec![role_names],
+    };
+    api.admin().remove_roles_from_user(request).await?;
+    api.forget_cached_keys();
     Ok(HttpResponse::NoContent().finish())
 }

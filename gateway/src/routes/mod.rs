@@ -16,6 +16,9 @@ pub mod uploads;
 
 use chrono::{DateTime, Utc};
 use docchat_proto::Timestamp;
+use docchat_proto::common::v1::PageRequest;
+
+use crate::error::{HttpResult, bad_request};
 
 /// A wire timestamp as the JSON value (`None` stays absent).
 pub(crate) fn ts(t: Option<Timestamp>) -> Option<DateTime<Utc>> {
@@ -27,11 +30,51 @@ pub(crate) fn ts_req(t: Option<Timestamp>) -> DateTime<Utc> {
     ts(t).unwrap_or_default()
 }
 
+/// A comma-separated path segment (`a,b`; clients also send it percent-encoded) as its
+/// non-empty items.
+pub(crate) fn comma_list(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The largest offset or limit a list takes: storage counts rows in signed 64-bit integers.
+pub const MAX_PAGE_VALUE: u64 = i64::MAX as u64;
+
 /// Pagination query shared by list endpoints.
 #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
 pub struct PageQuery {
     /// Rows to skip.
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
     pub offset: Option<u64>,
-    /// Rows to return (default 100, at most 1000).
+    /// Rows to return (default 100; more than 1000 returns 1000).
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
     pub limit: Option<u64>,
+}
+
+impl PageQuery {
+    /// The page as the services take it; out-of-range values are a 400 here, before any
+    /// service sees them.
+    pub fn request(&self) -> HttpResult<PageRequest> {
+        let (offset, limit) = page(self.offset, self.limit)?;
+        Ok(PageRequest {
+            offset,
+            limit,
+            ..PageRequest::default()
+        })
+    }
+}
+
+/// Checks a list's `offset` and `limit` (absent: 0, which services read as their default).
+pub fn page(offset: Option<u64>, limit: Option<u64>) -> HttpResult<(u64, u64)> {
+    for (name, value) in [("offset", offset), ("limit", limit)] {
+        if value.is_some_and(|v| v > MAX_PAGE_VALUE) {
+            return Err(bad_request(format!(
+                "{name} must be at most {MAX_PAGE_VALUE}"
+            )));
+        }
+    }
+    Ok((offset.unwrap_or(0), limit.unwrap_or(0)))
 }

@@ -1,15 +1,14 @@
 //! /api/v1/models
 
 use actix_web::{get, web};
-use docchat_common::config::Service;
 use docchat_proto::chat::v1 as pb;
 use docchat_proto::common::v1::Empty;
 use serde::Serialize;
 use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
-use crate::auth::Authed;
+use crate::auth::Api;
 use crate::error::{ErrorBody, HttpResult};
-use crate::state::AppState;
 
 /// A model callers can name as `llm`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -56,18 +55,19 @@ impl From<pb::Model> for Model {
     }
 }
 
+/// Registers this module's routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list_models);
+}
+
 #[utoipa::path(
     tag = "Models",
     responses((status = 200, body = Vec<Model>), (status = 401, body = ErrorBody)),
     security(("bearer" = []))
 )]
 #[get("/models")]
-pub async fn list_models(
-    state: web::Data<AppState>,
-    caller: Authed,
-) -> HttpResult<web::Json<Vec<Model>>> {
-    let request = state.request(&caller, Service::Chat, Empty {})?;
-    let list = state.chat.clone().list_models(request).await?.into_inner();
+pub async fn list_models(api: Api) -> HttpResult<web::Json<Vec<Model>>> {
+    let list = api.chat().list_models(Empty {}).await?.into_inner();
     Ok(web::Json(
         list.models.into_iter().map(Model::from).collect(),
     ))

@@ -3,22 +3,28 @@
 
 use actix_multipart::Multipart;
 use actix_web::{HttpRequest, HttpResponse, post, put, web};
-use docchat_common::config::Service;
 use docchat_common::error::{ApiError, ErrorCode};
 use docchat_proto::ingest::v1 as pb;
 use docchat_proto::ingest::v1::upload_chunk::Part;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_actix_web::service_config::ServiceConfig;
 
-use crate::auth::Authed;
+use super::comma_list;
+
+use crate::auth::Api;
 use crate::error::{ErrorBody, HttpError, HttpResult, bad_request};
-use crate::state::AppState;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct UploadedFile {
     pub id: String,
     pub filename: String,
+}
+
+/// Registers this module's routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(upload_file).service(ingest_upload);
 }
 
 fn too_large(max: usize) -> HttpError {
@@ -36,12 +42,11 @@ fn too_large(max: usize) -> HttpError {
 )]
 #[put("/uploads")]
 pub async fn upload_file(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     req: HttpRequest,
     mut payload: Multipart,
 ) -> HttpResult<HttpResponse> {
-    let max = state.config.max_body_bytes;
+    let max = api.state().config.max_body_bytes;
     let declared = req
         .headers()
         .get(actix_web::http::header::CONTENT_LENGTH)
@@ -66,12 +71,8 @@ pub async fn upload_file(
             .unwrap_or("")
             .to_owned();
         let (tx, rx) = tokio::sync::mpsc::channel::<pb::UploadChunk>(16);
-        let request = state.request(
-            &caller,
-            Service::Ingest,
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        )?;
-        let mut client = state.ingest.clone();
+        let chunks = tokio_stream::wrappers::ReceiverStream::new(rx);
+        let mut client = api.ingest();
         let send = async move {
             let meta = pb::UploadChunk {
                 part: Some(Part::Meta(pb::UploadMeta { filename })),
@@ -97,7 +98,7 @@ pub async fn upload_file(
             }
             Ok::<(), HttpError>(())
         };
-        let (sent, answer) = futures::join!(send, client.upload(request));
+        let (sent, answer) = futures::join!(send, client.upload(chunks));
         sent?;
         let uploaded = answer?.into_inner();
         return Ok(HttpResponse::Ok().json(UploadedFile {
@@ -123,8 +124,7 @@ pub struct IngestQuery {
 )]
 #[post("/uploads/{upload_ids}/ingest")]
 pub async fn ingest_upload(
-    state: web::Data<AppState>,
-    caller: Authed,
+    api: Api,
     path: web::Path<String>,
     query: web::Query<IngestQuery>,
 ) -> HttpResult<HttpResponse> {
@@ -137,27 +137,18 @@ pub async fn ingest_upload(
     if collection_id.is_empty() {
         return Err(bad_request("collection_id is required"));
     }
-    let ids: Vec<String> = path
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect();
+    let ids = comma_list(&path);
     if ids.is_empty() {
         return Err(bad_request("no upload id given"));
     }
     for upload_id in ids {
-        let request = state.request(
-            &caller,
-            Service::Ingest,
-            pb::IngestUploadRequest {
-                upload_id,
-                collection_id: collection_id.clone(),
-                gen_doc_summaries: gen_doc_summaries.unwrap_or(false),
-                gen_doc_questions: gen_doc_questions.unwrap_or(false),
-            },
-        )?;
-        state.ingest.clone().ingest_upload(request).await?;
+        let request = pb::IngestUploadRequest {
+            upload_id,
+            collection_id: collection_id.clone(),
+            gen_doc_summaries: gen_doc_summaries.unwrap_or(false),
+            gen_doc_questions: gen_doc_questions.unwrap_or(false),
+        };
+        api.ingest().ingest_upload(request).await?;
     }
     Ok(HttpResponse::NoContent().finish())
 }

@@ -13,6 +13,7 @@ mod compat;
 mod completions;
 mod concurrency;
 mod documents;
+mod edge;
 mod harness;
 mod identity;
 mod limits;

@@ -166,8 +166,7 @@ impl CostGuard {
             .admin
             .clone()
             .get_llm_spend(request)
-            .await
-            .map_err(|s| ApiError::from_status(&s))?
+            .await?
             .into_inner();
         Ok((
             Spend {

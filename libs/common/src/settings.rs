@@ -326,8 +326,7 @@ impl SettingsClient {
             .client
             .clone()
             .resolve_settings(request)
-            .await
-            .map_err(|s| ApiError::from_status(&s))?
+            .await?
             .into_inner();
         let resolved = Resolved::new(response.values);
         if response.cache_ttl_seconds > 0 {
