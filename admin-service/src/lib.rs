@@ -10,10 +10,10 @@ pub mod usage;
 
 use std::sync::Arc;
 
-use docchat_common::auth::AuthInterceptor;
 use docchat_common::bus::Subscription;
 use docchat_common::config::{Config, Service};
 use docchat_common::grpc::{Background, ServiceContext};
+use docchat_common::host::Host;
 use docchat_proto::admin::v1::admin_service_server::AdminServiceServer;
 use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
@@ -53,23 +53,8 @@ pub async fn serve(
         )
         .await?;
 
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_serving::<AdminServiceServer<grpc::AdminGrpc>>()
-        .await;
-    let service = AdminServiceServer::with_interceptor(
-        grpc::AdminGrpc { db: db.clone() },
-        AuthInterceptor::new(ctx.keys.clone(), Service::Admin),
-    );
-    let router = docchat_common::grpc::server()
-        .add_service(health_service)
-        .add_service(service);
-    let served = docchat_common::grpc::serve_router(router, listener, shutdown).await;
-    background
-        .shutdown(std::time::Duration::from_secs(
-            ctx.config.shutdown_grace_seconds,
-        ))
-        .await;
-    db.close().await?;
-    served
+    Host::new(&ctx)
+        .api(AdminServiceServer::new(grpc::AdminGrpc { db: db.clone() }))
+        .serve(listener, shutdown, background, db)
+        .await
 }

@@ -15,11 +15,11 @@ pub mod sessions;
 
 use std::sync::Arc;
 
-use docchat_common::auth::AuthInterceptor;
 use docchat_common::budget::CostGuard;
 use docchat_common::bus::Subscription;
 use docchat_common::config::{Config, Service};
 use docchat_common::grpc::{Background, ServiceContext};
+use docchat_common::host::Host;
 use docchat_common::outbox::OutboxRelay;
 use docchat_common::settings::SettingsClient;
 use docchat_inference::Registry;
@@ -126,12 +126,9 @@ pub async fn serve(
         controls,
     };
 
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_serving::<ChatServiceServer<grpc::ChatGrpc>>()
-        .await;
-    let service = ChatServiceServer::with_interceptor(
-        grpc::ChatGrpc {
+    // Requests are drained first; then consumers stop and the relay publishes what is left.
+    Host::new(&ctx)
+        .api(ChatServiceServer::new(grpc::ChatGrpc {
             db: db.clone(),
             relay,
             keys: ctx.keys.clone(),
@@ -141,20 +138,7 @@ pub async fn serve(
             compat,
             bus: ctx.bus.clone(),
             models_loaded_at: docchat_common::time::now().timestamp(),
-        },
-        AuthInterceptor::new(ctx.keys.clone(), Service::Chat),
-    );
-    let router = docchat_common::grpc::server()
-        .add_service(health_service)
-        .add_service(service);
-    let served = docchat_common::grpc::serve_router(router, listener, shutdown).await;
-
-    // Requests are drained; now stop consumers and let the relay publish what is left.
-    background
-        .shutdown(std::time::Duration::from_secs(
-            ctx.config.shutdown_grace_seconds,
-        ))
-        .await;
-    db.close().await?;
-    served
+        }))
+        .serve(listener, shutdown, background, db)
+        .await
 }

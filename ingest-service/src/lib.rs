@@ -21,10 +21,10 @@ pub mod worker;
 
 use std::sync::Arc;
 
-use docchat_common::auth::AuthInterceptor;
 use docchat_common::bus::Subscription;
 use docchat_common::config::{Config, Service};
 use docchat_common::grpc::{Background, ServiceContext};
+use docchat_common::host::Host;
 use docchat_common::outbox::OutboxRelay;
 
 use crate::blobs::BlobStore;
@@ -147,12 +147,9 @@ pub async fn serve(
         heavy_user_jobs_threshold: ctx.config.crawl_heavy_user_jobs_threshold,
     };
 
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_serving::<IngestServiceServer<grpc::IngestGrpc>>()
-        .await;
-    let service = IngestServiceServer::with_interceptor(
-        grpc::IngestGrpc {
+    // Requests are drained first; then consumers stop and the relay publishes what is left.
+    Host::new(&ctx)
+        .api(IngestServiceServer::new(grpc::IngestGrpc {
             db: db.clone(),
             relay,
             blobs,
@@ -165,20 +162,7 @@ pub async fn serve(
             },
             max_upload_bytes: ctx.config.max_body_bytes as u64,
             wake,
-        },
-        AuthInterceptor::new(ctx.keys.clone(), Service::Ingest),
-    );
-    let router = docchat_common::grpc::server()
-        .add_service(health_service)
-        .add_service(service);
-    let served = docchat_common::grpc::serve_router(router, listener, shutdown).await;
-
-    // Requests are drained; now stop consumers and let the relay publish what is left.
-    background
-        .shutdown(std::time::Duration::from_secs(
-            ctx.config.shutdown_grace_seconds,
-        ))
-        .await;
-    db.close().await?;
-    served
+        }))
+        .serve(listener, shutdown, background, db)
+        .await
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use docchat_common::config::{Config, Service};
 use docchat_common::grpc::{Background, ServiceContext};
+use docchat_common::host::Host;
 use docchat_common::outbox::OutboxRelay;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -29,14 +30,7 @@ pub async fn serve(
         .tracker
         .spawn(OutboxRelay::new(db.clone(), ctx.bus.clone()).run(background.token.clone()));
 
-    let (_health, health_service) = tonic_health::server::health_reporter();
-    let router = docchat_common::grpc::server().add_service(health_service);
-    let served = docchat_common::grpc::serve_router(router, listener, shutdown).await;
-    background
-        .shutdown(std::time::Duration::from_secs(
-            ctx.config.shutdown_grace_seconds,
-        ))
-        .await;
-    db.close().await?;
-    served
+    Host::new(&ctx)
+        .serve(listener, shutdown, background, db)
+        .await
 }

@@ -215,3 +215,31 @@ async fn session_counting_is_idempotent_and_order_tolerant() {
         assert!(counter.handle(&garbage).await.is_err());
     }
 }
+
+/// A request over gRPC's 4 MiB default reaches the service (which answers for itself):
+/// the host sets the server's message limits from `max_message_bytes`, as the clients do,
+/// so a body the gateway accepts is never refused with tonic's internal text.
+#[tokio::test]
+async fn requests_over_four_mebibytes_reach_the_service() {
+    let stack = pipeline::Stack::start(&docchat_common::testing::Backend::sqlite(), |_| {}).await;
+    let alice = user("alice", false);
+    let status = stack
+        .client
+        .clone()
+        .create_collection(stack.req(
+            &alice,
+            pb::CreateCollectionRequest {
+                name: "big".into(),
+                description: "x".repeat(5 << 20),
+                embedding_model: String::new(),
+            },
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(
+        status.message().contains("description must be at most"),
+        "{status:?}"
+    );
+    stack.stop().await;
+}

@@ -10,6 +10,7 @@ pub mod config;
 pub mod db;
 pub mod error;
 pub mod grpc;
+pub mod host;
 pub mod outbox;
 pub mod settings;
 pub mod telemetry;
