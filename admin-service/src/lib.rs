@@ -8,6 +8,7 @@ pub mod migrations;
 pub mod settings;
 pub mod usage;
 
+use docchat_common::bus::topics;
 use std::sync::Arc;
 
 use docchat_common::bus::Subscription;
@@ -46,7 +47,7 @@ pub async fn serve(
     let background = Background::new();
     ctx.bus
         .subscribe(
-            Subscription::new(usage::USAGE_GROUP, &[usage::USAGE_EVENT]),
+            Subscription::new(usage::USAGE_GROUP, &[topics::USAGE_LLM]),
             Arc::new(usage::UsageLedger { db: db.clone() }),
             &background.tracker,
             background.token.clone(),

@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use docchat_common::bus::EventHandler;
+use docchat_common::bus::topics;
 use docchat_common::error::ApiResult;
 use docchat_common::time::{from_proto, now};
 use docchat_proto::events::v1::{Envelope, LlmUsage};
@@ -17,7 +18,6 @@ use sea_orm::{
 use crate::entities::{llm_usage, llm_usage_totals};
 
 pub const USAGE_GROUP: &str = "admin.llm-usage";
-pub const USAGE_EVENT: &str = "usage.llm";
 
 /// The rolling window of `max_llm_cost_per_user_per_24h`.
 pub const WINDOW: Duration = Duration::hours(24);
@@ -149,7 +149,7 @@ pub struct UsageLedger {
 #[async_trait::async_trait]
 impl EventHandler for UsageLedger {
     async fn handle(&self, event: &Envelope) -> anyhow::Result<()> {
-        if event.r#type != USAGE_EVENT {
+        if event.r#type != topics::USAGE_LLM {
             return Ok(());
         }
         let usage = LlmUsage::decode(event.payload.as_slice())?;

@@ -3,6 +3,7 @@
 //! state, and the generating loop watches it. Calls reach the replica that generates through
 //! `chat.control`, broadcast to every replica: a replica without the question ignores it.
 
+use docchat_common::bus::topics;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -11,7 +12,6 @@ use docchat_proto::events::v1::{ChatControl, Envelope};
 use prost::Message;
 use tokio::sync::watch;
 
-pub const CONTROL_EVENT: &str = "chat.control";
 pub const CONTROL_GROUP: &str = "chat.control";
 
 /// Where a reply's generation stands.
@@ -138,7 +138,7 @@ pub struct ControlHandler(pub Controls);
 #[async_trait::async_trait]
 impl EventHandler for ControlHandler {
     async fn handle(&self, event: &Envelope) -> anyhow::Result<()> {
-        if event.r#type == CONTROL_EVENT {
+        if event.r#type == topics::CHAT_CONTROL {
             let control = ChatControl::decode(event.payload.as_slice())?;
             if let Some(action) = Action::parse(&control.action) {
                 self.0.apply(&control.question_id, action);

@@ -1,5 +1,6 @@
 //! The tonic implementation of `docchat.chat.v1.ChatService`.
 
+use docchat_common::bus::topics;
 use std::sync::Arc;
 
 use docchat_common::JwtKeys;
@@ -23,7 +24,7 @@ use tonic::{Request, Response, Status};
 
 use crate::compat::{ChunkStream, Compat};
 use crate::completions::Completer;
-use crate::control::{Action, CONTROL_EVENT};
+use crate::control::Action;
 use crate::entities::{chat_sessions, message_references, messages};
 use crate::replies;
 use crate::sessions::{self, LinkedCollection};
@@ -139,7 +140,7 @@ impl ChatService for ChatGrpc {
         // Here if this replica generates it; every other replica hears it on the bus.
         if !self.completer.controls.apply(&question_id, action) {
             let event = envelope(
-                CONTROL_EVENT,
+                topics::CHAT_CONTROL,
                 &me.user_id,
                 &ChatControl {
                     question_id,

@@ -13,6 +13,7 @@ pub mod migrations;
 pub mod replies;
 pub mod sessions;
 
+use docchat_common::bus::topics;
 use std::sync::Arc;
 
 use docchat_common::budget::CostGuard;
@@ -61,7 +62,7 @@ pub async fn serve(
         .subscribe(
             Subscription::new(
                 events::COLLECTION_EVENTS_GROUP,
-                &["ingest.collection.deleted"],
+                &[topics::INGEST_COLLECTION_DELETED],
             ),
             Arc::new(events::CollectionCleanup { db: db.clone() }),
             &background.tracker,
@@ -77,7 +78,7 @@ pub async fn serve(
     let controls = control::Controls::default();
     ctx.bus
         .subscribe(
-            Subscription::broadcast(control::CONTROL_GROUP, &[control::CONTROL_EVENT]),
+            Subscription::broadcast(control::CONTROL_GROUP, &[topics::CHAT_CONTROL]),
             Arc::new(control::ControlHandler(controls.clone())),
             &background.tracker,
             background.token.clone(),

@@ -3,6 +3,7 @@
 
 use docchat_common::Caller;
 use docchat_common::bus::envelope;
+use docchat_common::bus::topics;
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::outbox;
 use docchat_common::time::now;
@@ -60,7 +61,7 @@ pub async fn create(
     .insert(&txn)
     .await?;
     let event = envelope(
-        "chat.session.created",
+        topics::CHAT_SESSION_CREATED,
         &caller.user_id,
         &ChatSessionCreated {
             session_id: session.id.clone(),
@@ -121,7 +122,7 @@ pub async fn delete(
         .exec(&txn)
         .await?;
     let event = envelope(
-        "chat.session.deleted",
+        topics::CHAT_SESSION_DELETED,
         &caller.user_id,
         &ChatSessionDeleted {
             session_id: session.id.clone(),

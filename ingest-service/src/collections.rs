@@ -1,5 +1,6 @@
 //! Collections: create, list, get, delete, scoped to what the caller may see.
 
+use docchat_common::bus::topics;
 use std::collections::HashMap;
 
 use docchat_common::Caller;
@@ -266,7 +267,7 @@ pub async fn delete(db: &DatabaseConnection, caller: &Caller, id: &str) -> ApiRe
         .exec(&txn)
         .await?;
     let event = envelope(
-        "ingest.collection.deleted",
+        topics::INGEST_COLLECTION_DELETED,
         &caller.user_id,
         &CollectionDeleted {
             collection_id: id.to_owned(),

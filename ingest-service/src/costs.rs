@@ -6,6 +6,7 @@
 
 use docchat_common::budget::{CostGuard, call_cost};
 use docchat_common::bus::envelope;
+use docchat_common::bus::topics;
 use docchat_common::error::ApiResult;
 use docchat_common::settings::SettingsClient;
 use docchat_inference::ModelEntry;
@@ -82,6 +83,6 @@ impl<M> Metered<M> {
 pub fn events(calls: &[LlmUsage]) -> Vec<Envelope> {
     calls
         .iter()
-        .map(|usage| envelope("usage.llm", &usage.user_id, usage))
+        .map(|usage| envelope(topics::USAGE_LLM, &usage.user_id, usage))
         .collect()
 }

@@ -2,6 +2,7 @@
 
 use docchat_common::Caller;
 use docchat_common::bus::envelope;
+use docchat_common::bus::topics;
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::outbox;
 use docchat_common::time::now;
@@ -219,7 +220,7 @@ pub async fn delete(
     outbox::enqueue(
         &txn,
         &envelope(
-            "ingest.document.deleted",
+            topics::INGEST_DOCUMENT_DELETED,
             &caller.user_id,
             &DocumentChanged {
                 document_id: doc.id.clone(),

@@ -1,6 +1,7 @@
 //! Consumers of other services' events.
 
 use docchat_common::bus::EventHandler;
+use docchat_common::bus::topics;
 use docchat_proto::events::v1::{ChatSessionCreated, ChatSessionDeleted, Envelope};
 use prost::Message;
 use sea_orm::sea_query::OnConflict;
@@ -20,7 +21,7 @@ pub const SESSION_EVENTS_GROUP: &str = "ingest.chat-sessions";
 impl EventHandler for SessionCounter {
     async fn handle(&self, event: &Envelope) -> anyhow::Result<()> {
         match event.r#type.as_str() {
-            "chat.session.created" => {
+            topics::CHAT_SESSION_CREATED => {
                 let e = ChatSessionCreated::decode(event.payload.as_slice())?;
                 if e.collection_id.is_empty() {
                     return Ok(());
@@ -39,7 +40,7 @@ impl EventHandler for SessionCounter {
                 .exec(&self.db)
                 .await?;
             }
-            "chat.session.deleted" => {
+            topics::CHAT_SESSION_DELETED => {
                 let e = ChatSessionDeleted::decode(event.payload.as_slice())?;
                 if e.collection_id.is_empty() {
                     return Ok(());

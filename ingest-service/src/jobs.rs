@@ -6,6 +6,7 @@
 use chrono::Duration;
 use docchat_common::Caller;
 use docchat_common::bus::envelope;
+use docchat_common::bus::topics;
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::outbox;
 use docchat_common::time::{now, opt_to_proto, to_proto};
@@ -52,7 +53,7 @@ pub fn errors_of(job: &jobs::Model) -> Vec<String> {
 
 fn changed(job: &jobs::Model) -> docchat_proto::events::v1::Envelope {
     envelope(
-        &format!("job.{}", job.status),
+        &topics::job(&job.status),
         &job.owner_id,
         &JobChanged {
             job_id: job.id.clone(),
@@ -151,7 +152,7 @@ pub async fn enqueue<C: ConnectionTrait>(
     outbox::enqueue(
         conn,
         &envelope(
-            &format!("ingest.work.{queue}"),
+            &topics::ingest_work(queue),
             &caller.user_id,
             &WorkAvailable {
                 job_id: job.id.clone(),

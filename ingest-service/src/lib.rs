@@ -19,6 +19,7 @@ pub mod uploads;
 pub mod vectors;
 pub mod worker;
 
+use docchat_common::bus::topics;
 use std::sync::Arc;
 
 use docchat_common::bus::Subscription;
@@ -54,7 +55,7 @@ pub async fn serve(
     let background = Background::new();
     ctx.bus
         .subscribe(
-            Subscription::new(events::SESSION_EVENTS_GROUP, &["chat.session.*"]),
+            Subscription::new(events::SESSION_EVENTS_GROUP, &[topics::CHAT_SESSION_ANY]),
             Arc::new(events::SessionCounter { db: db.clone() }),
             &background.tracker,
             background.token.clone(),
@@ -85,7 +86,7 @@ pub async fn serve(
     let wake = Arc::new(Notify::new());
     ctx.bus
         .subscribe(
-            Subscription::new(worker::WORK_GROUP, &["ingest.work.*"]),
+            Subscription::new(worker::WORK_GROUP, &[topics::INGEST_WORK_ANY]),
             Arc::new(worker::Doorbell(wake.clone())),
             &background.tracker,
             background.token.clone(),

@@ -2,6 +2,7 @@
 //! embed, and store the document, its chunks and the job's completion in one transaction —
 //! so a worker that dies mid-job leaves nothing behind and the job simply runs again.
 
+use docchat_common::bus::topics;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration as StdDuration;
@@ -514,7 +515,7 @@ impl Workers {
         outbox::enqueue(
             &txn,
             &envelope(
-                "ingest.document.created",
+                topics::INGEST_DOCUMENT_CREATED,
                 &job.owner_id,
                 &DocumentChanged {
                     document_id,

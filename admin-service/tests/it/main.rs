@@ -9,6 +9,7 @@
 
 use docchat_common::Caller;
 use docchat_common::auth::authorized;
+use docchat_common::bus::topics;
 use docchat_common::config::Service;
 use docchat_common::testing::{Spawned, backends, bind, context, user};
 use docchat_proto::admin::v1 as pb;
@@ -425,15 +426,15 @@ async fn the_llm_ledger_books_usage_events_once_and_rolls_its_24_hour_window() {
         assert_eq!(spend(&mut c).await.cost_total, 0.0, "{}", backend.name);
 
         // One call now (published twice: a redelivery counts once) and one 25 hours ago.
-        let now = envelope("usage.llm", &alice.user_id, &usage(0.25));
+        let now = envelope(topics::USAGE_LLM, &alice.user_id, &usage(0.25));
         admin.bus.publish(&now).await.unwrap();
         admin.bus.publish(&now).await.unwrap();
-        let mut old = envelope("usage.llm", &alice.user_id, &usage(1.0));
+        let mut old = envelope(topics::USAGE_LLM, &alice.user_id, &usage(1.0));
         let then = chrono::Utc::now() - chrono::Duration::hours(25);
         old.time = Some(docchat_common::time::to_proto(then));
         admin.bus.publish(&old).await.unwrap();
         // A later event proves the earlier ones were handled (one queue, in order).
-        let marker = envelope("usage.llm", &alice.user_id, &usage(0.0));
+        let marker = envelope(topics::USAGE_LLM, &alice.user_id, &usage(0.0));
         admin.bus.publish(&marker).await.unwrap();
 
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);

@@ -8,6 +8,7 @@
 )] // test code: fail loudly
 
 use docchat_common::auth::authorized;
+use docchat_common::bus::topics;
 use docchat_common::bus::{EventHandler, envelope};
 use docchat_common::config::Service;
 use docchat_common::testing::{user, vector_backends};
@@ -144,7 +145,7 @@ async fn session_counting_is_idempotent_and_order_tolerant() {
         let counter = docchat_ingest_service::events::SessionCounter { db: db.clone() };
         let created = |s: &str| {
             envelope(
-                "chat.session.created",
+                topics::CHAT_SESSION_CREATED,
                 "u",
                 &ChatSessionCreated {
                     session_id: s.into(),
@@ -155,7 +156,7 @@ async fn session_counting_is_idempotent_and_order_tolerant() {
         };
         let deleted = |s: &str| {
             envelope(
-                "chat.session.deleted",
+                topics::CHAT_SESSION_DELETED,
                 "u",
                 &ChatSessionDeleted {
                     session_id: s.into(),
@@ -192,7 +193,7 @@ async fn session_counting_is_idempotent_and_order_tolerant() {
         );
         // Sessions without a collection are not counted anywhere.
         let none = envelope(
-            "chat.session.created",
+            topics::CHAT_SESSION_CREATED,
             "u",
             &ChatSessionCreated {
                 session_id: "s9".into(),

@@ -5,6 +5,7 @@
 
 pub mod amqp;
 pub mod memory;
+pub mod topics;
 
 use std::sync::Arc;
 
