@@ -31,6 +31,8 @@ use sea_orm::{
     QueryOrder, QuerySelect, QueryTrait, Set, TransactionTrait,
 };
 use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tonic::Status;
 use tonic::transport::Channel;
 
@@ -53,6 +55,8 @@ const HISTORY_MESSAGES: u64 = 20;
 const FINISH_GRACE_BYTES: usize = 400;
 /// Events buffered towards the client. Small, so a pause holds back little.
 const EVENT_BUFFER: usize = 4;
+/// The error of a reply cut short by the service's shutdown.
+const INTERRUPTED: &str = "the reply was interrupted: chat-service shut down";
 
 const SYSTEM_PROMPT: &str =
     "You are docchat, a helpful assistant. Answer accurately and concisely.";
@@ -200,6 +204,11 @@ pub struct Completer {
     pub costs: CostGuard,
     /// Rate limit and priority queues, when chat fairness is on.
     pub fairness: Option<Fairness>,
+    /// Where generations run: the service's tracker, which shutdown waits for before the
+    /// database closes.
+    pub tasks: TaskTracker,
+    /// The service's shutdown: a generation stops and stores what it has.
+    pub shutdown: CancellationToken,
 }
 
 impl Completer {
@@ -222,7 +231,8 @@ impl Completer {
                 job.question.id.clone(),
             ))))
             .await;
-        tokio::spawn(self.clone().generate(job, tx, control, registration));
+        self.tasks
+            .spawn(self.clone().generate(job, tx, control, registration));
         Ok(rx)
     }
 
@@ -379,11 +389,20 @@ impl Completer {
                         self.finish(&job, Reply::default(), usage, started, &tx).await;
                         return;
                     }
+                    () = self.shutdown.cancelled() => {
+                        let reply = Reply { error: Some(INTERRUPTED.to_owned()), ..Reply::default() };
+                        self.finish(&job, reply, usage, started, &tx).await;
+                        return;
+                    }
                 }
             }
             _ => None,
         };
-        let prompt = match self.prompt(&job, &mut usage).await {
+        let prompt = tokio::select! {
+            prompt = self.prompt(&job, &mut usage) => prompt,
+            () = self.shutdown.cancelled() => Err(ApiError::new(ErrorCode::Unavailable, INTERRUPTED)),
+        };
+        let prompt = match prompt {
             Ok(p) => p,
             Err(e) => {
                 let reply = Reply {
@@ -421,8 +440,12 @@ impl Completer {
                 State::Stopped => break,
                 State::Paused => {
                     // Hold: read nothing from the model until the state changes.
-                    if control.changed().await.is_err() {
-                        break;
+                    tokio::select! {
+                        changed = control.changed() => if changed.is_err() { break },
+                        () = self.shutdown.cancelled() => {
+                            reply.error = Some(INTERRUPTED.to_owned());
+                            break;
+                        }
                     }
                     continue;
                 }
@@ -433,6 +456,10 @@ impl Completer {
             }
             let next = tokio::select! {
                 biased;
+                () = self.shutdown.cancelled() => {
+                    reply.error = Some(INTERRUPTED.to_owned());
+                    break;
+                }
                 changed = control.changed() => {
                     if changed.is_err() {
                         break;

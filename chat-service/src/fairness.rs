@@ -227,6 +227,7 @@ impl Fairness {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "test tasks end with the test")]
 mod tests {
     use super::*;
 

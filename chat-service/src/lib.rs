@@ -125,6 +125,8 @@ pub async fn serve(
         keys: ctx.keys.clone(),
         relay: relay.clone(),
         controls,
+        tasks: background.tracker.clone(),
+        shutdown: shutdown.clone(),
     };
 
     // Requests are drained first; then consumers stop and the relay publishes what is left.

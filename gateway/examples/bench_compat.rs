@@ -15,8 +15,9 @@
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::zombie_processes
-)] // a benchmark binary: fail loudly; the children are stopped at the end
+    clippy::zombie_processes,
+    clippy::disallowed_methods
+)] // a benchmark binary: fail loudly; the children are stopped at the end, tasks with the run
 
 mod support;
 

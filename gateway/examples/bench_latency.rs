@@ -10,8 +10,9 @@
     clippy::print_stdout,
     clippy::print_stderr,
     clippy::unwrap_used,
-    clippy::expect_used
-)] // a benchmark binary
+    clippy::expect_used,
+    clippy::disallowed_methods
+)] // a benchmark binary (its tasks end with the run)
 
 mod support;
 

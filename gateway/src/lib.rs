@@ -198,6 +198,10 @@ pub async fn serve_http(
     };
     let probe_handle = probe.as_ref().map(|p| p.handle());
 
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "owned by this function, which aborts it when the servers end"
+    )]
     let stopper = tokio::spawn(async move {
         shutdown.cancelled().await;
         if let Some(p) = probe_handle {

@@ -261,6 +261,10 @@ impl Workers {
     async fn process(&self, job: jobs::Model, token: &CancellationToken) {
         let progress = Arc::new(AtomicU64::new(0f64.to_bits()));
         let lost = CancellationToken::new();
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the job's heartbeat, aborted when the job ends"
+        )]
         let heartbeat = {
             let db = self.db.clone();
             let id = job.id.clone();

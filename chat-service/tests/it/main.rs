@@ -20,6 +20,8 @@ use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
 use docchat_proto::ingest::v1::{CollectionRef, CreateCollectionRequest};
 use tonic::Code;
 
+mod lifecycle;
+
 fn req<T>(
     keys: &docchat_common::JwtKeys,
     service: Service,

@@ -5,8 +5,9 @@
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::print_stderr
-)] // test code: fail loudly
+    clippy::print_stderr,
+    clippy::disallowed_methods
+)] // test code: fail loudly; its tasks end with the test's runtime
 
 mod admin_keys;
 mod compat;

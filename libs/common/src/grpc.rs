@@ -103,6 +103,10 @@ pub async fn check_health(channel: Channel) -> bool {
 }
 
 /// Cancels `token` on SIGTERM or SIGINT.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "waits for a signal for the life of the process; it only cancels a token"
+)]
 pub fn cancel_on_signal(token: CancellationToken) {
     tokio::spawn(async move {
         #[cfg(unix)]

@@ -4,6 +4,10 @@
 //! backend (SQLite, in-process bus) always runs; the real one (PostgreSQL, RabbitMQ) when
 //! `DOCCHAT_TEST_DATABASE_URL` and `DOCCHAT_TEST_AMQP_URL` are set, as `scripts/test.sh`
 //! does, and its absence fails a run in CI.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test servers live as long as the test's runtime"
+)]
 
 use std::path::Path;
 
