@@ -1,23 +1,31 @@
 #!/usr/bin/env python3
 """Static checks for docchat's deployment files.
 
-Checks what can be checked without a Docker engine or a cluster: that the YAML parses and that
+Checks what can be checked without a Docker engine or a cluster: that the YAML parses, that
 the files agree with each other and with the workspace (binary names, ports, object names,
-volume and config references). Run from anywhere:
+volume and config references), and that every Kubernetes object, as written and as rendered by
+`kubectl kustomize`, is valid against the Kubernetes API schema (PyPI's kubernetes-validate,
+which ships the schemas: no cluster, no network) for the oldest supported Kubernetes
+(MIN_KUBERNETES) and the newest the package knows. Run from anywhere:
 
     python3 deploy/check_manifests.py            # repo root = parent of this script's directory
     python3 deploy/check_manifests.py --root DIR
 
 Prints one line per check and ends with "N passed, M failed". Exit status: 0 when everything
-passed, 1 when a check failed, 2 when PyYAML is missing. Needs only the standard library and
-PyYAML.
+passed, 1 when a check failed, 2 when PyYAML is missing. Needs PyYAML and kubernetes-validate
+(tests/client_compat/requirements.txt; scripts/python-env.sh installs both) and kubectl for the
+kustomize rendering. Without kubernetes-validate or kubectl those checks are skipped, loudly;
+with CI set in the environment they fail instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -60,6 +68,10 @@ GRPC_URL_VARS = {
     "DOCCHAT_SCHEDULER_URL": "scheduler-service",
 }
 GRPC_PORT = 50051
+# deploy/README.md: "Kubernetes 1.27+" (native gRPC probes).
+MIN_KUBERNETES = "1.27.0"
+# Compose bind mounts that may be missing in a fresh clone: scripts/fetch-models.sh creates it.
+OPTIONAL_BIND_SOURCES = {"./models"}
 PROBE_KINDS = ("startupProbe", "readinessProbe", "livenessProbe")
 
 
@@ -81,6 +93,13 @@ class Report:
 
     def skip(self, what: str, why: str) -> None:
         print(f"SKIP  {what}: {why}")
+
+    def unavailable(self, what: str, why: str) -> None:
+        """A check whose tool is missing: a failure in CI, a loud skip elsewhere."""
+        if os.environ.get("CI"):
+            self.check(False, what, f"{why} (CI is set, so this fails)")
+        else:
+            print(f"SKIP  {what}: {why}  <-- NOT CHECKED (this fails in CI)")
 
 
 def rel(path: Path, root: Path) -> str:
@@ -364,6 +383,70 @@ def check_kubernetes(objects: list[dict], report: Report) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# Kubernetes API schema (kubernetes-validate) and the kustomize rendering (kubectl kustomize)
+
+
+def schema_versions(kv) -> list[str]:
+    latest = kv.latest_version()
+    return [MIN_KUBERNETES] if latest == MIN_KUBERNETES.rsplit(".", 1)[0] else [MIN_KUBERNETES, latest]
+
+
+def validate_objects(kv, objects: list[tuple[str, dict]], report: Report) -> None:
+    """Strict validation (unknown fields are errors) of each (where, object) for each version."""
+    for version in schema_versions(kv):
+        for where, obj in objects:
+            name = f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}"
+            what = f"schema {version}: {where} {name}"
+            try:
+                kv.validate(obj, version, strict=True)
+            except kv.ValidationError as err:
+                path = "/".join(str(p) for p in err.path)
+                report.check(False, what, f"{path}: {err.message}")
+            except (kv.SchemaNotFoundError, kv.InvalidSchemaError) as err:
+                report.check(False, what, str(err))
+            else:
+                report.check(True, what)
+
+
+def render_kustomizations(root: Path, parsed: dict[Path, list], report: Report) -> list[tuple[str, dict]]:
+    """`kubectl kustomize` of every kustomization under deploy/k8s; the rendered objects."""
+    kubectl = shutil.which("kubectl")
+    out: list[tuple[str, dict]] = []
+    for kfile in sorted(p for p in parsed if p.name in ("kustomization.yaml", "kustomization.yml")):
+        kdir = rel(kfile.parent, root)
+        what = f"kustomize: kubectl kustomize {kdir} renders"
+        if kubectl is None:
+            report.unavailable(what, "kubectl is not installed")
+            continue
+        proc = subprocess.run([kubectl, "kustomize", str(kfile.parent)], capture_output=True, text=True)
+        if not report.check(proc.returncode == 0, what, proc.stderr.strip().replace("\n", " ")):
+            continue
+        docs = [d for d in yaml.safe_load_all(proc.stdout) if isinstance(d, dict)]
+        report.check(bool(docs), f"kustomize: {kdir} renders objects", "rendered nothing")
+        out += [(f"{kdir} (rendered)", d) for d in docs]
+    return out
+
+
+def check_kubernetes_schema(root: Path, parsed: dict[Path, list], report: Report) -> None:
+    rendered = render_kustomizations(root, parsed, report)
+    try:
+        import kubernetes_validate as kv
+    except ImportError:
+        report.unavailable("schema: Kubernetes API schema validation",
+                           "kubernetes-validate is not installed (python3 -m pip install kubernetes-validate)")
+        return
+    k8s = root / "deploy" / "k8s"
+    written = [
+        (rel(path, root), doc)
+        for path, docs in sorted(parsed.items())
+        if k8s in path.parents
+        for doc in docs
+        if isinstance(doc, dict) and doc.get("kind") and doc.get("kind") != "Kustomization"
+    ]
+    validate_objects(kv, written + rendered, report)
+
+
+# --------------------------------------------------------------------------------------------
 # docker-compose.yml
 
 _INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}")
@@ -388,7 +471,7 @@ def compose_env(service: dict) -> dict[str, str | None]:
 def is_our_image(service: dict) -> bool:
     build = service.get("build")
     dockerfile = build.get("dockerfile", "") if isinstance(build, dict) else ""
-    return service.get("image") == OUR_IMAGE or dockerfile.endswith("deploy/Dockerfile")
+    return interpolate(str(service.get("image", ""))) == OUR_IMAGE or dockerfile.endswith("deploy/Dockerfile")
 
 
 def check_compose(root: Path, compose: dict, report: Report) -> None:
@@ -449,11 +532,12 @@ def check_compose(root: Path, compose: dict, report: Report) -> None:
         # Named volumes are declared; bind-mount sources exist.
         problems = []
         for vol in svc.get("volumes") or []:
+            vol = interpolate(vol) if isinstance(vol, str) else vol
             source = vol.split(":", 1)[0] if isinstance(vol, str) else (vol or {}).get("source", "")
             if ":" not in str(vol) and isinstance(vol, str):
                 continue  # anonymous volume
             if source.startswith((".", "/", "~")):
-                if not (root / source).exists():
+                if not (root / source).exists() and source not in OPTIONAL_BIND_SOURCES:
                     problems.append(f"bind source {source} does not exist")
             elif source not in declared_volumes:
                 problems.append(f"named volume {source} is not declared under volumes:")
@@ -509,30 +593,15 @@ def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def check_dockerfile(root: Path, report: Report) -> None:
-    path = root / "deploy" / "Dockerfile"
-    if not report.check(path.is_file(), "dockerfile: deploy/Dockerfile exists", "missing"):
-        return
-    stages: list[list[tuple[str, str]]] = []
-    for keyword, args in dockerfile_instructions(path.read_text()):
-        if keyword == "FROM":
-            stages.append([])
-        if stages:
-            stages[-1].append((keyword, args))
-    if not report.check(len(stages) >= 2, "dockerfile: multi-stage build", f"{len(stages)} stage(s)"):
-        return
-    final = stages[-1]
-
-    build_runs = [a for s in stages[:-1] for k, a in s if k == "RUN" and "cargo build" in a]
-    build_text = " ".join(build_runs)
-    report.check(bool(build_runs) and all("--release" in a and "--locked" in a for a in build_runs),
-                 "dockerfile: builder runs cargo build --release --locked", "no such RUN instruction")
-    built = set(re.findall(r"(?:-p|--package)[ =](\S+)", build_text))
-    out_of_target = set(re.findall(r"target/release/([\w.-]+)", build_text))
-
-    copied: set[str] = set()
-    for keyword, args in final:
-        if keyword != "COPY" or "--from=" not in args:
+def copied_binaries(stage: list[tuple[str, str]], from_stage: str | None) -> set[str]:
+    """Binaries a stage COPYs into /usr/local/bin: from another stage (`--from=`), or from the
+    build context when from_stage is None. ${ARG} prefixes are dropped."""
+    out: set[str] = set()
+    for keyword, args in stage:
+        if keyword != "COPY":
+            continue
+        has_from = "--from=" in args
+        if (from_stage is None) == has_from:
             continue
         tokens = [t for t in shlex.split(args) if not t.startswith("--")]
         if len(tokens) < 2:
@@ -541,7 +610,44 @@ def check_dockerfile(root: Path, report: Report) -> None:
         for src in sources:
             base = src.rstrip("/").rsplit("/", 1)[-1]
             if dest.rstrip("/") == "/usr/local/bin" or dest == f"/usr/local/bin/{base}":
-                copied.add(base)
+                out.add(base)
+    return out
+
+
+def check_dockerfile(root: Path, report: Report) -> None:
+    path = root / "deploy" / "Dockerfile"
+    if not report.check(path.is_file(), "dockerfile: deploy/Dockerfile exists", "missing"):
+        return
+    # (name, base, instructions) per stage, in file order.
+    stages: list[tuple[str, str, list[tuple[str, str]]]] = []
+    for keyword, args in dockerfile_instructions(path.read_text()):
+        if keyword == "FROM":
+            parts = args.split()
+            name = parts[2] if len(parts) >= 3 and parts[1].upper() == "AS" else str(len(stages))
+            stages.append((name, parts[0], []))
+        if stages:
+            stages[-1][2].append((keyword, args))
+    if not report.check(len(stages) >= 2, "dockerfile: multi-stage build", f"{len(stages)} stage(s)"):
+        return
+    by_name = {name: (base, body) for name, base, body in stages}
+    order = [name for name, _, _ in stages]
+
+    def chain(name: str) -> list[tuple[str, str]]:
+        """A stage's instructions, those of the stages it is built FROM first."""
+        base, body = by_name[name]
+        return (chain(base) if base in by_name and base != name else []) + body
+
+    final_name = order[-1]
+    final = chain(final_name)
+
+    build_runs = [a for name, _, body in stages if name != final_name for k, a in body
+                  if k == "RUN" and "cargo build" in a]
+    build_text = " ".join(build_runs)
+    report.check(bool(build_runs) and all("--release" in a and "--locked" in a for a in build_runs),
+                 "dockerfile: builder runs cargo build --release --locked", "no such RUN instruction")
+    built = set(re.findall(r"(?:-p|--package)[ =](\S+)", build_text))
+    out_of_target = set(re.findall(r"target/release/([\w.-]+)", build_text))
+    copied = copied_binaries(final, "builder")
 
     for package, binary in PACKAGES.items():
         problems = []
@@ -552,6 +658,24 @@ def check_dockerfile(root: Path, report: Report) -> None:
         if binary not in copied:
             problems.append(f"final stage does not COPY --from {binary} into /usr/local/bin")
         report.check(not problems, f"dockerfile: builds {package} and installs {binary} in /usr/local/bin", problems)
+
+    # The host-binaries target (scripts/compose-test.sh builds it): takes all six from the build
+    # context, and comes before the builder so that the legacy builder, which builds every stage
+    # above the target, compiles nothing for it.
+    if report.check("prebuilt" in by_name, "dockerfile: has a `prebuilt` target (binaries built on the host)",
+                    "no stage named prebuilt"):
+        from_context = copied_binaries(chain("prebuilt"), None)
+        missing = sorted(BINARIES - from_context)
+        report.check(not missing, "dockerfile: prebuilt copies all six binaries from the build context "
+                     "into /usr/local/bin", f"missing {missing}")
+        builders = [name for name, _, body in stages if any(k == "RUN" and "cargo build" in a for k, a in body)]
+        late = [b for b in builders if order.index(b) < order.index("prebuilt")]
+        report.check(not late, "dockerfile: prebuilt comes before the cargo builder stage",
+                     f"{late} above it: `--target prebuilt` would compile with the legacy builder")
+        users = [a for k, a in chain("prebuilt") if k == "USER"]
+        report.check(bool(users) and users[-1].split(":")[0] not in ("root", "0"),
+                     f"dockerfile: prebuilt runs as non-root ({users[-1] if users else 'no USER'})",
+                     "add USER 10001:10001")
 
     user = [a for k, a in final if k == "USER"]
     report.check(bool(user) and user[-1].split(":")[0] not in ("root", "0"),
@@ -577,6 +701,7 @@ def main() -> int:
     parsed = load_yaml_files(root, report)
     check_kustomizations(root, parsed, report)
     check_kubernetes(k8s_objects(root, parsed), report)
+    check_kubernetes_schema(root, parsed, report)
     compose_docs = parsed.get(root / "docker-compose.yml")
     if compose_docs:
         check_compose(root, compose_docs[0], report)

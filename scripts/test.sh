@@ -2,7 +2,9 @@
 # The whole test suite (README's test command; .ci/run calls it):
 #   formatting and lints, every crate's unit and integration tests on SQLite + in-process
 #   bus and on PostgreSQL + RabbitMQ (ingest-service's on PostgreSQL with pgvector), the broker-restart test on its own, the official
-#   h2oGPTe client against a running standalone docchat, and the deploy manifest checks.
+#   h2oGPTe and openai clients against a standalone docchat started by the README's run
+#   command (scripts/run.sh) and against the compose stack (scripts/compose-test.sh), and the
+#   deploy manifest checks.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -37,9 +39,10 @@ cargo nextest run --workspace --locked --profile ci -E 'not test(broker_restart)
 step "broker restart (alone: it restarts RabbitMQ)"
 DOCCHAT_TEST_BROKER_RESTART=1 cargo nextest run -p docchat-common --locked --profile ci -E 'test(broker_restart)'
 
-step "official h2oGPTe and openai clients against standalone docchat"
+step "official h2oGPTe and openai clients against standalone docchat (scripts/run.sh)"
 python="$(scripts/python-env.sh)"
-cargo build -p docchat-gateway --locked --bin gateway
+# Every binary, debug: run.sh below reuses the gateway, the compose test all six.
+cargo build --workspace --bins --locked
 data="$(mktemp -d)"
 # The openai SDK checks talk to a scripted upstream, served as the model `scripted`.
 "$python" tests/client_compat/scripted_upstream.py >"$data/upstream.port" &
@@ -55,9 +58,10 @@ base_url = "http://127.0.0.1:$(cat "$data/upstream.port")/v1"
 MODELS
 port="$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 key="sk-compat-$(date +%s)"
+# The README's run command (debug build: the one just built).
 DOCCHAT_MODELS_FILE="$data/models.toml" DOCCHAT_MODELS_DIR="$DOCCHAT_TEST_MODELS_DIR" DOCCHAT_DATA_DIR="$data" \
-  DOCCHAT_HTTP_ADDR="127.0.0.1:$port" DOCCHAT_BOOTSTRAP_ADMIN_KEY="$key" \
-  "$CARGO_TARGET_DIR/debug/gateway" --standalone >"$data/gateway.log" 2>&1 &
+  DOCCHAT_HTTP_ADDR="127.0.0.1:$port" DOCCHAT_BOOTSTRAP_ADMIN_KEY="$key" DOCCHAT_RUN_PROFILE=dev \
+  scripts/run.sh >"$data/gateway.log" 2>&1 &
 gw=$!
 trap 'kill $gw $upstream 2>/dev/null || true; rm -rf "$data"' EXIT
 for _ in $(seq 1 100); do
@@ -71,6 +75,9 @@ if ! "$python" tests/client_compat/check_openai_client.py "http://127.0.0.1:$por
   cat "$data/gateway.log"; exit 1
 fi
 kill -TERM $gw; wait $gw || { echo "gateway did not shut down cleanly"; cat "$data/gateway.log"; exit 1; }
+
+step "compose stack: the h2oGPTe and openai clients against its gateway"
+scripts/compose-test.sh
 
 step "deploy manifests"
 "$python" deploy/check_manifests.py

@@ -29,6 +29,14 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // A standalone docchat without an embedder would fail every ingestion: refuse to start,
+    // naming the command that fetches it (the README's run command, scripts/run.sh, does).
+    if args == ["--standalone"]
+        && let Err(e) = docchat_ingest_service::require_embedder(&config)
+    {
+        eprintln!("docchat cannot start: {e:#}");
+        return ExitCode::from(2);
+    }
     let result = match args
         .iter()
         .map(String::as_str)

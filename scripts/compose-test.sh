@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The compose stack, run for real (scripts/test.sh calls this):
+#   1. a Docker engine: the running one, else ../shared/tools/compose-offline.sh up when that
+#      tool is there (offline engine and stand-in images, see deploy/README.md); none at all
+#      fails the run in CI (CI set) and is a loud SKIPPED outside it;
+#   2. the image from the debug binaries of `cargo build --workspace --bins` (the build the
+#      test run already has) through the Dockerfile's `prebuilt` target, tagged
+#      docchat:compose-test, so no compilation happens inside Docker;
+#   3. `docker compose up --wait` with docker-compose.yml + tests/compose/compose.test.yml,
+#      models from $DOCCHAT_TEST_MODELS_DIR mounted read-only, the scripted upstream on the
+#      Docker bridge as the model `scripted`;
+#   4. the h2oGPTe and openai client checks against the compose gateway;
+#   5. `docker compose down -v`, also when something failed (the services' logs are printed
+#      then).
+# Prints the wall time of each step.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docchat/target}"
+models="${DOCCHAT_TEST_MODELS_DIR:-$HOME/.cache/docchat/models}"
+project="docchat-compose-test"
+image="docchat:compose-test"
+binaries=(gateway admin-service ingest-service chat-service agent-service scheduler-service)
+
+started=$SECONDS
+step_start=$SECONDS
+step() {
+  printf '\n--> compose: %s (%ss so far)\n' "$*" "$((SECONDS - started))"
+  step_start=$SECONDS
+}
+took() { printf '    took %ss\n' "$((SECONDS - step_start))"; }
+
+unavailable() {
+  if [ -n "${CI:-}" ]; then
+    printf '\nFAILED: compose test cannot run in CI: %s\n' "$*" >&2
+    exit 1
+  fi
+  printf '\n'
+  printf '!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n' >&2
+  printf '!! SKIPPED: the compose stack test did not run: %s\n' "$*" >&2
+  printf '!! (in CI this fails the run)\n' >&2
+  printf '!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n' >&2
+  exit 0
+}
+
+step "Docker engine"
+if ! docker info >/dev/null 2>&1; then
+  offline="$root/../shared/tools/compose-offline.sh"
+  if [ -f "$offline" ] && [ "$(id -u)" = 0 ]; then
+    echo "    no engine running: starting one with $offline"
+    bash "$offline" up >/dev/null || unavailable "$offline up failed"
+  fi
+fi
+command -v docker >/dev/null 2>&1 || unavailable "no docker command"
+docker info >/dev/null 2>&1 || unavailable "no Docker engine answers (docker info)"
+docker compose version >/dev/null 2>&1 || unavailable "no Compose v2 plugin (docker compose version)"
+took
+
+step "debug binaries (cargo build --workspace --bins)"
+cargo build --workspace --bins --locked
+took
+
+step "image $image from the host's debug binaries (Dockerfile target prebuilt)"
+work="$(mktemp -d)"
+upstream=""
+compose() {
+  docker compose -p "$project" -f "$root/docker-compose.yml" -f "$root/tests/compose/compose.test.yml" "$@"
+}
+cleanup() {
+  local status=$?
+  set +e
+  if [ -n "${brought_up:-}" ]; then
+    if [ "$status" != 0 ]; then
+      echo "--> compose: the services' logs (the run failed)"
+      compose logs --no-color --timestamps --tail 200
+    fi
+    echo "--> compose: down -v"
+    down_start=$SECONDS
+    compose down -v --remove-orphans >/dev/null 2>&1
+    echo "    took $((SECONDS - down_start))s"
+  fi
+  [ -n "$upstream" ] && kill "$upstream" 2>/dev/null
+  rm -rf "$work"
+  printf 'compose test: %s after %ss\n' "$([ "$status" = 0 ] && echo passed || echo FAILED)" "$((SECONDS - started))"
+  exit "$status"
+}
+trap cleanup EXIT
+# Only the six files go into the build context (the target dir is many GB); hard links when
+# the target dir is on the same filesystem.
+mkdir "$work/bin"
+for b in "${binaries[@]}"; do
+  cp -l "$CARGO_TARGET_DIR/debug/$b" "$work/bin/" 2>/dev/null || cp "$CARGO_TARGET_DIR/debug/$b" "$work/bin/"
+done
+docker build -q -f deploy/Dockerfile --target prebuilt -t "$image" "$work/bin" >/dev/null
+took
+
+step "models and the scripted upstream"
+scripts/fetch-models.sh "$models"
+python="$(scripts/python-env.sh)"
+# The containers reach the host at host.docker.internal (host-gateway: the default bridge's
+# address), so the upstream listens there and on nothing else.
+bridge="$(ip -4 -o addr show docker0 2>/dev/null | awk '{split($4, a, "/"); print a[1]; exit}')"
+[ -n "$bridge" ] || { echo "no docker0 bridge address: the containers could not reach the host" >&2; exit 1; }
+"$python" tests/client_compat/scripted_upstream.py "$bridge" >"$work/upstream.port" &
+upstream=$!
+for _ in $(seq 1 50); do [ -s "$work/upstream.port" ] && break; sleep 0.1; done
+[ -s "$work/upstream.port" ] || { echo "the scripted upstream did not start" >&2; exit 1; }
+cat >"$work/models.toml" <<MODELS
+[[models]]
+name = "scripted"
+display_name = "Scripted"
+base_model = "scripted-base"
+base_url = "http://host.docker.internal:$(cat "$work/upstream.port")/v1"
+MODELS
+chmod 0644 "$work/models.toml"
+took
+
+step "docker compose up --wait"
+port="$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+key="sk-compose-$(date +%s)-$RANDOM"
+export DOCCHAT_IMAGE="$image"
+export DOCCHAT_MODELS_DIR="$models"
+export DOCCHAT_TEST_MODELS_FILE="$work/models.toml"
+export DOCCHAT_GATEWAY_PUBLISH="127.0.0.1:$port"
+export DOCCHAT_BOOTSTRAP_ADMIN_KEY="$key"
+export DOCCHAT_INTERNAL_JWT_SECRET="compose-test-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+# What a killed earlier run may have left.
+compose down -v --remove-orphans --timeout 5 >/dev/null 2>&1 || true
+brought_up=1
+compose up -d --no-build --wait --wait-timeout 300
+took
+
+step "h2oGPTe and openai clients against the compose gateway"
+"$python" tests/client_compat/check_h2ogpte_client.py "http://127.0.0.1:$port" "$key"
+"$python" tests/client_compat/check_openai_client.py "http://127.0.0.1:$port" "$key"
+took
