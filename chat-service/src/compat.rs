@@ -1,49 +1,26 @@
 //! The compatible API's backend (`/compat_api/v1`, rendered by the gateway): a stateless model
-//! call with the main API's model resolution, cost caps and chat rate limit.
-//!
-//! Nothing is written per call. Usage is summed per user, model and purpose in memory and
-//! booked as one `usage.llm` event per second ([`UsageBook`]), so a proxy answering
-//! thousands of calls a second costs one outbox transaction a second, not one a call. The
-//! price is that a crash loses at most the last second's sums.
+//! call through the [`ModelGate`] of the main API (chat rate limit, model resolution, cost
+//! caps). Nothing is written per call: usage goes to the gate's [`UsageBook`](crate::usage::UsageBook).
 
-use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use docchat_common::Caller;
-use docchat_common::budget::CostGuard;
-use docchat_common::error::{ApiError, ApiResult, ErrorCode};
-use docchat_common::outbox::{self, OutboxRelay};
-use docchat_common::settings::SettingsClient;
-use docchat_inference::{
-    ChatMessage, ChatModel, ChatStream, ModelEntry, Registry, Sampling, StreamEvent,
-};
+use docchat_common::error::{ApiError, ApiResult};
+use docchat_inference::{ChatMessage, ChatModel, ChatStream, ModelEntry, Sampling, StreamEvent};
 use docchat_proto::chat::v1 as pb;
-use docchat_proto::events::v1::LlmUsage;
 use futures::Stream;
-use sea_orm::DatabaseConnection;
-use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
-use crate::completions::{Models, cost, model_error};
-use crate::events::usage_event;
-use crate::fairness::{Fairness, Permit};
-
-/// How often summed usage is booked.
-const BOOK_EVERY: Duration = Duration::from_secs(1);
+use crate::fairness::Permit;
+use crate::gate::{ModelGate, model_error};
 /// Longest prompt accepted, in bytes over all messages (images included, as data URLs).
 const MAX_PROMPT_BYTES: usize = 32 << 20;
 
 /// Everything a compatible-API call needs; cheap to clone.
 #[derive(Clone)]
 pub struct Compat {
-    pub registry: Arc<Registry>,
-    pub models: Arc<Models>,
-    pub settings: SettingsClient,
-    pub costs: CostGuard,
-    pub fairness: Option<Fairness>,
-    pub usage: UsageBook,
+    pub gate: ModelGate,
 }
 
 /// A checked call, ready to go to its model.
@@ -72,7 +49,7 @@ impl Compat {
             .complete_with(&call.messages, call.sampling)
             .await
             .map_err(model_error)?;
-        self.usage.add(
+        self.gate.book(
             &caller.user_id,
             &call.entry,
             &call.purpose,
@@ -107,7 +84,7 @@ impl Compat {
             started: false,
             ended: false,
             booking: Some(Booking {
-                book: self.usage.clone(),
+                gate: self.gate.clone(),
                 user_id: caller.user_id.clone(),
                 entry: call.entry,
                 purpose: call.purpose,
@@ -118,21 +95,16 @@ impl Compat {
     }
 
     async fn prepare(&self, caller: &Caller, r: pb::CompatRequest) -> ApiResult<Call> {
-        let priority = match &self.fairness {
-            Some(fairness) => Some(fairness.admit(&caller.user_id)?),
-            None => None,
-        };
-        let entry = self.registry.resolve(&r.model).ok_or_else(|| {
-            if r.model.is_empty() || r.model == "auto" {
-                ApiError::new(ErrorCode::Unavailable, "no chat model is configured")
-            } else {
+        let priority = self.gate.count(caller)?;
+        let admitted = self
+            .gate
+            .clear(caller, &r.model, |name| {
                 ApiError::not_found(format!(
-                    "The model `{}` does not exist or you do not have access to it.",
-                    r.model
+                    "The model `{name}` does not exist or you do not have access to it."
                 ))
-            }
-        })?;
-        let messages = messages(&r.messages, entry)?;
+            })
+            .await?;
+        let messages = messages(&r.messages, &admitted.entry)?;
         if let Some(t) = r.temperature
             && !(0.0..=2.0).contains(&t)
         {
@@ -141,16 +113,10 @@ impl Compat {
         if r.max_tokens == Some(0) {
             return Err(ApiError::bad_request("max_tokens must be at least 1"));
         }
-        let model = self.models.get(&entry.name)?;
-        let settings = self.settings.resolve(caller).await?;
-        self.costs.check(caller, &settings).await?;
-        let slot = match (&self.fairness, priority) {
-            (Some(fairness), Some(priority)) => Some(fairness.acquire(priority).await),
-            _ => None,
-        };
+        let slot = self.gate.slot(priority).await;
         Ok(Call {
-            entry: entry.clone(),
-            model,
+            entry: admitted.entry,
+            model: admitted.model,
             messages,
             sampling: Sampling {
                 max_tokens: r.max_tokens,
@@ -212,7 +178,7 @@ fn messages(wire: &[pb::CompatMessage], entry: &ModelEntry) -> ApiResult<Vec<Cha
 
 /// What a finished (or abandoned) stream books.
 struct Booking {
-    book: UsageBook,
+    gate: ModelGate,
     user_id: String,
     entry: ModelEntry,
     purpose: String,
@@ -264,7 +230,7 @@ impl Streaming {
     fn book(&mut self) -> (u64, u64) {
         let (prompt_tokens, completion_tokens) = self.stream.usage();
         if let Some(b) = self.booking.take() {
-            b.book.add(
+            b.gate.book(
                 &b.user_id,
                 &b.entry,
                 &b.purpose,
@@ -282,119 +248,10 @@ impl Drop for Streaming {
     }
 }
 
-#[derive(Default, Clone, Copy, Debug, PartialEq)]
-struct Sum {
-    calls: u64,
-    prompt_tokens: u64,
-    completion_tokens: u64,
-    cost: f64,
-}
-
-/// (user, model, purpose) → what their calls used since the last booking.
-type Sums = HashMap<(String, String, String), Sum>;
-
-/// Usage summed in memory and booked as `usage.llm` events once a second.
-#[derive(Clone, Default)]
-pub struct UsageBook {
-    sums: Arc<Mutex<Sums>>,
-}
-
-impl UsageBook {
-    pub fn add(
-        &self,
-        user_id: &str,
-        entry: &ModelEntry,
-        purpose: &str,
-        prompt_tokens: u64,
-        completion_tokens: u64,
-    ) {
-        let cost = cost(
-            (entry.input_price, entry.output_price),
-            prompt_tokens,
-            completion_tokens,
-        );
-        let mut sums = self.sums.lock().unwrap_or_else(|e| e.into_inner());
-        let sum = sums
-            .entry((user_id.to_owned(), entry.name.clone(), purpose.to_owned()))
-            .or_default();
-        sum.calls += 1;
-        sum.prompt_tokens += prompt_tokens;
-        sum.completion_tokens += completion_tokens;
-        sum.cost += cost;
-    }
-
-    fn take(&self) -> Sums {
-        std::mem::take(&mut *self.sums.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    /// Puts sums that could not be booked back, to go with the next booking.
-    fn restore(&self, sums: Sums) {
-        let mut current = self.sums.lock().unwrap_or_else(|e| e.into_inner());
-        for (key, s) in sums {
-            let sum = current.entry(key).or_default();
-            sum.calls += s.calls;
-            sum.prompt_tokens += s.prompt_tokens;
-            sum.completion_tokens += s.completion_tokens;
-            sum.cost += s.cost;
-        }
-    }
-
-    /// Writes what was summed to the outbox in one INSERT; answers how many events.
-    pub async fn flush(&self, db: &DatabaseConnection, relay: &OutboxRelay) -> usize {
-        let sums = self.take();
-        if sums.is_empty() {
-            return 0;
-        }
-        let events: Vec<_> = sums
-            .iter()
-            .map(|((user_id, model, purpose), s)| {
-                usage_event(&LlmUsage {
-                    user_id: user_id.clone(),
-                    model: model.clone(),
-                    prompt_tokens: s.prompt_tokens,
-                    completion_tokens: s.completion_tokens,
-                    cost: s.cost,
-                    purpose: purpose.clone(),
-                    message_id: String::new(),
-                    calls: s.calls,
-                })
-            })
-            .collect();
-        match outbox::enqueue_all(db, &events).await {
-            Ok(()) => {
-                relay.notify();
-                events.len()
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "compat usage not booked; retrying with the next");
-                self.restore(sums);
-                0
-            }
-        }
-    }
-
-    /// Books once a second until `shutdown`, then once more.
-    pub async fn run(
-        self,
-        db: DatabaseConnection,
-        relay: OutboxRelay,
-        shutdown: CancellationToken,
-    ) {
-        let mut tick = tokio::time::interval(BOOK_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => break,
-                _ = tick.tick() => {}
-            }
-            self.flush(&db, &relay).await;
-        }
-        self.flush(&db, &relay).await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use docchat_inference::Registry;
+
     use super::*;
 
     fn entry(vision: bool) -> ModelEntry {
@@ -429,35 +286,5 @@ mod tests {
         assert!(messages(&[wire("assistant", "", &image)], &entry(true)).is_err());
         assert!(messages(&[wire("tool", "x", &[])], &entry(true)).is_err());
         assert!(messages(&[], &entry(true)).is_err());
-    }
-
-    #[test]
-    fn usage_sums_per_user_model_and_purpose() {
-        let book = UsageBook::default();
-        let m = entry(false);
-        book.add("u1", &m, "compat.chat", 1_000_000, 0);
-        book.add("u1", &m, "compat.chat", 0, 500_000);
-        book.add("u2", &m, "compat.chat", 10, 10);
-        book.add("u1", &m, "compat.responses", 10, 10);
-        let sums = book.take();
-        assert_eq!(sums.len(), 3);
-        let u1 = sums[&("u1".into(), "m".into(), "compat.chat".into())];
-        assert_eq!(
-            u1,
-            Sum {
-                calls: 2,
-                prompt_tokens: 1_000_000,
-                completion_tokens: 500_000,
-                cost: 4.0,
-            }
-        );
-        assert!(book.take().is_empty(), "taking empties the book");
-        book.restore(sums);
-        book.add("u2", &m, "compat.chat", 10, 10);
-        let again = book.take();
-        assert_eq!(
-            again[&("u2".into(), "m".into(), "compat.chat".into())].calls,
-            2
-        );
     }
 }

@@ -1,12 +1,10 @@
 //! The tonic implementation of `docchat.chat.v1.ChatService`.
 
-use docchat_common::bus::topics;
 use std::sync::Arc;
 
-use docchat_common::JwtKeys;
-use docchat_common::auth::{authorized, caller};
-use docchat_common::bus::{EventBus, envelope};
-use docchat_common::config::Service;
+use docchat_common::auth::caller;
+use docchat_common::bus::{EventBus, envelope, topics};
+use docchat_common::clients::Clients;
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::outbox::OutboxRelay;
 use docchat_common::time::to_proto;
@@ -16,10 +14,8 @@ use docchat_proto::chat::v1::chat_service_server::ChatService;
 use docchat_proto::common::v1::{Empty, PageRequest};
 use docchat_proto::events::v1::ChatControl;
 use docchat_proto::ingest::v1::CollectionRef;
-use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
 use sea_orm::DatabaseConnection;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 use crate::compat::{ChunkStream, Compat};
@@ -32,8 +28,8 @@ use crate::sessions::{self, LinkedCollection};
 pub struct ChatGrpc {
     pub db: DatabaseConnection,
     pub relay: OutboxRelay,
-    pub keys: Arc<JwtKeys>,
-    pub ingest: IngestServiceClient<Channel>,
+    /// ingest-service on behalf of a caller (collections linked to sessions).
+    pub clients: Clients,
     pub registry: Arc<Registry>,
     pub completer: Completer,
     pub compat: Compat,
@@ -190,7 +186,7 @@ impl ChatService for ChatGrpc {
         let me = caller(&request)?;
         let r = request.into_inner();
         ok(
-            replies::suggest(&self.completer, &me, &r.session_id, r.limit)
+            replies::suggest(&self.db, &self.completer.gate, &me, &r.session_id, r.limit)
                 .await
                 .map(|questions| pb::SuggestedQuestionList { questions }),
         )
@@ -204,13 +200,11 @@ impl ChatService for ChatGrpc {
         let collection = match request.into_inner().collection_id {
             Some(id) => {
                 // The collection must exist and be readable by the caller: ingest decides.
-                let lookup = authorized(&self.keys, &me, Service::Ingest, CollectionRef { id })?;
                 let found = self
-                    .ingest
-                    .clone()
-                    .get_collection(lookup)
-                    .await
-                    .map_err(|s| ApiError::from_status(&s))?
+                    .clients
+                    .ingest(&me)
+                    .get_collection(CollectionRef { id })
+                    .await?
                     .into_inner();
                 Some(LinkedCollection {
                     id: found.id,

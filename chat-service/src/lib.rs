@@ -7,17 +7,20 @@ pub mod control;
 pub mod entities;
 pub mod events;
 pub mod fairness;
+pub mod gate;
 pub mod grpc;
 pub mod limits;
 pub mod migrations;
 pub mod replies;
 pub mod sessions;
+pub mod usage;
 
 use docchat_common::bus::topics;
 use std::sync::Arc;
 
 use docchat_common::budget::CostGuard;
 use docchat_common::bus::Subscription;
+use docchat_common::clients::Clients;
 use docchat_common::config::{Config, Service};
 use docchat_common::grpc::{Background, ServiceContext};
 use docchat_common::host::Host;
@@ -25,7 +28,6 @@ use docchat_common::outbox::OutboxRelay;
 use docchat_common::settings::SettingsClient;
 use docchat_inference::Registry;
 use docchat_proto::chat::v1::chat_service_server::ChatServiceServer;
-use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -89,40 +91,32 @@ pub async fn serve(
         controls.clone(),
         background.token.clone(),
     ));
-    let ingest = IngestServiceClient::new(ctx.channel(Service::Ingest)?);
-    let admin = ctx.channel(Service::Admin)?;
+    let clients = Clients::new(&ctx.config, ctx.keys.clone())?;
+    let admin = clients.channel(Service::Admin).clone();
     let fairness = ctx.config.chat_fairness_enabled.then(|| {
         fairness::Fairness::new(
             fairness::FairnessConfig::from_config(&ctx.config),
             Arc::new(fairness::SystemClock),
         )
     });
-    let models = Arc::new(completions::Models::new(&registry, &local));
-    let settings = SettingsClient::new(admin.clone(), ctx.keys.clone());
-    let costs = CostGuard::new(admin, ctx.keys.clone());
-    let usage = compat::UsageBook::default();
+    let usage = usage::UsageBook::default();
     background.tracker.spawn(usage.clone().run(
         db.clone(),
         relay.clone(),
         background.token.clone(),
     ));
-    let compat = compat::Compat {
-        registry: registry.clone(),
-        models: models.clone(),
-        settings: settings.clone(),
-        costs: costs.clone(),
-        fairness: fairness.clone(),
-        usage,
-    };
-    let completer = completions::Completer {
-        settings,
-        costs,
+    let gate = gate::ModelGate::new(
+        registry.clone(),
+        Arc::new(gate::Models::new(&registry, &local)),
+        SettingsClient::new(admin.clone(), ctx.keys.clone()),
+        CostGuard::new(admin, ctx.keys.clone()),
         fairness,
+        usage,
+    );
+    let completer = completions::Completer {
         db: db.clone(),
-        models,
-        registry: registry.clone(),
-        ingest: ingest.clone(),
-        keys: ctx.keys.clone(),
+        gate: gate.clone(),
+        clients: clients.clone(),
         relay: relay.clone(),
         controls,
         tasks: background.tracker.clone(),
@@ -134,11 +128,10 @@ pub async fn serve(
         .api(ChatServiceServer::new(grpc::ChatGrpc {
             db: db.clone(),
             relay,
-            keys: ctx.keys.clone(),
-            ingest,
+            clients,
             registry,
             completer,
-            compat,
+            compat: compat::Compat { gate },
             bus: ctx.bus.clone(),
             models_loaded_at: docchat_common::time::now().timestamp(),
         }))

@@ -2,12 +2,12 @@
 //! questions made from the conversation.
 
 use docchat_common::Caller;
-use docchat_common::error::{ApiError, ApiResult, ErrorCode};
+use docchat_common::error::{ApiError, ApiResult};
 use docchat_inference::ChatMessage;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
-use crate::completions::Completer;
 use crate::entities::{message_meta, message_references, messages};
+use crate::gate::{ModelGate, model_error};
 
 /// info_type values with stored entries; agent_* ones answer empty until agents exist.
 const META_TYPES: [&str; 2] = ["usage_stats", "prompt_raw"];
@@ -90,14 +90,15 @@ pub async fn references(
         .await?)
 }
 
-/// Follow-up questions the user could ask next, from the last turns of the session.
+/// Follow-up questions the user could ask next, from the last turns of the session, by the
+/// default model through the [`ModelGate`].
 pub async fn suggest(
-    completer: &Completer,
+    db: &DatabaseConnection,
+    gate: &ModelGate,
     caller: &Caller,
     session_id: &str,
     limit: u32,
 ) -> ApiResult<Vec<String>> {
-    let db = &completer.db;
     crate::sessions::get(db, caller, session_id).await?;
     let limit = if limit == 0 {
         5
@@ -114,12 +115,11 @@ pub async fn suggest(
         return Ok(Vec::new());
     }
     recent.reverse();
-    completer.check_budget(caller).await?;
-    let entry = completer
-        .registry
-        .default_chat_model()
-        .ok_or_else(|| ApiError::new(ErrorCode::Unavailable, "no chat model is configured"))?;
-    let model = completer.models.get(&entry.name)?;
+    let (priority, admitted) = gate
+        .admit(caller, "", |name| {
+            ApiError::bad_request(format!("model {name} not found"))
+        })
+        .await?;
     let conversation: String = recent
         .iter()
         .map(|m| {
@@ -138,13 +138,19 @@ pub async fn suggest(
         )),
         ChatMessage::user(conversation),
     ];
-    let done = model
+    let _slot = gate.slot(priority).await;
+    let done = admitted
+        .model
         .complete(&prompt, 300, 0.0)
         .await
-        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
-    completer
-        .book(caller, entry, "questions", &done, "")
-        .await?;
+        .map_err(model_error)?;
+    gate.book(
+        &caller.user_id,
+        &admitted.entry,
+        "questions",
+        done.prompt_tokens,
+        done.completion_tokens,
+    );
     Ok(parse_questions(&done.text, limit as usize))
 }
 

@@ -1,0 +1,227 @@
+//! A completion request, validated into a [`Job`]: its options, the model through the
+//! [`ModelGate`](crate::gate::ModelGate), and the question stored in the caller's session.
+
+use docchat_common::Caller;
+use docchat_common::error::{ApiError, ApiResult};
+use docchat_proto::chat::v1 as pb;
+
+use super::store::{Question, Stored, store_question};
+use super::{Completer, Job};
+use crate::fairness::Priority;
+
+/// SPEC.md's default of llm_args.max_new_tokens.
+pub const DEFAULT_MAX_NEW_TOKENS: u32 = 1536;
+/// Longest question accepted, in characters.
+const MAX_QUESTION_CHARS: usize = 200_000;
+
+/// How the answer uses the session's collection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RagMode {
+    LlmOnly,
+    Rag,
+    /// An LLM-only draft answer becomes the retrieval query.
+    Hyde1,
+    /// As Hyde1, then a second draft written from the first retrieval is the query.
+    Hyde2,
+    /// The retrieved chunks with their neighbours, in document order; summarized
+    /// recursively when they do not fit the context.
+    RagPlus,
+    /// Every chunk of the collection, summarized recursively to fit.
+    AllData,
+}
+
+impl RagMode {
+    /// SPEC.md's rag_type rules: RAG types need a collection; agent_only without use_agent
+    /// falls back to rag (or to llm_only where there is no collection, as `auto` does); the
+    /// agentic types answer a clear error until agents exist.
+    pub fn choose(rag_type: &str, use_agent: bool, has_collection: bool) -> ApiResult<RagMode> {
+        let auto = if has_collection {
+            RagMode::Rag
+        } else {
+            RagMode::LlmOnly
+        };
+        let needs_collection = |mode: RagMode| {
+            if has_collection {
+                Ok(mode)
+            } else {
+                Err(ApiError::bad_request(format!(
+                    "rag_type {rag_type} needs a chat session with a collection; this session has none (use llm_only)"
+                )))
+            }
+        };
+        if use_agent {
+            return Err(agent_unavailable("use_agent"));
+        }
+        match rag_type {
+            "" | "auto" | "agent_only" => Ok(auto),
+            "llm_only" => Ok(RagMode::LlmOnly),
+            "rag" => needs_collection(RagMode::Rag),
+            "hyde1" => needs_collection(RagMode::Hyde1),
+            "hyde2" => needs_collection(RagMode::Hyde2),
+            "agentic_rag" | "fast_agentic_rag" | "rlm_rag" => {
+                Err(agent_unavailable(&format!("rag_type {rag_type}")))
+            }
+            "rag+" => needs_collection(RagMode::RagPlus),
+            "all_data" => needs_collection(RagMode::AllData),
+            other => Err(ApiError::bad_request(format!(
+                "unknown rag_type {other}: use auto, llm_only, agent_only, rag, agentic_rag, rlm_rag, fast_agentic_rag, hyde1, hyde2, rag+ or all_data"
+            ))),
+        }
+    }
+}
+
+fn agent_unavailable(what: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "{what} runs the agent, which this server does not offer yet; use rag or llm_only"
+    ))
+}
+
+impl Completer {
+    /// Validates `r`, then stores its question (see [`store_question`]).
+    pub(super) async fn prepare(
+        &self,
+        caller: &Caller,
+        r: pb::CompletionRequest,
+        priority: Option<Priority>,
+    ) -> ApiResult<Job> {
+        let message = r.message.trim();
+        if message.is_empty() {
+            return Err(ApiError::bad_request("message must not be empty"));
+        }
+        if message.chars().count() > MAX_QUESTION_CHARS {
+            return Err(ApiError::bad_request(format!(
+                "message is longer than {MAX_QUESTION_CHARS} characters"
+            )));
+        }
+        let history = match r.include_chat_history.as_str() {
+            "" | "on" | "true" | "auto" => true,
+            "off" | "false" => false,
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "include_chat_history must be on, off, true, false or auto, not {other}"
+                )));
+            }
+        };
+        let temperature = r.temperature.unwrap_or(0.0);
+        if !(0.0..=2.0).contains(&temperature) {
+            return Err(ApiError::bad_request(
+                "llm_args.temperature must be between 0 and 2",
+            ));
+        }
+        let max_new_tokens = r.max_new_tokens.unwrap_or(DEFAULT_MAX_NEW_TOKENS);
+        if max_new_tokens == 0 {
+            return Err(ApiError::bad_request(
+                "llm_args.max_new_tokens must be at least 1",
+            ));
+        }
+        if let Some(id) = r.memory_block_id.as_deref().filter(|s| !s.is_empty()) {
+            if uuid::Uuid::parse_str(id).is_err() {
+                return Err(ApiError::bad_request(format!(
+                    "llm_args.memory_block_id {id} is not a UUID"
+                )));
+            }
+            return Err(ApiError::not_found(format!("memory block {id} not found")));
+        }
+        if let Some(name) = r.memory_block_name.as_deref().filter(|s| !s.is_empty()) {
+            return Err(ApiError::not_found(format!(
+                "memory block {name} not found"
+            )));
+        }
+        // What needs no session is looked up first; its errors wait for the session's, so
+        // a request answers as it did when the session was read first.
+        let admitted = self
+            .gate
+            .clear(caller, &r.llm, |name| {
+                ApiError::bad_request(format!(
+                    "model {name} not found; GET /api/v1/models lists the models"
+                ))
+            })
+            .await;
+        let cap = admitted
+            .as_ref()
+            .ok()
+            .and_then(|a| a.settings.limit("chat_max_concurrent_per_user"));
+        let asked = Question {
+            session_id: &r.session_id,
+            content: message,
+            history,
+            concurrency_cap: cap,
+        };
+        let (stored, (mode, admitted)) = store_question(&self.db, caller, asked, |session| {
+            let mode = RagMode::choose(&r.rag_type, r.use_agent, session.collection_id.is_some())?;
+            Ok((mode, admitted?))
+        })
+        .await?;
+        let Stored {
+            session,
+            question,
+            history,
+        } = stored;
+        let entry = admitted.entry;
+        let max_new_tokens =
+            max_new_tokens.min(entry.context_length.try_into().unwrap_or(u32::MAX));
+        Ok(Job {
+            priority,
+            caller: caller.clone(),
+            session,
+            question,
+            model_name: entry.name.clone(),
+            model: admitted.model,
+            context_length: entry.context_length,
+            prices: (entry.input_price, entry.output_price),
+            mode,
+            history,
+            temperature: temperature as f32,
+            max_new_tokens,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use docchat_common::error::ErrorCode;
+
+    use super::*;
+
+    #[test]
+    fn rag_types_follow_the_spec() {
+        assert_eq!(RagMode::choose("", false, true).unwrap(), RagMode::Rag);
+        assert_eq!(
+            RagMode::choose("auto", false, false).unwrap(),
+            RagMode::LlmOnly
+        );
+        assert_eq!(
+            RagMode::choose("agent_only", false, true).unwrap(),
+            RagMode::Rag
+        );
+        assert_eq!(
+            RagMode::choose("hyde2", false, true).unwrap(),
+            RagMode::Hyde2
+        );
+        assert_eq!(
+            RagMode::choose("llm_only", false, true).unwrap(),
+            RagMode::LlmOnly
+        );
+        assert_eq!(
+            RagMode::choose("rag+", false, true).unwrap(),
+            RagMode::RagPlus
+        );
+        assert_eq!(
+            RagMode::choose("all_data", false, true).unwrap(),
+            RagMode::AllData
+        );
+        for (rag_type, agent, collection) in [
+            ("rag", false, false),
+            ("rag+", false, false),
+            ("all_data", false, false),
+            ("hyde1", false, false),
+            ("agentic_rag", false, true),
+            ("rlm_rag", false, true),
+            ("rag", true, true),
+            ("nonsense", false, true),
+        ] {
+            let e = RagMode::choose(rag_type, agent, collection).unwrap_err();
+            assert_eq!(e.code, ErrorCode::BadRequest, "{rag_type}");
+        }
+    }
+}

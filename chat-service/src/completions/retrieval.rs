@@ -1,0 +1,247 @@
+//! What an answer reads from the session's collection: search hits (for HyDE, searched
+//! with a drafted answer), hits with their neighbouring chunks, or every chunk; what does
+//! not fit the model's context is summarized recursively for the question.
+
+use docchat_common::error::ApiResult;
+use docchat_inference::ChatMessage;
+use docchat_proto::ingest::v1::{ListChunksRequest, SearchHit, SearchRequest};
+use futures::StreamExt;
+
+use super::generate::UsageLog;
+use super::prompt::{Prompt, build_prompt, context_budget, excerpts, pages_of};
+use super::request::RagMode;
+use super::{Completer, Job};
+use crate::gate::model_error;
+
+/// Excerpts retrieved for an answer.
+const TOP_K: u32 = 8;
+/// Chunks either side of each retrieved one in rag+ answers.
+const NEIGHBOURS: u32 = 1;
+/// Most chunks an all_data answer reads.
+const MAX_ALL_DATA_CHUNKS: u32 = 2000;
+const SUMMARY_PROMPT: &str = "Summarize the document excerpts below, keeping every fact, number and name that could help answer the question. Say which document each fact comes from. Write only the summary.";
+/// Tokens of one summary in the recursive summarization.
+const SUMMARY_TOKENS: u32 = 512;
+const MAX_SUMMARY_ROUNDS: usize = 4;
+/// Summary calls in flight at once.
+const SUMMARY_CONCURRENCY: usize = 4;
+const HYDE_PROMPT: &str = "Write a short passage that answers the question, as a document on the subject would. It is used to search documents, so be specific.";
+
+impl Completer {
+    /// The messages sent to the model, with the excerpts they cite.
+    pub(super) async fn prompt(&self, job: &Job, usage: &mut UsageLog) -> ApiResult<Prompt> {
+        let question = job.question.content.as_str();
+        let (hits, notes) = match job.mode {
+            RagMode::LlmOnly => (Vec::new(), None),
+            RagMode::Rag => (self.search(job, question).await?, None),
+            RagMode::Hyde1 | RagMode::Hyde2 => {
+                let draft = self.draft(job, question, &[], usage).await?;
+                let mut hits = self.search(job, &format!("{question}\n{draft}")).await?;
+                if job.mode == RagMode::Hyde2 {
+                    let draft = self.draft(job, question, &hits, usage).await?;
+                    hits = self.search(job, &format!("{question}\n{draft}")).await?;
+                }
+                (hits, None)
+            }
+            RagMode::RagPlus => {
+                let found = self.search(job, question).await?;
+                let ids: Vec<i64> = found.iter().map(|h| h.chunk_id).collect();
+                let mut chunks = self.chunks(job, ids, NEIGHBOURS).await?;
+                for c in &mut chunks {
+                    c.score = found
+                        .iter()
+                        .find(|h| h.chunk_id == c.chunk_id)
+                        .map_or(0.0, |h| h.score);
+                }
+                self.fit(job, question, chunks, usage).await?
+            }
+            RagMode::AllData => {
+                let chunks = self.chunks(job, Vec::new(), 0).await?;
+                self.fit(job, question, chunks, usage).await?
+            }
+        };
+        Ok(build_prompt(
+            question,
+            &job.history,
+            hits,
+            notes.as_deref(),
+            job.context_length,
+            job.max_new_tokens,
+        ))
+    }
+
+    /// Chunks of the session's collection in document order: around `ids` (with
+    /// `neighbours` either side), or all of them when `ids` is empty.
+    async fn chunks(&self, job: &Job, ids: Vec<i64>, neighbours: u32) -> ApiResult<Vec<SearchHit>> {
+        let Some(collection_id) = job.session.collection_id.clone() else {
+            return Ok(Vec::new());
+        };
+        if ids.is_empty() && neighbours > 0 {
+            return Ok(Vec::new());
+        }
+        let list = self
+            .clients
+            .ingest(&job.caller)
+            .list_chunks(ListChunksRequest {
+                collection_id,
+                around: ids,
+                neighbours,
+                offset: 0,
+                limit: MAX_ALL_DATA_CHUNKS,
+            })
+            .await?
+            .into_inner();
+        if list.more {
+            tracing::warn!(question = %job.question.id, "the collection has more than {MAX_ALL_DATA_CHUNKS} chunks; the answer reads the first ones");
+        }
+        Ok(list.chunks)
+    }
+
+    /// The chunks as they are when they fit the prompt; otherwise summarized recursively
+    /// (groups that fit one model call, each summarized for the question, then the
+    /// summaries grouped again) into notes that fit. The chunks stay the references.
+    async fn fit(
+        &self,
+        job: &Job,
+        question: &str,
+        chunks: Vec<SearchHit>,
+        usage: &mut UsageLog,
+    ) -> ApiResult<(Vec<SearchHit>, Option<String>)> {
+        let budget = context_budget(question, job.context_length, job.max_new_tokens) / 2;
+        if excerpts(&chunks).len() <= budget {
+            return Ok((chunks, None));
+        }
+        // One summary call reads at most this many characters.
+        let per_call = (context_budget(question, job.context_length, SUMMARY_TOKENS) / 2).max(500);
+        let mut pieces: Vec<String> = chunks.iter().map(excerpt_text).collect();
+        for _round in 0..MAX_SUMMARY_ROUNDS {
+            let total: usize = pieces.iter().map(|p| p.len() + 2).sum();
+            if total <= budget {
+                break;
+            }
+            let groups = group(&pieces, per_call);
+            let calls = futures::stream::iter(groups.into_iter().map(|text| {
+                let messages = vec![
+                    ChatMessage::system(format!("{SUMMARY_PROMPT}\n\nQuestion: {question}")),
+                    ChatMessage::user(text),
+                ];
+                let model = job.model.clone();
+                async move { model.complete(&messages, SUMMARY_TOKENS, 0.0).await }
+            }))
+            .buffered(SUMMARY_CONCURRENCY)
+            .collect::<Vec<_>>()
+            .await;
+            let mut next = Vec::with_capacity(calls.len());
+            for done in calls {
+                let done = done.map_err(model_error)?;
+                usage.add(job, "summary", done.prompt_tokens, done.completion_tokens);
+                next.push(done.text.trim().to_owned());
+            }
+            if next.iter().map(String::len).sum::<usize>() >= total {
+                // Summaries no shorter than their input: stop rather than loop.
+                pieces = next;
+                break;
+            }
+            pieces = next;
+        }
+        let mut notes = pieces.join("\n\n");
+        if notes.len() > budget {
+            let cut = (0..=budget)
+                .rev()
+                .find(|i| notes.is_char_boundary(*i))
+                .unwrap_or(0);
+            notes.truncate(cut);
+        }
+        Ok((chunks, Some(notes)))
+    }
+
+    /// A HyDE draft: what an answer might say, to search with.
+    async fn draft(
+        &self,
+        job: &Job,
+        question: &str,
+        hits: &[SearchHit],
+        usage: &mut UsageLog,
+    ) -> ApiResult<String> {
+        let mut messages = vec![ChatMessage::system(HYDE_PROMPT)];
+        if !hits.is_empty() {
+            messages.push(ChatMessage::system(excerpts(hits)));
+        }
+        messages.push(ChatMessage::user(question));
+        let done = job
+            .model
+            .complete(&messages, 256.min(job.max_new_tokens), 0.0)
+            .await
+            .map_err(model_error)?;
+        usage.add(job, "hyde", done.prompt_tokens, done.completion_tokens);
+        Ok(done.text)
+    }
+
+    async fn search(&self, job: &Job, query: &str) -> ApiResult<Vec<SearchHit>> {
+        let Some(collection_id) = job.session.collection_id.clone() else {
+            return Ok(Vec::new());
+        };
+        Ok(self
+            .clients
+            .ingest(&job.caller)
+            .search(SearchRequest {
+                collection_ids: vec![collection_id],
+                document_ids: vec![],
+                query: query.chars().take(10_000).collect(),
+                top_k: TOP_K,
+            })
+            .await?
+            .into_inner()
+            .hits)
+    }
+}
+
+/// A chunk as summarization reads it: where it comes from, then its text.
+fn excerpt_text(hit: &SearchHit) -> String {
+    format!(
+        "{}{}\n{}",
+        hit.document_name,
+        pages_of(hit),
+        hit.text.trim()
+    )
+}
+
+/// Consecutive pieces joined into groups of at most `limit` characters (a longer piece is
+/// a group of its own, cut to the limit).
+fn group(pieces: &[String], limit: usize) -> Vec<String> {
+    let mut groups: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for piece in pieces {
+        if !current.is_empty() && current.len() + piece.len() + 2 > limit {
+            groups.push(std::mem::take(&mut current));
+        }
+        if !current.is_empty() {
+            current.push_str("\n\n");
+        }
+        let end = (0..=piece.len().min(limit))
+            .rev()
+            .find(|i| piece.is_char_boundary(*i))
+            .unwrap_or(0);
+        current.push_str(&piece[..end]);
+    }
+    if !current.is_empty() {
+        groups.push(current);
+    }
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_group_within_the_limit_in_order() {
+        let pieces: Vec<String> = ["aaaa", "bbbb", "cccc", "dddddddddddd"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        let groups = group(&pieces, 10);
+        assert_eq!(groups, ["aaaa\n\nbbbb", "cccc", "dddddddddd"]);
+        assert!(group(&[], 10).is_empty());
+    }
+}

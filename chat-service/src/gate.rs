@@ -1,0 +1,182 @@
+//! The one way to a model: [`ModelGate`] admits a model call (chat fairness → model
+//! resolution → the caller's settings → cost caps), hands out fairness slots and books
+//! calls made outside a reply's own transaction. Completions, the compatible API and
+//! suggested questions all go through it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use docchat_common::Caller;
+use docchat_common::budget::CostGuard;
+use docchat_common::error::{ApiError, ApiResult, ErrorCode};
+use docchat_common::settings::{Resolved, SettingsClient};
+use docchat_inference::{ChatError, ChatModel, LocalOptions, ModelEntry, Registry};
+
+use crate::fairness::{Fairness, Permit, Priority};
+use crate::usage::UsageBook;
+
+/// The chat models of the registry, each ready to call (or why it is not).
+pub struct Models {
+    by_name: HashMap<String, Result<Arc<ChatModel>, String>>,
+}
+
+impl Models {
+    pub fn new(registry: &Registry, local: &LocalOptions) -> Models {
+        let by_name = registry
+            .chat_models()
+            .map(|entry| {
+                let model = ChatModel::from_entry(entry, local)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string());
+                if let Err(e) = &model {
+                    tracing::warn!(model = %entry.name, error = %e, "chat model unusable");
+                }
+                (entry.name.clone(), model)
+            })
+            .collect();
+        Models { by_name }
+    }
+
+    pub fn get(&self, name: &str) -> ApiResult<Arc<ChatModel>> {
+        match self.by_name.get(name) {
+            Some(Ok(model)) => Ok(model.clone()),
+            Some(Err(why)) => Err(ApiError::new(
+                ErrorCode::Unavailable,
+                format!("model {name} is not usable: {why}"),
+            )),
+            None => Err(ApiError::bad_request(format!("model {name} not found"))),
+        }
+    }
+}
+
+/// A model call that may go ahead.
+pub struct Admitted {
+    pub entry: ModelEntry,
+    pub model: Arc<ChatModel>,
+    /// The caller's resolved settings (limits beyond the cost caps read them).
+    pub settings: Resolved,
+}
+
+/// Admission and accounting of model calls; cheap to clone.
+#[derive(Clone)]
+pub struct ModelGate {
+    registry: Arc<Registry>,
+    models: Arc<Models>,
+    settings: SettingsClient,
+    costs: CostGuard,
+    /// Rate limit and priority queues, when chat fairness is on.
+    fairness: Option<Fairness>,
+    usage: UsageBook,
+}
+
+impl ModelGate {
+    pub fn new(
+        registry: Arc<Registry>,
+        models: Arc<Models>,
+        settings: SettingsClient,
+        costs: CostGuard,
+        fairness: Option<Fairness>,
+        usage: UsageBook,
+    ) -> ModelGate {
+        ModelGate {
+            registry,
+            models,
+            settings,
+            costs,
+            fairness,
+            usage,
+        }
+    }
+
+    /// The whole sequence: [`count`](Self::count) then [`clear`](Self::clear).
+    pub async fn admit(
+        &self,
+        caller: &Caller,
+        requested: &str,
+        unknown: impl FnOnce(&str) -> ApiError,
+    ) -> ApiResult<(Option<Priority>, Admitted)> {
+        let priority = self.count(caller)?;
+        let admitted = self.clear(caller, requested, unknown).await?;
+        Ok((priority, admitted))
+    }
+
+    /// Counts a request of `caller` against chat fairness's rate limit (429 above it); the
+    /// priority its model call queues with, when fairness is on.
+    pub fn count(&self, caller: &Caller) -> ApiResult<Option<Priority>> {
+        self.fairness
+            .as_ref()
+            .map(|fairness| fairness.admit(&caller.user_id))
+            .transpose()
+    }
+
+    /// Resolves `requested` (empty or `auto`: the default model; `unknown` words the error
+    /// for a name the registry does not have), then checks the caller's cost caps.
+    pub async fn clear(
+        &self,
+        caller: &Caller,
+        requested: &str,
+        unknown: impl FnOnce(&str) -> ApiError,
+    ) -> ApiResult<Admitted> {
+        let entry = self.registry.resolve(requested).ok_or_else(|| {
+            if requested.is_empty() || requested == "auto" {
+                ApiError::new(ErrorCode::Unavailable, "no chat model is configured")
+            } else {
+                unknown(requested)
+            }
+        })?;
+        let model = self.models.get(&entry.name)?;
+        let settings = self.settings.resolve(caller).await?;
+        self.costs.check(caller, &settings).await?;
+        Ok(Admitted {
+            entry: entry.clone(),
+            model,
+            settings,
+        })
+    }
+
+    /// Waits for a fairness slot for a call admitted with `priority` (none without
+    /// fairness). Dropping the future gives up the place in the queue; dropping the permit
+    /// frees the slot.
+    pub async fn slot(&self, priority: Option<Priority>) -> Option<Permit> {
+        match (&self.fairness, priority) {
+            (Some(fairness), Some(priority)) => Some(fairness.acquire(priority).await),
+            _ => None,
+        }
+    }
+
+    /// Books a call made outside a reply (booked within the second, see [`UsageBook`]).
+    pub fn book(
+        &self,
+        user_id: &str,
+        entry: &ModelEntry,
+        purpose: &str,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+    ) {
+        self.usage
+            .add(user_id, entry, purpose, prompt_tokens, completion_tokens);
+    }
+
+    pub fn usage(&self) -> &UsageBook {
+        &self.usage
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+}
+
+/// A failed model call as the caller sees it.
+pub fn model_error(e: ChatError) -> ApiError {
+    match e {
+        ChatError::Upstream { status: 429, .. } => {
+            ApiError::new(ErrorCode::TooManyRequests, e.to_string())
+        }
+        _ => ApiError::new(ErrorCode::Unavailable, e.to_string()),
+    }
+}
+
+/// What a call costs at `prices` (per million input and output tokens).
+pub fn cost(prices: (f64, f64), prompt_tokens: u64, completion_tokens: u64) -> f64 {
+    (prompt_tokens as f64 * prices.0 + completion_tokens as f64 * prices.1) / 1_000_000.0
+}
