@@ -48,8 +48,10 @@ pub async fn serve(
     // The models file, plus the local GGUF models found in the models directory.
     let registry = Arc::new(
         Registry::load(ctx.config.models_file.as_deref())?.with_local_models(
-            &ctx.config.models_dir,
-            docchat_inference::local::DEFAULT_CONTEXT,
+            docchat_inference::find_local_models(
+                &ctx.config.models_dir,
+                docchat_inference::local::DEFAULT_CONTEXT,
+            ),
         ),
     );
     let local = docchat_inference::LocalOptions {

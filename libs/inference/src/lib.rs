@@ -6,12 +6,13 @@
 
 pub mod chat;
 pub mod embed;
-pub mod local;
 pub mod registry;
 pub mod transcribe;
 
+pub use chat::local;
 pub use chat::{
-    ChatError, ChatMessage, ChatModel, ChatStream, Completion, OpenAiChat, Sampling, StreamEvent,
+    ChatError, ChatMessage, ChatModel, ChatStream, Completion, EventSource, OpenAiChat, Sampling,
+    StreamEvent,
 };
 pub use embed::{
     EmbedError, Embedder, Embedders, MINILM_NAME, MiniLmEmbedder, OpenAiEmbedder, l2_normalize,

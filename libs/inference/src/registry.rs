@@ -166,12 +166,11 @@ impl Registry {
         })
     }
 
-    /// Adds the local GGUF chat models found in `models_dir` (see
-    /// [`find_local_models`](crate::local::find_local_models)) after the configured ones,
-    /// each with a context of at most `context_cap` tokens. A name the models file already
-    /// uses keeps the file's entry. Without a models dir or a GGUF file, nothing changes.
-    pub fn with_local_models(mut self, models_dir: &Path, context_cap: usize) -> Registry {
-        for entry in crate::local::find_local_models(models_dir, context_cap) {
+    /// Adds entries found elsewhere (the local GGUF chat models of
+    /// [`find_local_models`](crate::chat::local::find_local_models)) after the configured
+    /// ones. A name the models file already uses keeps the file's entry.
+    pub fn with_local_models(mut self, found: impl IntoIterator<Item = ModelEntry>) -> Registry {
+        for entry in found {
             if self.models.iter().any(|m| m.name == entry.name) {
                 tracing::warn!(name = %entry.name, "a local model has the name of a configured one and is ignored");
                 continue;

@@ -278,7 +278,7 @@ async fn registry_lists_the_local_model() {
     assert_eq!(entry.base_model(), "google/gemma-3-270m");
     assert_eq!(entry.context_length, 8192);
     assert_eq!((entry.input_price, entry.output_price), (0.0, 0.0));
-    let registry = Registry::default().with_local_models(&models_dir(), 8192);
+    let registry = Registry::default().with_local_models(find_local_models(&models_dir(), 8192));
     let resolved = registry.resolve("auto").unwrap();
     assert_eq!(resolved.name, "gemma-3-270m");
     let model = ChatModel::from_entry(resolved, &options()).unwrap();
@@ -288,7 +288,7 @@ async fn registry_lists_the_local_model() {
     let file = "[[models]]\nname = \"up\"\nbase_url = \"http://127.0.0.1:1/v1\"\n";
     let registry = Registry::parse(file)
         .unwrap()
-        .with_local_models(&models_dir(), 8192);
+        .with_local_models(find_local_models(&models_dir(), 8192));
     assert_eq!(registry.resolve("auto").unwrap().name, "up");
     assert_eq!(registry.chat_models().count(), 2);
 }

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 pub use tokenizer::Tokenizer;
 
-use crate::chat::{ChatError, ChatMessage, ChatStream, Completion, StreamEvent, StreamItem};
+use super::{ChatError, ChatMessage, ChatStream, Completion, EventSource, StreamEvent};
 use crate::registry::{ModelEntry, ModelKind};
 use gemma3::{Gemma3, Logits, PREFILL_CHUNK};
 use gguf::Gguf;
@@ -551,7 +551,12 @@ impl LocalChat {
                 .map_err(|_| ChatError::Local("the model worker failed".into()))?;
             *jobs = Some(q);
         }
-        Ok(ChatStream::from_channel(rx))
+        Ok(ChatStream::new(Box::new(ChannelStream {
+            rx,
+            usage: (0, 0),
+            length: false,
+            done: false,
+        })))
     }
 
     /// A whole answer (trimmed, as [`OpenAiChat::complete`](crate::OpenAiChat::complete)).
@@ -575,6 +580,66 @@ impl LocalChat {
             completion_tokens,
             finish_reason: stream.finish_reason().to_owned(),
         })
+    }
+}
+
+/// What the worker sends.
+enum StreamItem {
+    Delta(String),
+    Done {
+        prompt_tokens: u64,
+        completion_tokens: u64,
+        /// It stopped at `max_tokens` or the end of the context.
+        length: bool,
+    },
+    Failed(ChatError),
+}
+
+/// The caller's end of a generation.
+struct ChannelStream {
+    rx: tokio::sync::mpsc::Receiver<StreamItem>,
+    usage: (u64, u64),
+    length: bool,
+    done: bool,
+}
+
+#[async_trait::async_trait]
+impl EventSource for ChannelStream {
+    async fn next(&mut self) -> Option<Result<StreamEvent, ChatError>> {
+        if self.done {
+            return None;
+        }
+        match self.rx.recv().await {
+            Some(StreamItem::Delta(text)) => Some(Ok(StreamEvent::Delta(text))),
+            Some(StreamItem::Done {
+                prompt_tokens,
+                completion_tokens,
+                length,
+            }) => {
+                self.usage = (prompt_tokens, completion_tokens);
+                self.length = length;
+                self.done = true;
+                None
+            }
+            Some(StreamItem::Failed(e)) => {
+                self.done = true;
+                Some(Err(e))
+            }
+            None => {
+                self.done = true;
+                Some(Err(ChatError::Local(
+                    "the model stopped before the end of its answer".into(),
+                )))
+            }
+        }
+    }
+
+    fn usage(&self) -> (u64, u64) {
+        self.usage
+    }
+
+    fn finish_reason(&self) -> &str {
+        if self.length { "length" } else { "stop" }
     }
 }
 
