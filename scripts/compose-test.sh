@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The compose stack, run for real (scripts/test.sh calls this):
-#   1. a Docker engine: the running one, else ../shared/tools/compose-offline.sh up when that
-#      tool is there (offline engine and stand-in images, see deploy/README.md); none at all
-#      fails the run in CI (CI set) and is a loud SKIPPED outside it;
+#   1. a Docker engine: the running one, else ../shared/tools/compose-offline.sh up (or
+#      $DOCCHAT_DOCKER_OFFLINE_TOOL) when that tool is there (offline engine and stand-in
+#      images, see deploy/README.md); none at all fails the run in CI (CI set) and is a loud
+#      SKIPPED outside it;
 #   2. the image from the debug binaries of `cargo build --workspace --bins` (the build the
 #      test run already has) through the Dockerfile's `prebuilt` target, tagged
 #      docchat:compose-test, so no compilation happens inside Docker;
@@ -45,7 +46,7 @@ unavailable() {
 
 step "Docker engine"
 if ! docker info >/dev/null 2>&1; then
-  offline="$root/../shared/tools/compose-offline.sh"
+  offline="${DOCCHAT_DOCKER_OFFLINE_TOOL:-$root/../shared/tools/compose-offline.sh}"
   if [ -f "$offline" ] && [ "$(id -u)" = 0 ]; then
     echo "    no engine running: starting one with $offline"
     bash "$offline" up >/dev/null || unavailable "$offline up failed"

@@ -64,10 +64,14 @@ DOCCHAT_MODELS_FILE="$data/models.toml" DOCCHAT_MODELS_DIR="$DOCCHAT_TEST_MODELS
   scripts/run.sh >"$data/gateway.log" 2>&1 &
 gw=$!
 trap 'kill $gw $upstream 2>/dev/null || true; rm -rf "$data"' EXIT
-for _ in $(seq 1 100); do
-  curl -fs -H "Authorization: Bearer $key" "http://127.0.0.1:$port/rpc/health/readiness" >/dev/null && break
+# Up to 2 minutes: cargo run checks the build first (and waits for a build lock if one is held).
+ready=0
+for _ in $(seq 1 600); do
+  kill -0 $gw 2>/dev/null || break
+  curl -fs -H "Authorization: Bearer $key" "http://127.0.0.1:$port/rpc/health/readiness" >/dev/null && { ready=1; break; }
   sleep 0.2
 done
+[ "$ready" = 1 ] || { echo "scripts/run.sh did not bring up a ready docchat"; cat "$data/gateway.log"; exit 1; }
 if ! "$python" tests/client_compat/check_h2ogpte_client.py "http://127.0.0.1:$port" "$key"; then
   cat "$data/gateway.log"; exit 1
 fi
