@@ -209,17 +209,10 @@ impl Stack {
     }
 }
 
+/// Whether the MiniLM embedder was fetched; its absence fails the test in CI and is a loud
+/// skip elsewhere.
 fn model_present() -> bool {
-    let present = docchat_common::testing::models_dir()
-        .join("all-MiniLM-L6-v2/model.safetensors")
-        .exists();
-    if !present {
-        eprintln!(
-            "MiniLM model not in {:?}: run scripts/fetch-models.sh",
-            docchat_common::testing::models_dir()
-        );
-    }
-    present
+    docchat_common::testing::model_file(docchat_common::testing::MINILM_WEIGHTS).is_some()
 }
 
 const NOTES: &str = "# Geography\n\nParis is the capital of France. The Seine flows through the city.\n\n# Programming\n\nThe Rust borrow checker prevents data races at compile time.\n";
@@ -229,7 +222,7 @@ const COOKING: &str =
 #[tokio::test]
 async fn ingested_documents_are_searchable_and_deletable() {
     if !model_present() {
-        panic!("the MiniLM model is required (scripts/fetch-models.sh)");
+        return;
     }
     for backend in vector_backends() {
         let s = Stack::start(&backend, |_| {}).await;
@@ -471,7 +464,7 @@ async fn uploads_and_collections_of_others_are_404_and_limits_refuse() {
 #[tokio::test]
 async fn a_job_whose_worker_died_completes_once_without_duplicate_chunks() {
     if !model_present() {
-        panic!("the MiniLM model is required (scripts/fetch-models.sh)");
+        return;
     }
     for backend in vector_backends() {
         // No workers at first: the job stays queued while we play the dying worker.
@@ -560,7 +553,7 @@ async fn a_job_whose_worker_died_completes_once_without_duplicate_chunks() {
 async fn audio_is_transcribed_through_the_configured_upstream() {
     use docchat_common::testing::ScriptedHttp;
     if !model_present() {
-        panic!("the MiniLM model is required (scripts/fetch-models.sh)");
+        return;
     }
     let upstream = ScriptedHttp::start(std::sync::Arc::new(|req: &docchat_common::testing::SeenRequest| {
         assert_eq!(req.path, "/v1/audio/transcriptions");
@@ -619,7 +612,7 @@ async fn audio_is_transcribed_through_the_configured_upstream() {
 async fn collection_descriptions_are_generated_until_a_user_writes_one() {
     use docchat_common::testing::ScriptedHttp;
     if !model_present() {
-        panic!("the MiniLM model is required (scripts/fetch-models.sh)");
+        return;
     }
     let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = calls.clone();
@@ -757,7 +750,7 @@ async fn collection_descriptions_are_generated_until_a_user_writes_one() {
 async fn summaries_and_questions_come_from_the_chat_model_when_asked() {
     use docchat_common::testing::ScriptedHttp;
     if !model_present() {
-        panic!("the MiniLM model is required (scripts/fetch-models.sh)");
+        return;
     }
     let upstream = ScriptedHttp::start(std::sync::Arc::new(|req: &docchat_common::testing::SeenRequest| {
         let body: serde_json::Value = serde_json::from_slice(&req.body).unwrap_or_default();
@@ -1078,7 +1071,7 @@ async fn group_by_source_chat_keeps_groups_together_and_sourceless_documents_las
 #[tokio::test]
 async fn pgvector_takes_over_earlier_vectors_and_honours_document_filters() {
     if !model_present() {
-        panic!("the MiniLM model is required (scripts/fetch-models.sh)");
+        return;
     }
     // Asking for pgvector where there is none refuses to start, clearly.
     let sqlite = &vector_backends()[0];
@@ -1099,13 +1092,8 @@ async fn pgvector_takes_over_earlier_vectors_and_honours_document_filters() {
     );
     assert!(message.contains("vector extension"), "{message}");
 
-    let Some(backend) = vector_backends()
-        .into_iter()
-        .find(|b| b.name.starts_with("pgvector"))
-    else {
-        eprintln!(
-            "DOCCHAT_TEST_PGVECTOR_URL unset: pgvector part skipped (scripts/test.sh sets it)"
-        );
+    // Without the pgvector server this part fails in CI and is a loud skip elsewhere.
+    let Some(backend) = Backend::pgvector() else {
         return;
     };
     // Written while vectors lived in memory only...

@@ -33,10 +33,14 @@ pub fn in_ci() -> bool {
 /// loudly, so a green run outside CI cannot hide what did not run.
 #[allow(clippy::panic, clippy::print_stderr)]
 pub fn unavailable(what: &str) {
+    let test = std::thread::current()
+        .name()
+        .map(|n| format!(" {n}"))
+        .unwrap_or_default();
     if in_ci() {
         panic!("{what}: CI is set, so a missing backend, model or server fails the run");
     }
-    eprintln!("\n!!! SKIPPED: {what} (outside CI this is a skip; in CI it fails)\n");
+    eprintln!("\n!!! SKIPPED{test}: {what} (outside CI this is a skip; in CI it fails)\n");
 }
 
 impl Backend {
@@ -163,12 +167,34 @@ macro_rules! vector_backend_tests {
 }
 
 /// Where tests find local models: `DOCCHAT_TEST_MODELS_DIR` (scripts/test.sh fetches them
-/// there), else the repository's `models/`.
+/// there), else `DOCCHAT_MODELS_DIR`, else the repository's `models/`.
 pub fn models_dir() -> std::path::PathBuf {
-    match std::env::var_os("DOCCHAT_TEST_MODELS_DIR") {
+    match std::env::var_os("DOCCHAT_TEST_MODELS_DIR")
+        .or_else(|| std::env::var_os("DOCCHAT_MODELS_DIR"))
+    {
         Some(dir) => dir.into(),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models"),
     }
+}
+
+/// The MiniLM embedder's weights, relative to [`models_dir`] (`scripts/fetch-models.sh`).
+pub const MINILM_WEIGHTS: &str = "all-MiniLM-L6-v2/model.safetensors";
+/// The local Gemma 3 chat model, relative to [`models_dir`]
+/// (`scripts/fetch-models.sh --with-llm`).
+pub const GEMMA_GGUF: &str = "gemma3-270m/gemma-3-270m-q4_k_m.gguf";
+
+/// A model file a test needs (`relative` to [`models_dir`], e.g. [`MINILM_WEIGHTS`]);
+/// `None`, after [`unavailable`] (a failure in CI), when it has not been fetched.
+pub fn model_file(relative: &str) -> Option<std::path::PathBuf> {
+    let path = models_dir().join(relative);
+    if path.is_file() {
+        return Some(path);
+    }
+    unavailable(&format!(
+        "model file {} missing (scripts/fetch-models.sh --with-llm fetches the models)",
+        path.display()
+    ));
+    None
 }
 
 /// A fresh name for databases and bus namespaces.

@@ -335,17 +335,14 @@ fn rabbitmqctl(args: &[&str]) {
     assert!(status.success(), "rabbitmqctl {args:?}");
 }
 
-/// Run alone (it restarts the broker): `scripts/test.sh` runs it after the main suite.
+/// Run alone (it restarts the broker), so ignored by default: `scripts/test.sh` runs it
+/// after the main suite (`--run-ignored only`). Without RabbitMQ it fails in CI.
 #[tokio::test]
+#[ignore = "restarts RabbitMQ: scripts/test.sh runs it alone"]
 async fn broker_restart_loses_nothing() {
-    let Ok(url) = std::env::var("DOCCHAT_TEST_AMQP_URL") else {
-        eprintln!("DOCCHAT_TEST_AMQP_URL unset: skipped");
+    let Some(url) = docchat_common::testing::Backend::postgres().and_then(|b| b.amqp) else {
         return;
     };
-    if std::env::var("DOCCHAT_TEST_BROKER_RESTART").is_err() {
-        eprintln!("DOCCHAT_TEST_BROKER_RESTART unset: skipped (it restarts RabbitMQ)");
-        return;
-    }
     let bus = Arc::new(
         AmqpBus::new(&url, &format!("{}.", unique("t")))
             .with_queue_expiry(Duration::from_secs(300)),

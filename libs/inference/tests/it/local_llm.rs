@@ -3,7 +3,8 @@
 //!
 //! Needs `gemma3-270m/gemma-3-270m-q4_k_m.gguf` (`scripts/fetch-models.sh --with-llm`) in
 //! `$DOCCHAT_TEST_MODELS_DIR`, else `$DOCCHAT_MODELS_DIR`, else `<repo>/models`; without it
-//! each test says it is skipped and passes.
+//! each test fails in CI and says loudly that it is skipped elsewhere
+//! (`docchat_common::testing::model_file`).
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -15,27 +16,12 @@ use docchat_inference::{
     find_local_models,
 };
 
-const FILE: &str = "gemma3-270m/gemma-3-270m-q4_k_m.gguf";
+use docchat_common::testing::{GEMMA_GGUF, models_dir};
 
-fn models_dir() -> PathBuf {
-    std::env::var_os("DOCCHAT_TEST_MODELS_DIR")
-        .or_else(|| std::env::var_os("DOCCHAT_MODELS_DIR"))
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"))
-}
-
-/// The GGUF file, or None (after saying so) when it has not been fetched.
-fn model_file(test: &str) -> Option<PathBuf> {
-    let path = models_dir().join(FILE);
-    if path.is_file() {
-        Some(path)
-    } else {
-        eprintln!(
-            "SKIPPED {test}: no {} (run scripts/fetch-models.sh --with-llm)",
-            path.display()
-        );
-        None
-    }
+/// The GGUF file, or None (after `unavailable`: a failure in CI) when it has not been
+/// fetched.
+fn model_file() -> Option<PathBuf> {
+    docchat_common::testing::model_file(GEMMA_GGUF)
 }
 
 fn options() -> LocalOptions {
@@ -47,24 +33,24 @@ fn options() -> LocalOptions {
 }
 
 /// One model for the tests that call it directly.
-fn model(test: &str) -> Option<&'static LocalModel> {
+fn model() -> Option<&'static LocalModel> {
     static MODEL: OnceLock<Option<LocalModel>> = OnceLock::new();
-    let path = model_file(test)?;
+    let path = model_file()?;
     MODEL
         .get_or_init(|| Some(LocalModel::load(&path, &options()).unwrap()))
         .as_ref()
 }
 
 /// One chat model (its own worker) for the tests of the chat surface.
-fn chat(test: &str) -> Option<&'static LocalChat> {
+fn chat() -> Option<&'static LocalChat> {
     static CHAT: OnceLock<LocalChat> = OnceLock::new();
-    let path = model_file(test)?;
+    let path = model_file()?;
     Some(CHAT.get_or_init(|| LocalChat::new("gemma-3-270m", path, options())))
 }
 
 #[test]
 fn tokenizer_matches_the_vocabulary() {
-    let Some(m) = model("tokenizer_matches_the_vocabulary") else {
+    let Some(m) = model() else {
         return;
     };
     let t = m.tokenizer();
@@ -105,7 +91,7 @@ fn pieces(m: &LocalModel, ids: &[u32]) -> Vec<String> {
 
 #[test]
 fn greedy_continuation_knows_the_capital_of_france() {
-    let Some(m) = model("greedy_continuation_knows_the_capital_of_france") else {
+    let Some(m) = model() else {
         return;
     };
     let t = m.tokenizer();
@@ -140,7 +126,7 @@ fn greedy_continuation_knows_the_capital_of_france() {
 
 #[test]
 fn perplexity_of_plain_english_is_low() {
-    let Some(m) = model("perplexity_of_plain_english_is_low") else {
+    let Some(m) = model() else {
         return;
     };
     let t = m.tokenizer();
@@ -161,7 +147,7 @@ fn perplexity_of_plain_english_is_low() {
 fn long_prompts_run_in_chunks_over_the_window() {
     // A prompt longer than one batched pass (512 tokens) and than the sliding window: the
     // second chunk must see the first through the cache, within the window.
-    let Some(m) = model("long_prompts_run_in_chunks_over_the_window") else {
+    let Some(m) = model() else {
         return;
     };
     let t = m.tokenizer();
@@ -184,7 +170,7 @@ fn long_prompts_run_in_chunks_over_the_window() {
 
 #[test]
 fn shortlisted_logits_decode_as_exact_ones() {
-    let Some(m) = model("shortlisted_logits_decode_as_exact_ones") else {
+    let Some(m) = model() else {
         return;
     };
     let t = m.tokenizer();
@@ -219,7 +205,7 @@ async fn collect(chat: &LocalChat, messages: &[ChatMessage], max: u32) -> (Strin
 
 #[tokio::test]
 async fn stream_and_complete_give_the_same_answer() {
-    let Some(chat) = chat("stream_and_complete_give_the_same_answer") else {
+    let Some(chat) = chat() else {
         return;
     };
     let messages = [
@@ -241,7 +227,7 @@ async fn stream_and_complete_give_the_same_answer() {
 
 #[tokio::test]
 async fn dropping_the_stream_stops_generation() {
-    let Some(chat) = chat("dropping_the_stream_stops_generation") else {
+    let Some(chat) = chat() else {
         return;
     };
     // An answer of up to 3000 tokens would take a minute; dropping the stream after two
@@ -269,7 +255,7 @@ async fn dropping_the_stream_stops_generation() {
 
 #[tokio::test]
 async fn registry_lists_the_local_model() {
-    if model_file("registry_lists_the_local_model").is_none() {
+    if model_file().is_none() {
         return;
     }
     let found = find_local_models(&models_dir(), 8192);

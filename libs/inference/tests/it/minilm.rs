@@ -1,35 +1,21 @@
 //! The in-process all-MiniLM-L6-v2 against the reference implementation.
 //!
 //! Needs the model files (`scripts/fetch-models.sh`) in `$DOCCHAT_TEST_MODELS_DIR`, else
-//! `$DOCCHAT_MODELS_DIR`, else `<repo>/models`; without them each test says it is skipped
-//! and passes. `fixtures/minilm_reference.json` holds the vectors sentence-transformers
+//! `$DOCCHAT_MODELS_DIR`, else `<repo>/models`; without them each test fails in CI and says
+//! loudly that it is skipped elsewhere (`docchat_common::testing::model_file`). `fixtures/minilm_reference.json` holds the vectors sentence-transformers
 //! computes for the same texts (`fixtures/make_minilm_reference.py`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use docchat_common::testing::{MINILM_WEIGHTS, model_file, models_dir};
 use docchat_inference::{Embedder, Embedders, MINILM_NAME, MiniLmEmbedder, Registry};
 use serde::Deserialize;
 
-fn models_dir() -> PathBuf {
-    std::env::var_os("DOCCHAT_TEST_MODELS_DIR")
-        .or_else(|| std::env::var_os("DOCCHAT_MODELS_DIR"))
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"))
-}
-
-/// The model directory, or None (after saying so) when the model has not been fetched.
-fn model_dir(test: &str) -> Option<PathBuf> {
-    let dir = models_dir().join(MINILM_NAME);
-    if dir.join("model.safetensors").is_file() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "SKIPPED {test}: no {} (run scripts/fetch-models.sh)",
-            dir.join("model.safetensors").display()
-        );
-        None
-    }
+/// The model directory, or None (after `unavailable`: a failure in CI) when the model has
+/// not been fetched.
+fn model_dir() -> Option<PathBuf> {
+    model_file(MINILM_WEIGHTS).and_then(|weights| weights.parent().map(PathBuf::from))
 }
 
 #[derive(Deserialize)]
@@ -60,7 +46,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 
 #[tokio::test]
 async fn matches_sentence_transformers_reference() {
-    let Some(dir) = model_dir("matches_sentence_transformers_reference") else {
+    let Some(dir) = model_dir() else {
         return;
     };
     let reference = reference();
@@ -105,7 +91,7 @@ async fn matches_sentence_transformers_reference() {
 
 #[tokio::test]
 async fn similar_sentences_are_closer_than_unrelated_ones() {
-    let Some(dir) = model_dir("similar_sentences_are_closer_than_unrelated_ones") else {
+    let Some(dir) = model_dir() else {
         return;
     };
     let embedder = MiniLmEmbedder::load(&dir, Some(1)).unwrap();
@@ -137,7 +123,7 @@ async fn similar_sentences_are_closer_than_unrelated_ones() {
 
 #[tokio::test]
 async fn many_texts_of_mixed_lengths_come_back_in_order() {
-    let Some(dir) = model_dir("many_texts_of_mixed_lengths_come_back_in_order") else {
+    let Some(dir) = model_dir() else {
         return;
     };
     let embedder = Arc::new(
@@ -169,7 +155,7 @@ async fn many_texts_of_mixed_lengths_come_back_in_order() {
 
 #[tokio::test]
 async fn embedders_registry_prefers_the_local_model() {
-    let Some(_) = model_dir("embedders_registry_prefers_the_local_model") else {
+    let Some(_) = model_dir() else {
         return;
     };
     let registry = Registry::parse(

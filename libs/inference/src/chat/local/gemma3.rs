@@ -646,14 +646,10 @@ mod tests {
     use super::super::tokenizer::Tokenizer;
     use super::*;
 
-    /// The 270M file when it has been fetched (`scripts/fetch-models.sh --with-llm`).
+    /// The 270M file when it has been fetched (`scripts/fetch-models.sh --with-llm`); its
+    /// absence fails the test in CI and is a loud skip elsewhere.
     fn model_file() -> Option<PathBuf> {
-        let dir = std::env::var_os("DOCCHAT_TEST_MODELS_DIR")
-            .or_else(|| std::env::var_os("DOCCHAT_MODELS_DIR"))
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"));
-        let path = dir.join("gemma3-270m/gemma-3-270m-q4_k_m.gguf");
-        path.is_file().then_some(path)
+        docchat_common::testing::model_file(docchat_common::testing::GEMMA_GGUF)
     }
 
     /// On real text, at every position: the shortlist picks the same greedy token as the
@@ -662,7 +658,6 @@ mod tests {
     #[test]
     fn the_sketch_shortlist_holds_the_likely_tokens() {
         let Some(path) = model_file() else {
-            eprintln!("SKIPPED: no gemma3-270m GGUF (scripts/fetch-models.sh --with-llm)");
             return;
         };
         let g = Gguf::open(&path).unwrap();
