@@ -175,8 +175,3 @@ pub fn model_error(e: ChatError) -> ApiError {
         _ => ApiError::new(ErrorCode::Unavailable, e.to_string()),
     }
 }
-
-/// What a call costs at `prices` (per million input and output tokens).
-pub fn cost(prices: (f64, f64), prompt_tokens: u64, completion_tokens: u64) -> f64 {
-    (prompt_tokens as f64 * prices.0 + completion_tokens as f64 * prices.1) / 1_000_000.0
-}

@@ -15,10 +15,14 @@ use sea_orm::DatabaseConnection;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::usage_event;
-use crate::gate::cost;
 
 /// How often summed usage is booked.
 const BOOK_EVERY: Duration = Duration::from_secs(1);
+
+/// What a call costs at `prices` (per million input and output tokens).
+pub fn cost(prices: (f64, f64), prompt_tokens: u64, completion_tokens: u64) -> f64 {
+    (prompt_tokens as f64 * prices.0 + completion_tokens as f64 * prices.1) / 1_000_000.0
+}
 
 #[derive(Default, Clone, Copy, Debug, PartialEq)]
 struct Sum {

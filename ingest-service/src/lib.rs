@@ -14,6 +14,7 @@ pub mod ingestion;
 pub mod jobs;
 pub mod migrations;
 pub mod search;
+mod sql;
 pub mod tags;
 pub mod uploads;
 pub mod vectors;

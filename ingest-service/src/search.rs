@@ -13,6 +13,7 @@ use sea_orm::{
 };
 
 use crate::entities::{chunks, collections, documents};
+use crate::sql::placeholders;
 use crate::vectors::VectorStore;
 
 pub const DEFAULT_TOP_K: usize = 8;
@@ -53,16 +54,6 @@ pub fn fuse(rankings: &[Vec<i64>]) -> Vec<(i64, f64)> {
     let mut out: Vec<(i64, f64)> = scores.into_iter().collect();
     out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     out
-}
-
-pub(crate) fn placeholders(backend: DbBackend, start: usize, n: usize) -> String {
-    (0..n)
-        .map(|i| match backend {
-            DbBackend::Postgres => format!("${}", start + i),
-            _ => "?".to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Chunk ids matching the query's words, best first.

@@ -17,7 +17,7 @@ use docchat_common::error::{ApiError, ApiResult};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait, Value};
 
 use crate::index::VectorIndex;
-use crate::search::placeholders;
+use crate::sql::placeholders;
 
 /// The vector side of retrieval.
 #[derive(Clone)]

@@ -6,14 +6,12 @@ use std::time::Instant;
 
 use docchat_common::error::{ApiError, ErrorCode};
 use docchat_proto::chat::v1 as pb;
-use docchat_proto::ingest::v1::SearchHit;
 use tokio::sync::watch;
 
 use super::prompt::Prompt;
-use super::store::store_reply;
+use super::store::{Reply, UsageLog, store_reply};
 use super::{Completer, Events, Job, event};
 use crate::control::{Registration, State};
-use crate::gate::cost;
 use crate::limits;
 use docchat_inference::StreamEvent;
 
@@ -210,46 +208,6 @@ impl Completer {
 fn ends_thought(text: &str) -> bool {
     let t = text.trim_end_matches([' ', '\t', '"', '\'', ')', '*']);
     text.ends_with('\n') || t.ends_with(['.', '!', '?', '。', ':'])
-}
-
-/// Calls made for one reply, for usage_stats and the ledger.
-#[derive(Default)]
-pub(super) struct UsageLog {
-    pub(super) calls: Vec<Call>,
-}
-
-pub(super) struct Call {
-    pub(super) purpose: &'static str,
-    pub(super) prompt_tokens: u64,
-    pub(super) completion_tokens: u64,
-    pub(super) cost: f64,
-}
-
-impl UsageLog {
-    pub(super) fn add(
-        &mut self,
-        job: &Job,
-        purpose: &'static str,
-        prompt_tokens: u64,
-        completion_tokens: u64,
-    ) {
-        let cost = cost(job.prices, prompt_tokens, completion_tokens);
-        self.calls.push(Call {
-            purpose,
-            prompt_tokens,
-            completion_tokens,
-            cost,
-        });
-    }
-}
-
-#[derive(Default)]
-pub(super) struct Reply {
-    pub(super) text: String,
-    pub(super) error: Option<String>,
-    pub(super) references: Vec<SearchHit>,
-    pub(super) prompt_raw: String,
-    pub(super) first_token: Option<f64>,
 }
 
 #[cfg(test)]

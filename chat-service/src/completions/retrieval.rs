@@ -7,9 +7,9 @@ use docchat_inference::ChatMessage;
 use docchat_proto::ingest::v1::{ListChunksRequest, SearchHit, SearchRequest};
 use futures::StreamExt;
 
-use super::generate::UsageLog;
 use super::prompt::{Prompt, build_prompt, context_budget, excerpts, pages_of};
 use super::request::RagMode;
+use super::store::UsageLog;
 use super::{Completer, Job};
 use crate::gate::model_error;
 

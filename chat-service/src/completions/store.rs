@@ -8,6 +8,7 @@ use docchat_common::error::ApiResult;
 use docchat_common::outbox;
 use docchat_common::time::now;
 use docchat_proto::events::v1::LlmUsage;
+use docchat_proto::ingest::v1::SearchHit;
 use sea_orm::sea_query::{Expr, Func};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, FromQueryResult, QueryFilter,
@@ -15,14 +16,54 @@ use sea_orm::{
 };
 
 use super::Job;
-use super::generate::{Reply, UsageLog};
 use crate::batch::{Batch, TAG, tag, tagged};
 use crate::entities::{chat_sessions, message_meta, message_references, messages};
 use crate::events::usage_event;
 use crate::limits;
+use crate::usage::cost;
 
 /// Earlier messages considered for the conversation history.
 const HISTORY_MESSAGES: u64 = 20;
+
+/// Calls made for one reply, for usage_stats and the ledger.
+#[derive(Default)]
+pub(super) struct UsageLog {
+    pub(super) calls: Vec<Call>,
+}
+
+pub(super) struct Call {
+    pub(super) purpose: &'static str,
+    pub(super) prompt_tokens: u64,
+    pub(super) completion_tokens: u64,
+    pub(super) cost: f64,
+}
+
+impl UsageLog {
+    pub(super) fn add(
+        &mut self,
+        job: &Job,
+        purpose: &'static str,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+    ) {
+        let cost = cost(job.prices, prompt_tokens, completion_tokens);
+        self.calls.push(Call {
+            purpose,
+            prompt_tokens,
+            completion_tokens,
+            cost,
+        });
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Reply {
+    pub(super) text: String,
+    pub(super) error: Option<String>,
+    pub(super) references: Vec<SearchHit>,
+    pub(super) prompt_raw: String,
+    pub(super) first_token: Option<f64>,
+}
 
 /// Time-ordered ids, so a reply sorts after its question even within one clock tick.
 pub(super) fn message_id() -> String {
