@@ -3,8 +3,8 @@
 #   formatting and lints, every crate's unit and integration tests on SQLite + in-process
 #   bus and on PostgreSQL + RabbitMQ (ingest-service's on PostgreSQL with pgvector), the broker-restart test on its own, the official
 #   h2oGPTe and openai clients against a standalone docchat started by the README's run
-#   command (scripts/run.sh) and against the compose stack (scripts/compose-test.sh), and the
-#   deploy manifest checks.
+#   command (scripts/run.sh) and against the compose stack (scripts/compose-test.sh),
+#   schemathesis over the standalone gateway's /api-spec.yaml, and the deploy manifest checks.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -76,6 +76,16 @@ if ! "$python" tests/client_compat/check_h2ogpte_client.py "http://127.0.0.1:$po
   cat "$data/gateway.log"; exit 1
 fi
 if ! "$python" tests/client_compat/check_openai_client.py "http://127.0.0.1:$port" "$key"; then
+  cat "$data/gateway.log"; exit 1
+fi
+# The interface description against the server it describes: generated requests (valid and
+# invalid) to every operation; no answer may be a 5xx or disagree with the document (status,
+# content type, headers, body schema). About a minute; its caches stay in the scratch dir.
+step "schemathesis over /api-spec.yaml"
+schemathesis="$(dirname "$python")/schemathesis"
+if ! (cd "$data" && "$schemathesis" run "http://127.0.0.1:$port/api-spec.yaml" \
+    -H "Authorization: Bearer $key" --max-examples 50 --request-timeout 30 --no-color \
+    --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance); then
   cat "$data/gateway.log"; exit 1
 fi
 kill -TERM $gw; wait $gw || { echo "gateway did not shut down cleanly"; cat "$data/gateway.log"; exit 1; }

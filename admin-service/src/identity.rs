@@ -448,7 +448,7 @@ pub async fn create_key(
     } else {
         Some(now() + parse_interval(expires_in)?)
     };
-    if name.len() > 255 {
+    if name.chars().count() > 255 {
         return Err(ApiError::bad_request("name must be at most 255 characters"));
     }
     let name = if name.trim().is_empty() {
@@ -563,7 +563,7 @@ pub async fn create_role(
     description: &str,
 ) -> ApiResult<roles::Model> {
     let name = name.trim();
-    if name.is_empty() || name.len() > 255 || name.contains(',') {
+    if name.is_empty() || name.chars().count() > 255 || name.contains(',') {
         return Err(ApiError::bad_request(
             "role name must be 1 to 255 characters without commas",
         ));

@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod openapi;
 pub mod routes;
 pub mod standalone;
 pub mod state;
@@ -15,33 +16,13 @@ use docchat_common::JwtKeys;
 use docchat_common::config::Config;
 use docchat_common::error::ApiError;
 use tokio_util::sync::CancellationToken;
-use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::{Modify, OpenApi};
+use utoipa::OpenApi;
 use utoipa_actix_web::{AppExt, scope};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::auth::Api;
 use crate::error::{HttpError, bad_request};
 use crate::state::AppState;
-
-#[derive(OpenApi)]
-#[openapi(
-    info(title = "docchat", description = "Document-Chat and Agent service: the REST interface of SPEC.md."),
-    modifiers(&BearerAuth)
-)]
-struct ApiDoc;
-
-struct BearerAuth;
-
-impl Modify for BearerAuth {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "bearer",
-            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
-        );
-    }
-}
 
 /// Families that exist in SPEC.md but whose endpoints land in later issues: the key is
 /// still checked first, then the route answers 404 with the standard body.
@@ -82,8 +63,8 @@ fn app(
     utoipa::openapi::OpenApi,
 ) {
     use routes::{
-        chats, collections, compat, completions, configuration, documents, extractors, health,
-        identity, models, tags, uploads,
+        chats, collections, compat, completions, configuration, documents, extractors, files,
+        health, identity, meta, models, tags, uploads,
     };
     let max_body = state.config.max_body_bytes;
     let json = web::JsonConfig::default()
@@ -93,13 +74,13 @@ fn app(
         .error_handler(|err, _| bad_request(format!("invalid query: {err}")).into());
     let path = web::PathConfig::default()
         .error_handler(|err, _| bad_request(format!("invalid path: {err}")).into());
-    App::new()
+    let app = App::new()
         .app_data(state)
         .app_data(json)
         .app_data(query)
         .app_data(path)
         .into_utoipa_app()
-        .openapi(ApiDoc::openapi())
+        .openapi(openapi::ApiDoc::openapi())
         .service(
             scope::scope("/api/v1")
                 .configure(collections::configure)
@@ -120,18 +101,16 @@ fn app(
                 // Images travel inline as data URLs: the main API's body limit, not actix's
                 // 256 KiB default.
                 .app_data(web::PayloadConfig::new(max_body))
-                .route(
-                    "/chat/completions",
-                    web::post().to(compat::chat_completions),
-                )
-                .route("/responses", web::post().to(compat::responses))
-                .route("/models", web::get().to(compat::models))
+                .configure(compat::configure)
                 .default_service(web::to(compat::unknown)),
         )
-        .route("/file", web::route().to(authenticated_not_found))
+        .configure(files::configure)
+        .configure(meta::configure)
         .route("/api-spec.yaml", web::get().to(api_spec))
-        .default_service(web::to(not_found))
-        .split_for_parts()
+        .default_service(web::to(not_found));
+    let (app, mut api) = app.split_for_parts();
+    openapi::complete(&mut api);
+    (app, api)
 }
 
 /// Serves REST on `listener` until `shutdown`; also serves the probe listener when

@@ -12,6 +12,7 @@ import traceback
 import urllib.request
 import uuid
 
+from h2ogpte import H2OGPTE
 from h2ogpte.rest_sync import ApiClient, Configuration
 from h2ogpte.rest_sync.api.api_keys_api import APIKeysApi
 from h2ogpte.rest_sync.api.chat_api import ChatApi
@@ -75,6 +76,26 @@ def _():
     assert result.secret_key.startswith("sk-")
     assert result.api_key.username == name and result.api_key.is_global_key
     state["user"] = client(result.secret_key)
+    state["user_key"] = result.secret_key
+    state["username"] = name
+
+
+@check("H2OGPTE(address, api_key) constructs (GET /rpc/meta, same version) and calls through")
+def _():
+    import contextlib
+    import io
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        client = H2OGPTE(BASE, state["user_key"], strict_version_check=True)
+    assert "doesn't match" not in printed.getvalue(), printed.getvalue()
+    meta = client.get_meta()
+    assert meta.username == state["username"] and meta.user_id and not meta.is_guest
+    assert all(c.is_public for c in meta.global_configs)
+    collection_id = client.create_collection(name="via H2OGPTE", description="constructed client")
+    recent = client.list_recent_collections(0, 10)
+    assert [c.id for c in recent] == [collection_id], recent
+    CollectionsApi(state["user"]).delete_collection(collection_id)
 
 
 @check("list_all_api_keys validates")

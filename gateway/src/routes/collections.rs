@@ -89,8 +89,11 @@ impl From<pb::Collection> for Collection {
 /// ignored.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CreateCollection {
+    /// 1 to 255 characters (surrounding spaces trimmed).
+    #[schema(min_length = 1, max_length = 255)]
     pub name: String,
     #[serde(default)]
+    #[schema(max_length = 100000)]
     pub description: String,
     #[serde(default)]
     pub embedding_model: Option<String>,
@@ -100,8 +103,10 @@ pub struct CreateCollection {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct UpdateCollection {
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 255)]
     pub name: Option<String>,
     #[serde(default)]
+    #[schema(max_length = 100000)]
     pub description: Option<String>,
 }
 
@@ -135,6 +140,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
         (status = 201, body = Collection),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
+        (status = 403, description = "collection_limit or collection_limit_per_user reached", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]

@@ -17,8 +17,11 @@ use crate::error::{ErrorBody, HttpResult};
 /// llm_args of SPEC.md; fields the server does not use are accepted and ignored.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct LlmArgs {
+    /// 0 to 2 (default 0).
+    #[schema(minimum = 0, maximum = 2)]
     pub temperature: Option<f64>,
     /// Default 1536.
+    #[schema(minimum = 1)]
     pub max_new_tokens: Option<u32>,
     pub use_agent: Option<bool>,
     pub memory_block_id: Option<String>,
@@ -34,6 +37,8 @@ pub struct RagConfig {
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CompletionRequest {
+    /// 1 to 200000 characters.
+    #[schema(min_length = 1, max_length = 200000)]
     pub message: String,
     /// Model name or `auto`.
     pub llm: Option<String>,
@@ -130,7 +135,8 @@ fn history_flag(value: Option<serde_json::Value>) -> Result<String, ApiError> {
     params(("session_id" = String, Path)),
     request_body = CompletionRequest,
     responses(
-        (status = 200, description = "stream false: the reply; stream true: JSON lines (StreamLine), the last with finished true", body = CompletionResult),
+        (status = 200, description = "stream false: the reply (application/json); stream true: JSON lines (application/jsonl), one StreamLine each as the reply is generated: the first carries question_id, the last finished true with message_id, or error",
+            content((CompletionResult = "application/json"), (StreamLine = "application/jsonl"))),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody)
     ),
     security(("bearer" = []))

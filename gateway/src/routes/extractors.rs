@@ -14,6 +14,8 @@ use crate::error::{ErrorBody, HttpResult};
 /// Create and PATCH bodies: every field optional (null or omitted keeps the value).
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct ExtractorBody {
+    /// 1 to 255 characters; required on create.
+    #[schema(min_length = 1, max_length = 255)]
     pub name: Option<String>,
     pub description: Option<String>,
     pub llm: Option<String>,
@@ -25,6 +27,7 @@ pub struct ExtractorBody {
     pub system_prompt: Option<String>,
     pub keep_intermediate_results: Option<bool>,
     /// At least 1.
+    #[schema(minimum = 1)]
     pub max_num_chunks: Option<i64>,
     /// on, off or auto.
     pub vision: Option<String>,

@@ -43,8 +43,12 @@ impl From<pb::User> for UserInfo {
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CreateUser {
+    /// 1 to 128 letters, digits or `_ - . @`.
+    #[schema(min_length = 1, max_length = 128)]
     pub username: String,
+    /// An address (with `@`), at most 255 characters; may be empty.
     #[serde(default)]
+    #[schema(max_length = 255)]
     pub email: String,
     /// Role names; default `user`.
     #[serde(default)]
@@ -106,7 +110,9 @@ impl From<pb::ApiKey> for ApiKeyInfo {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CreateApiKey {
     pub user_id: String,
+    /// At most 255 characters; default `api key`.
     #[serde(default)]
+    #[schema(max_length = 255)]
     pub name: Option<String>,
     /// For example `30 days`; omitted means no expiry.
     #[serde(default)]
@@ -148,6 +154,8 @@ impl From<pb::Role> for RoleInfo {
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CreateRole {
+    /// 1 to 255 characters, no commas.
+    #[schema(min_length = 1, max_length = 255)]
     pub name: String,
     #[serde(default)]
     pub description: String,
@@ -356,7 +364,7 @@ pub async fn assign_permission_to_role(
 }
 
 #[utoipa::path(tag = "Identity", params(("role_id" = String, Path), ("permission_name" = String, Path)),
-    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses((status = 204), (status = 400, description = "unknown permission", body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 #[delete("/roles/{role_id}/permissions/{permission_name}")]
 pub async fn remove_permission_from_role(

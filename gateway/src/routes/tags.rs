@@ -38,6 +38,8 @@ impl From<pb::Tag> for Tag {
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CreateTag {
+    /// 1 to 255 characters, no commas.
+    #[schema(min_length = 1, max_length = 255)]
     pub name: String,
     #[serde(default)]
     pub description: Option<String>,
