@@ -165,6 +165,7 @@ fn messages(wire: &[pb::CompatMessage], entry: &ModelEntry) -> ApiResult<Vec<Cha
             role: m.role.clone(),
             content: m.text.clone(),
             images: m.image_urls.clone(),
+            ..ChatMessage::default()
         });
     }
     if bytes > MAX_PROMPT_BYTES {

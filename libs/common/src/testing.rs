@@ -518,3 +518,180 @@ async fn answer(
     }
     let _ = stream.shutdown().await;
 }
+
+/// A tool call a [`ScriptedTurn`] answers with.
+#[derive(Debug, Clone)]
+pub struct ScriptedCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments' text as the model "writes" it (may be invalid JSON on purpose).
+    pub arguments: String,
+}
+
+impl ScriptedCall {
+    pub fn new(id: &str, name: &str, arguments: serde_json::Value) -> ScriptedCall {
+        ScriptedCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.to_string(),
+        }
+    }
+
+    /// A call whose arguments are this exact text.
+    pub fn raw(id: &str, name: &str, arguments: &str) -> ScriptedCall {
+        ScriptedCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+}
+
+/// One streamed answer of a scripted OpenAI-compatible chat upstream: some text, then tool
+/// calls (several = parallel calls) whose arguments go out in pieces of `split` bytes, one
+/// SSE event each, interleaved across calls by `index`; then the finish reason and usage.
+#[derive(Debug, Clone)]
+pub struct ScriptedTurn {
+    pub text: String,
+    pub calls: Vec<ScriptedCall>,
+    /// Bytes of arguments per fragment (0 = whole).
+    pub split: usize,
+    /// Pause before each SSE event.
+    pub delay: std::time::Duration,
+    pub usage: (u64, u64),
+}
+
+impl ScriptedTurn {
+    pub fn text(text: &str) -> ScriptedTurn {
+        ScriptedTurn {
+            text: text.into(),
+            calls: Vec::new(),
+            split: 0,
+            delay: std::time::Duration::ZERO,
+            usage: (10, 5),
+        }
+    }
+
+    pub fn calls(calls: Vec<ScriptedCall>) -> ScriptedTurn {
+        ScriptedTurn {
+            calls,
+            ..ScriptedTurn::text("")
+        }
+    }
+
+    pub fn split(mut self, bytes: usize) -> ScriptedTurn {
+        self.split = bytes;
+        self
+    }
+
+    pub fn delay(mut self, delay: std::time::Duration) -> ScriptedTurn {
+        self.delay = delay;
+        self
+    }
+
+    pub fn usage(mut self, prompt: u64, completion: u64) -> ScriptedTurn {
+        self.usage = (prompt, completion);
+        self
+    }
+
+    /// The SSE events of this answer, as an OpenAI-compatible upstream streams them.
+    pub fn events(&self) -> Vec<serde_json::Value> {
+        use serde_json::json;
+        let chunk = |delta: serde_json::Value, finish: Option<&str>| {
+            json!({"object": "chat.completion.chunk",
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        };
+        let mut out = vec![chunk(json!({"role": "assistant"}), None)];
+        for w in self.text.split_inclusive(' ') {
+            out.push(chunk(json!({"content": w}), None));
+        }
+        // First fragments (id, name, empty arguments), then the arguments' pieces
+        // round-robin over the calls.
+        let mut pieces: Vec<Vec<String>> = Vec::new();
+        for (i, call) in self.calls.iter().enumerate() {
+            out.push(chunk(
+                json!({"tool_calls": [{"index": i, "id": call.id, "type": "function",
+                                       "function": {"name": call.name, "arguments": ""}}]}),
+                None,
+            ));
+            let size = if self.split == 0 {
+                call.arguments.len().max(1)
+            } else {
+                self.split
+            };
+            let mut parts = Vec::new();
+            let mut rest = call.arguments.as_str();
+            while !rest.is_empty() {
+                let mut cut = size.min(rest.len());
+                while !rest.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                parts.push(rest[..cut].to_owned());
+                rest = &rest[cut..];
+            }
+            pieces.push(parts);
+        }
+        let longest = pieces.iter().map(Vec::len).max().unwrap_or(0);
+        for round in 0..longest {
+            for (i, parts) in pieces.iter().enumerate() {
+                if let Some(p) = parts.get(round) {
+                    out.push(chunk(
+                        json!({"tool_calls": [{"index": i, "function": {"arguments": p}}]}),
+                        None,
+                    ));
+                }
+            }
+        }
+        let finish = if self.calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        };
+        out.push(chunk(json!({}), Some(finish)));
+        out.push(json!({"object": "chat.completion.chunk", "choices": [],
+                        "usage": {"prompt_tokens": self.usage.0,
+                                  "completion_tokens": self.usage.1}}));
+        out
+    }
+
+    /// This answer as a streamed HTTP reply.
+    pub fn streamed(&self) -> Streamed {
+        let mut parts: Vec<(std::time::Duration, Vec<u8>)> = self
+            .events()
+            .into_iter()
+            .map(|e| (self.delay, format!("data: {e}\n\n").into_bytes()))
+            .collect();
+        parts.push((std::time::Duration::ZERO, b"data: [DONE]\n\n".to_vec()));
+        Streamed {
+            status: 200,
+            content_type: "text/event-stream".into(),
+            parts,
+        }
+    }
+}
+
+impl ScriptedHttp {
+    /// A chat upstream answering its n-th request with `turns[n]` (the last turn again once
+    /// they run out). Every request is recorded ([`seen`](Self::seen)) for checks on what
+    /// the client sent (tools, tool_choice, the tool messages).
+    pub async fn chat_turns(turns: Vec<ScriptedTurn>) -> ScriptedHttp {
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let turns = std::sync::Arc::new(turns);
+        Self::start_streaming(std::sync::Arc::new(move |_r: &SeenRequest| {
+            let n = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            match turns.get(n).or_else(|| turns.last()) {
+                Some(turn) => turn.streamed(),
+                None => ScriptedTurn::text("").streamed(),
+            }
+        }))
+        .await
+    }
+
+    /// The JSON bodies of the requests received so far.
+    pub fn bodies(&self) -> Vec<serde_json::Value> {
+        self.seen()
+            .iter()
+            .map(|r| serde_json::from_slice(&r.body).unwrap_or(serde_json::Value::Null))
+            .collect()
+    }
+}

@@ -12,7 +12,7 @@ pub mod transcribe;
 pub use chat::local;
 pub use chat::{
     ChatError, ChatMessage, ChatModel, ChatStream, Completion, EventSource, OpenAiChat, Sampling,
-    StreamEvent,
+    StreamEvent, ToolCall, ToolChoice, ToolSpec, Tools,
 };
 pub use embed::{
     EmbedError, Embedder, Embedders, MINILM_NAME, MiniLmEmbedder, OpenAiEmbedder, l2_normalize,

@@ -46,6 +46,9 @@ pub struct ModelEntry {
     pub output_price: f64,
     #[serde(default)]
     pub vision: bool,
+    /// The upstream calls tools (OpenAI function calling): the agent may use it.
+    #[serde(default)]
+    pub tools: bool,
     /// The target of `auto`.
     #[serde(default)]
     pub default: bool,

@@ -26,26 +26,31 @@ pub enum ChatError {
     /// A local model failed to load or to run (or the prompt does not fit its context).
     #[error("local model: {0}")]
     Local(String),
+    /// Tools were offered to a model that cannot call them.
+    #[error("model {0} cannot call tools")]
+    ToolsUnsupported(String),
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// One message of a conversation. `tool_calls` are an assistant's requests to run tools
+/// (its `content` may then be empty); a `tool` message answers one of them by
+/// `tool_call_id`.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ChatMessage {
     pub role: String,
     pub content: String,
     /// Image URLs (`https:` or `data:`) that go with `content`, for vision models. A message
     /// with images is sent as content parts, one without as plain text.
-    #[serde(skip)]
     pub images: Vec<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub tool_call_id: Option<String>,
 }
 
 impl Serialize for ChatMessage {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut m = s.serialize_struct("ChatMessage", 2)?;
+        let mut m = s.serialize_struct("ChatMessage", 4)?;
         m.serialize_field("role", &self.role)?;
-        if self.images.is_empty() {
-            m.serialize_field("content", &self.content)?;
-        } else {
+        if !self.images.is_empty() {
             let text = (!self.content.is_empty())
                 .then(|| serde_json::json!({"type": "text", "text": self.content}));
             let images = self
@@ -54,35 +59,189 @@ impl Serialize for ChatMessage {
                 .map(|url| serde_json::json!({"type": "image_url", "image_url": {"url": url}}));
             let parts: Vec<serde_json::Value> = text.into_iter().chain(images).collect();
             m.serialize_field("content", &parts)?;
+        } else if self.content.is_empty() && !self.tool_calls.is_empty() {
+            m.serialize_field("content", &None::<String>)?;
+        } else {
+            m.serialize_field("content", &self.content)?;
+        }
+        if !self.tool_calls.is_empty() {
+            let calls: Vec<WireToolCall> = self.tool_calls.iter().map(WireToolCall::from).collect();
+            m.serialize_field("tool_calls", &calls)?;
+        }
+        if let Some(id) = &self.tool_call_id {
+            m.serialize_field("tool_call_id", id)?;
         }
         m.end()
     }
 }
 
-impl ChatMessage {
-    pub fn system(content: impl Into<String>) -> Self {
-        ChatMessage {
-            role: "system".into(),
-            content: content.into(),
-            images: Vec::new(),
+impl<'de> Deserialize<'de> for ChatMessage {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Wire {
+            role: String,
+            #[serde(default)]
+            content: Option<String>,
+            #[serde(default)]
+            tool_calls: Option<Vec<WireToolCall>>,
+            #[serde(default)]
+            tool_call_id: Option<String>,
         }
+        let w = Wire::deserialize(d)?;
+        Ok(ChatMessage {
+            role: w.role,
+            content: w.content.unwrap_or_default(),
+            images: Vec::new(),
+            tool_calls: w
+                .tool_calls
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| ToolCall {
+                    id: c.id,
+                    name: c.function.name,
+                    arguments: c.function.arguments,
+                })
+                .collect(),
+            tool_call_id: w.tool_call_id,
+        })
+    }
+}
+
+impl ChatMessage {
+    fn of(role: &str, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: role.into(),
+            content: content.into(),
+            ..ChatMessage::default()
+        }
+    }
+
+    pub fn system(content: impl Into<String>) -> Self {
+        ChatMessage::of("system", content)
     }
 
     pub fn user(content: impl Into<String>) -> Self {
-        ChatMessage {
-            role: "user".into(),
-            content: content.into(),
-            images: Vec::new(),
-        }
+        ChatMessage::of("user", content)
     }
 
     pub fn assistant(content: impl Into<String>) -> Self {
+        ChatMessage::of("assistant", content)
+    }
+
+    /// An assistant turn that asked for tools (with whatever text came before the calls).
+    pub fn assistant_calls(content: impl Into<String>, calls: Vec<ToolCall>) -> Self {
         ChatMessage {
-            role: "assistant".into(),
-            content: content.into(),
-            images: Vec::new(),
+            tool_calls: calls,
+            ..ChatMessage::of("assistant", content)
         }
     }
+
+    /// The result of the tool call `call_id`.
+    pub fn tool(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        ChatMessage {
+            tool_call_id: Some(call_id.into()),
+            ..ChatMessage::of("tool", content)
+        }
+    }
+}
+
+/// A tool call the model asked for: `arguments` is the JSON text as the model wrote it
+/// (not necessarily valid JSON; the caller validates).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireToolCall {
+    id: String,
+    #[serde(rename = "type", default = "function_type")]
+    kind: String,
+    function: WireFunction,
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireFunction {
+    name: String,
+    #[serde(default)]
+    arguments: String,
+}
+
+fn function_type() -> String {
+    "function".into()
+}
+
+impl From<&ToolCall> for WireToolCall {
+    fn from(c: &ToolCall) -> Self {
+        WireToolCall {
+            id: c.id.clone(),
+            kind: function_type(),
+            function: WireFunction {
+                name: c.name.clone(),
+                arguments: c.arguments.clone(),
+            },
+        }
+    }
+}
+
+/// A tool offered to the model: `parameters` is its arguments' JSON schema.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+impl Serialize for ToolSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serde_json::json!({
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            }
+        })
+        .serialize(s)
+    }
+}
+
+/// Whether and which tool the model must call.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum ToolChoice {
+    /// The model decides.
+    #[default]
+    Auto,
+    /// No tool: text only.
+    None,
+    /// At least one tool.
+    Required,
+    /// This function.
+    Function(String),
+}
+
+impl Serialize for ToolChoice {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ToolChoice::Auto => s.serialize_str("auto"),
+            ToolChoice::None => s.serialize_str("none"),
+            ToolChoice::Required => s.serialize_str("required"),
+            ToolChoice::Function(name) => {
+                serde_json::json!({"type": "function", "function": {"name": name}}).serialize(s)
+            }
+        }
+    }
+}
+
+/// The tools of one request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tools {
+    pub tools: Vec<ToolSpec>,
+    pub choice: ToolChoice,
+    /// `parallel_tool_calls`; `None` leaves it to the upstream.
+    pub parallel: Option<bool>,
 }
 
 /// A finished completion with its token counts.
@@ -132,12 +291,22 @@ pub trait EventSource: Send {
     fn usage(&self) -> (u64, u64);
     /// Why the answer ended; final once `next` returned `None`.
     fn finish_reason(&self) -> &str;
+    /// The tool calls of the answer, assembled (final once `next` returned `None`).
+    fn take_tool_calls(&mut self) -> Result<Vec<ToolCall>, ChatError> {
+        Ok(Vec::new())
+    }
 }
 
 /// A streamed answer. Dropping it closes the upstream connection, which cancels the
 /// generation upstream, or the channel from a local model's worker, which stops it.
 pub struct ChatStream {
     source: Box<dyn EventSource>,
+}
+
+impl std::fmt::Debug for ChatStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatStream").finish_non_exhaustive()
+    }
 }
 
 impl ChatStream {
@@ -160,5 +329,11 @@ impl ChatStream {
     /// [`next`](Self::next) has returned `None`.
     pub fn finish_reason(&self) -> &str {
         self.source.finish_reason()
+    }
+
+    /// The tool calls the model asked for, assembled from their streamed fragments in
+    /// `index` order; call once the stream has ended. A call without a name is malformed.
+    pub fn take_tool_calls(&mut self) -> Result<Vec<ToolCall>, ChatError> {
+        self.source.take_tool_calls()
     }
 }

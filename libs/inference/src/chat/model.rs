@@ -1,7 +1,7 @@
 //! [`ChatModel`]: the provider of a registry entry, behind one set of calls.
 
 use super::local::{LocalChat, LocalOptions};
-use super::{ChatError, ChatMessage, ChatStream, Completion, OpenAiChat, Sampling};
+use super::{ChatError, ChatMessage, ChatStream, Completion, OpenAiChat, Sampling, Tools};
 use crate::registry::{ModelEntry, Registry};
 
 /// Any chat model docchat can call: an OpenAI-compatible upstream or a local GGUF model.
@@ -89,6 +89,26 @@ impl ChatModel {
                 let (max_tokens, temperature) = local_sampling(sampling);
                 m.stream(messages, max_tokens, temperature).await
             }
+        }
+    }
+
+    /// Whether the model can be offered tools: an upstream the models file marks
+    /// `tools = true`; never a local model.
+    pub fn calls_tools(entry: &ModelEntry) -> bool {
+        entry.tools && entry.provider != "local"
+    }
+
+    /// A streamed answer that may call `tools` (see [`OpenAiChat::stream_tools`]); a local
+    /// model answers [`ChatError::ToolsUnsupported`].
+    pub async fn stream_tools(
+        &self,
+        messages: &[ChatMessage],
+        sampling: Sampling,
+        tools: &Tools,
+    ) -> Result<ChatStream, ChatError> {
+        match self {
+            ChatModel::OpenAi(m) => m.stream_tools(messages, sampling, tools).await,
+            ChatModel::Local(m) => Err(ChatError::ToolsUnsupported(m.name().to_owned())),
         }
     }
 

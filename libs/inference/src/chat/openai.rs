@@ -8,7 +8,10 @@ use std::time::Duration;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
-use super::{ChatError, ChatMessage, ChatStream, Completion, EventSource, Sampling, StreamEvent};
+use super::{
+    ChatError, ChatMessage, ChatStream, Completion, EventSource, Sampling, StreamEvent, ToolCall,
+    ToolChoice, ToolSpec, Tools,
+};
 use crate::registry::{ModelEntry, Registry};
 
 #[derive(Serialize)]
@@ -22,6 +25,12 @@ struct Request<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "<[ToolSpec]>::is_empty")]
+    tools: &'a [ToolSpec],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'a ToolChoice>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
 }
 
 #[derive(Serialize)]
@@ -163,6 +172,9 @@ impl OpenAiChat {
             temperature: sampling.temperature,
             stream: false,
             stream_options: None,
+            tools: &[],
+            tool_choice: None,
+            parallel_tool_calls: None,
         };
         let text = self
             .send(&body)
@@ -206,6 +218,20 @@ impl OpenAiChat {
         messages: &[ChatMessage],
         sampling: Sampling,
     ) -> Result<ChatStream, ChatError> {
+        self.stream_tools(messages, sampling, &Tools::default())
+            .await
+    }
+
+    /// A streamed completion that may call `tools`: text arrives as deltas, the calls are
+    /// assembled from their fragments and read with
+    /// [`ChatStream::take_tool_calls`] once the stream has ended.
+    pub async fn stream_tools(
+        &self,
+        messages: &[ChatMessage],
+        sampling: Sampling,
+        tools: &Tools,
+    ) -> Result<ChatStream, ChatError> {
+        let offered = !tools.tools.is_empty();
         let body = Request {
             model: &self.model,
             messages,
@@ -215,9 +241,21 @@ impl OpenAiChat {
             stream_options: Some(StreamOptions {
                 include_usage: true,
             }),
+            tools: &tools.tools,
+            tool_choice: offered.then_some(&tools.choice),
+            parallel_tool_calls: tools.parallel.filter(|_| offered),
         };
         let response = self.send(&body).await?;
-        let prompt_chars: usize = messages.iter().map(|m| m.content.len()).sum();
+        let prompt_chars: usize = messages
+            .iter()
+            .map(|m| {
+                m.content.len()
+                    + m.tool_calls
+                        .iter()
+                        .map(|c| c.arguments.len())
+                        .sum::<usize>()
+            })
+            .sum();
         Ok(ChatStream::new(Box::new(SseStream {
             body: Box::pin(response.bytes_stream()),
             buffer: Vec::new(),
@@ -226,6 +264,7 @@ impl OpenAiChat {
             finish_reason: None,
             prompt_chars,
             completion_chars: 0,
+            calls: std::collections::BTreeMap::new(),
         })))
     }
 }
@@ -242,6 +281,8 @@ struct SseStream {
     finish_reason: Option<String>,
     prompt_chars: usize,
     completion_chars: usize,
+    /// Tool calls being assembled, by `index`.
+    calls: std::collections::BTreeMap<u32, ToolCall>,
 }
 
 #[derive(Deserialize)]
@@ -264,6 +305,28 @@ struct StreamChoice {
 struct Delta {
     #[serde(default)]
     content: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<CallFragment>>,
+}
+
+/// A piece of a streamed tool call: `id` and `name` come in the first fragment of an
+/// `index`, `arguments` in pieces to be concatenated.
+#[derive(Deserialize)]
+struct CallFragment {
+    #[serde(default)]
+    index: u32,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionFragment>,
+}
+
+#[derive(Deserialize)]
+struct FunctionFragment {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
 }
 
 #[async_trait::async_trait]
@@ -296,7 +359,13 @@ impl EventSource for SseStream {
                         if let Some(reason) = choice.finish_reason {
                             self.finish_reason = Some(reason);
                         }
-                        if let Some(content) = choice.delta.and_then(|d| d.content) {
+                        let Some(delta) = choice.delta else {
+                            continue;
+                        };
+                        for fragment in delta.tool_calls.unwrap_or_default() {
+                            self.add_fragment(fragment);
+                        }
+                        if let Some(content) = delta.content {
                             text.push_str(&content);
                         }
                     }
@@ -344,6 +413,44 @@ impl EventSource for SseStream {
 
     fn finish_reason(&self) -> &str {
         self.finish_reason.as_deref().unwrap_or("stop")
+    }
+
+    fn take_tool_calls(&mut self) -> Result<Vec<ToolCall>, ChatError> {
+        let calls = std::mem::take(&mut self.calls);
+        let mut out = Vec::with_capacity(calls.len());
+        for (index, mut call) in calls {
+            if call.name.is_empty() {
+                return Err(ChatError::Malformed(format!(
+                    "tool call {index} has no function name"
+                )));
+            }
+            if call.id.is_empty() {
+                call.id = format!("call_{index}");
+            }
+            out.push(call);
+        }
+        Ok(out)
+    }
+}
+
+impl SseStream {
+    fn add_fragment(&mut self, fragment: CallFragment) {
+        let call = self.calls.entry(fragment.index).or_default();
+        if let Some(id) = fragment.id.filter(|id| !id.is_empty()) {
+            call.id = id;
+        }
+        if let Some(function) = fragment.function {
+            if let Some(name) = function.name.filter(|n| !n.is_empty()) {
+                // Some upstreams repeat the name in every fragment: keep the first.
+                if call.name.is_empty() {
+                    call.name = name;
+                }
+            }
+            if let Some(arguments) = function.arguments {
+                self.completion_chars += arguments.len();
+                call.arguments.push_str(&arguments);
+            }
+        }
     }
 }
 

@@ -12,3 +12,4 @@
 mod local_llm;
 mod minilm;
 mod openai;
+mod tool_calls;
