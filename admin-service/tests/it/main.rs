@@ -11,7 +11,7 @@ use docchat_common::Caller;
 use docchat_common::auth::authorized;
 use docchat_common::bus::topics;
 use docchat_common::config::Service;
-use docchat_common::testing::{Spawned, backends, bind, context, user};
+use docchat_common::testing::{Spawned, bind, context, user};
 use docchat_proto::admin::v1 as pb;
 use docchat_proto::admin::v1::admin_service_client::AdminServiceClient;
 use docchat_proto::common::v1::Empty;
@@ -54,9 +54,8 @@ fn gateway() -> Caller {
     Caller::service("gateway")
 }
 
-#[tokio::test]
-async fn bootstrap_authenticate_and_restart() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn bootstrap_authenticate_and_restart(backend) {
         let dir = tempfile::tempdir().unwrap();
         let mut config = backend.config(dir.path());
         config.bootstrap_admin_key = Some(secrecy::SecretString::from(BOOTSTRAP));
@@ -140,9 +139,8 @@ async fn bootstrap_authenticate_and_restart() {
     }
 }
 
-#[tokio::test]
-async fn settings_resolve_user_then_roles_by_priority_then_global() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn settings_resolve_user_then_roles_by_priority_then_global(backend) {
         let dir = tempfile::tempdir().unwrap();
         let admin = start(backend.config(dir.path())).await;
         let mut c = admin.client.clone();
@@ -343,67 +341,67 @@ async fn settings_resolve_user_then_roles_by_priority_then_global() {
     }
 }
 
-#[tokio::test]
-async fn settings_client_caches_for_config_cache_ttl_seconds() {
-    let backend = &backends()[0];
-    let dir = tempfile::tempdir().unwrap();
-    let admin = start(backend.config(dir.path())).await;
-    let mut c = admin.client.clone();
-    let boss = user("boss", true);
-    let set = |key: &str, value: &str| pb::SetGlobalSettingRequest {
-        key_name: key.into(),
-        string_value: value.into(),
-        can_overwrite: None,
-        is_public: None,
-    };
-    c.set_global_setting(admin.req(&boss, set("config_cache_ttl_seconds", "1")))
-        .await
-        .unwrap();
-    c.set_global_setting(admin.req(&boss, set("collection_limit_per_user", "3")))
-        .await
-        .unwrap();
+docchat_common::backend_tests! {
+    async fn settings_client_caches_for_config_cache_ttl_seconds(backend) {
+        let backend = &backend;
+        let dir = tempfile::tempdir().unwrap();
+        let admin = start(backend.config(dir.path())).await;
+        let mut c = admin.client.clone();
+        let boss = user("boss", true);
+        let set = |key: &str, value: &str| pb::SetGlobalSettingRequest {
+            key_name: key.into(),
+            string_value: value.into(),
+            can_overwrite: None,
+            is_public: None,
+        };
+        c.set_global_setting(admin.req(&boss, set("config_cache_ttl_seconds", "1")))
+            .await
+            .unwrap();
+        c.set_global_setting(admin.req(&boss, set("collection_limit_per_user", "3")))
+            .await
+            .unwrap();
 
-    let settings =
-        docchat_common::settings::SettingsClient::new(admin.svc.channel(), admin.keys.clone());
-    let me = user("u-cache", false);
-    assert_eq!(
-        settings
-            .resolve(&me)
+        let settings =
+            docchat_common::settings::SettingsClient::new(admin.svc.channel(), admin.keys.clone());
+        let me = user("u-cache", false);
+        assert_eq!(
+            settings
+                .resolve(&me)
+                .await
+                .unwrap()
+                .limit("collection_limit_per_user"),
+            Some(3)
+        );
+        c.set_global_setting(admin.req(&boss, set("collection_limit_per_user", "4")))
             .await
-            .unwrap()
-            .limit("collection_limit_per_user"),
-        Some(3)
-    );
-    c.set_global_setting(admin.req(&boss, set("collection_limit_per_user", "4")))
-        .await
-        .unwrap();
-    assert_eq!(
-        settings
-            .resolve(&me)
-            .await
-            .unwrap()
-            .limit("collection_limit_per_user"),
-        Some(3),
-        "served from the cache within the TTL"
-    );
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    assert_eq!(
-        settings
-            .resolve(&me)
-            .await
-            .unwrap()
-            .limit("collection_limit_per_user"),
-        Some(4)
-    );
-    admin.svc.stop().await.unwrap();
+            .unwrap();
+        assert_eq!(
+            settings
+                .resolve(&me)
+                .await
+                .unwrap()
+                .limit("collection_limit_per_user"),
+            Some(3),
+            "served from the cache within the TTL"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+        assert_eq!(
+            settings
+                .resolve(&me)
+                .await
+                .unwrap()
+                .limit("collection_limit_per_user"),
+            Some(4)
+        );
+        admin.svc.stop().await.unwrap();
+    }
 }
 
-#[tokio::test]
-async fn the_llm_ledger_books_usage_events_once_and_rolls_its_24_hour_window() {
-    use docchat_common::bus::envelope;
-    use docchat_proto::events::v1::LlmUsage;
+docchat_common::backend_tests! {
+    async fn the_llm_ledger_books_usage_events_once_and_rolls_its_24_hour_window(backend) {
+        use docchat_common::bus::envelope;
+        use docchat_proto::events::v1::LlmUsage;
 
-    for backend in backends() {
         let dir = tempfile::tempdir().unwrap();
         let admin = start(backend.config(dir.path())).await;
         let mut c = admin.client.clone();

@@ -8,11 +8,10 @@
     clippy::print_stderr
 )] // test code: fail loudly
 
-use docchat_common::testing::{Spawned, backends, bind, context};
+use docchat_common::testing::{Spawned, bind, context};
 
-#[tokio::test]
-async fn serves_health_and_stops_cleanly() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn serves_health_and_stops_cleanly(backend) {
         let dir = tempfile::tempdir().unwrap();
         let config = backend.config(dir.path());
         for _ in 0..2 {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use docchat_common::auth::authorized;
 use docchat_common::config::Service;
-use docchat_common::testing::{Spawned, backends, bind, context, user};
+use docchat_common::testing::{Spawned, bind, context, user};
 use docchat_proto::chat::v1 as pb;
 use docchat_proto::chat::v1::chat_service_client::ChatServiceClient;
 use docchat_proto::common::v1::{Empty, PageRequest};
@@ -31,9 +31,8 @@ fn req<T>(
     authorized(keys, who, service, msg).unwrap()
 }
 
-#[tokio::test]
-async fn sessions_link_collections_and_announce_themselves() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn sessions_link_collections_and_announce_themselves(backend) {
         let dir = tempfile::tempdir().unwrap();
         let mut config = backend.config(dir.path());
         let (ingest_listener, ingest_url) = bind().await;

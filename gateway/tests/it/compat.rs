@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use docchat_common::testing::{ScriptedHttp, backends};
+use docchat_common::testing::ScriptedHttp;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -116,9 +116,8 @@ fn assert_vendor_error(status: u16, body: &Value, want: u16) {
     assert!(error["type"].is_string(), "{body}");
 }
 
-#[tokio::test]
-async fn chat_completions_answer_plain_and_streamed_in_the_vendor_format() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn chat_completions_answer_plain_and_streamed_in_the_vendor_format(backend) {
         let model = upstream(Duration::ZERO).await;
         let (app, _dir) = start(&backend, &model, |_| {}).await;
         let (_, key) = app.user("ada").await;
@@ -261,175 +260,174 @@ async fn events_of(app: &TestApp, key: &str, question: &str) -> Vec<(String, Str
     .await
 }
 
-#[tokio::test]
-async fn models_resolve_in_the_spec_order_and_unknown_ones_fail_in_the_vendor_shape() {
-    let backend = backends().remove(0);
-    let model = upstream(Duration::ZERO).await;
-    let (app, _dir) = start(&backend, &model, |_| {}).await;
-    let (_, key) = app.user("ada").await;
-    let ask = |model: &'static str| {
-        let (app, key) = (&app, &key);
-        async move {
-            post(
-                app,
-                key,
-                "/chat/completions",
-                json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}),
-            )
-            .await
+docchat_common::backend_tests! {
+    async fn models_resolve_in_the_spec_order_and_unknown_ones_fail_in_the_vendor_shape(backend) {
+        let model = upstream(Duration::ZERO).await;
+        let (app, _dir) = start(&backend, &model, |_| {}).await;
+        let (_, key) = app.user("ada").await;
+        let ask = |model: &'static str| {
+            let (app, key) = (&app, &key);
+            async move {
+                post(
+                    app,
+                    key,
+                    "/chat/completions",
+                    json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}),
+                )
+                .await
+            }
+        };
+        for (asked, resolved) in [
+            ("auto", "scripted"),
+            ("seer", "seer"),
+            ("Scripted One", "scripted"),
+            ("solo-base", "solo"),
+        ] {
+            let (s, b) = ask(asked).await;
+            assert_eq!(s, 200, "{asked}: {b}");
+            assert_eq!(b["model"], resolved, "{asked}");
         }
-    };
-    for (asked, resolved) in [
-        ("auto", "scripted"),
-        ("seer", "seer"),
-        ("Scripted One", "scripted"),
-        ("solo-base", "solo"),
-    ] {
-        let (s, b) = ask(asked).await;
-        assert_eq!(s, 200, "{asked}: {b}");
-        assert_eq!(b["model"], resolved, "{asked}");
-    }
-    assert_eq!(last_sent(&model)["model"], "solo-upstream");
-    // Two models share this base model: rejected, as an unknown model is.
-    for asked in ["shared-base", "no-such-model", "Scripted one"] {
-        let (s, b) = ask(asked).await;
-        assert_eq!(s, 404, "{asked}: {b}");
-        assert_eq!(b["error"]["type"], "invalid_request_error");
-        assert_eq!(b["error"]["param"], "model");
+        assert_eq!(last_sent(&model)["model"], "solo-upstream");
+        // Two models share this base model: rejected, as an unknown model is.
+        for asked in ["shared-base", "no-such-model", "Scripted one"] {
+            let (s, b) = ask(asked).await;
+            assert_eq!(s, 404, "{asked}: {b}");
+            assert_eq!(b["error"]["type"], "invalid_request_error");
+            assert_eq!(b["error"]["param"], "model");
+            assert_eq!(b["error"]["code"], "model_not_found");
+            assert!(b["error"]["message"].as_str().unwrap().contains(asked));
+        }
+        // The streamed call fails the same way, before any event.
+        let (s, b) = post(
+            &app,
+            &key,
+            "/responses",
+            json!({"model": "no-such-model", "input": "hi", "stream": true}),
+        )
+        .await;
+        assert_eq!(s, 404, "{b}");
         assert_eq!(b["error"]["code"], "model_not_found");
-        assert!(b["error"]["message"].as_str().unwrap().contains(asked));
-    }
-    // The streamed call fails the same way, before any event.
-    let (s, b) = post(
-        &app,
-        &key,
-        "/responses",
-        json!({"model": "no-such-model", "input": "hi", "stream": true}),
-    )
-    .await;
-    assert_eq!(s, 404, "{b}");
-    assert_eq!(b["error"]["code"], "model_not_found");
 
-    // The list.
-    let (s, b) = app
-        .call(Method::GET, "/compat_api/v1/models", &key, None)
-        .await;
-    assert_eq!(s, 200, "{b}");
-    assert_eq!(b["object"], "list");
-    let ids: Vec<&str> = b["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_str().unwrap())
-        .collect();
-    // The file's models in order; local models found in the models dir come after them.
-    assert_eq!(ids[..3], ["scripted", "seer", "solo"]);
-    let solo = &b["data"][2];
-    assert_eq!(solo["object"], "model");
-    assert_eq!(solo["root"], "solo");
-    assert_eq!(solo["parent"], Value::Null);
-    assert_eq!(solo["base_model"], "solo-base");
-    assert!(solo["owned_by"].is_string() && solo["created"].is_i64());
-    let permission = &solo["permission"][0];
-    for field in [
-        "id",
-        "object",
-        "created",
-        "allow_create_engine",
-        "allow_sampling",
-        "allow_logprobs",
-        "allow_search_indices",
-        "allow_view",
-        "allow_fine_tuning",
-        "organization",
-        "group",
-        "is_blocking",
-    ] {
-        assert!(
-            permission.get(field).is_some(),
-            "permission.{field}: {permission}"
+        // The list.
+        let (s, b) = app
+            .call(Method::GET, "/compat_api/v1/models", &key, None)
+            .await;
+        assert_eq!(s, 200, "{b}");
+        assert_eq!(b["object"], "list");
+        let ids: Vec<&str> = b["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap())
+            .collect();
+        // The file's models in order; local models found in the models dir come after them.
+        assert_eq!(ids[..3], ["scripted", "seer", "solo"]);
+        let solo = &b["data"][2];
+        assert_eq!(solo["object"], "model");
+        assert_eq!(solo["root"], "solo");
+        assert_eq!(solo["parent"], Value::Null);
+        assert_eq!(solo["base_model"], "solo-base");
+        assert!(solo["owned_by"].is_string() && solo["created"].is_i64());
+        let permission = &solo["permission"][0];
+        for field in [
+            "id",
+            "object",
+            "created",
+            "allow_create_engine",
+            "allow_sampling",
+            "allow_logprobs",
+            "allow_search_indices",
+            "allow_view",
+            "allow_fine_tuning",
+            "organization",
+            "group",
+            "is_blocking",
+        ] {
+            assert!(
+                permission.get(field).is_some(),
+                "permission.{field}: {permission}"
+            );
+        }
+        app.stop().await;
+    }
+}
+
+docchat_common::backend_tests! {
+    async fn images_go_to_vision_models_and_audio_and_files_are_refused(backend) {
+        let model = upstream(Duration::ZERO).await;
+        let (app, _dir) = start(&backend, &model, |_| {}).await;
+        let (_, key) = app.user("ada").await;
+        let image =
+            json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}});
+        let with = |model: &str, part: &Value| json!({"model": model, "messages": [{"role": "user", "content": [{"type": "text", "text": "What is this?"}, part]}]});
+
+        let (s, b) = post(&app, &key, "/chat/completions", with("seer", &image)).await;
+        assert_eq!(s, 200, "{b}");
+        assert_eq!(
+            last_sent(&model)["messages"][0]["content"],
+            json!([{"type": "text", "text": "What is this?"}, image])
         );
-    }
-    app.stop().await;
-}
 
-#[tokio::test]
-async fn images_go_to_vision_models_and_audio_and_files_are_refused() {
-    let backend = backends().remove(0);
-    let model = upstream(Duration::ZERO).await;
-    let (app, _dir) = start(&backend, &model, |_| {}).await;
-    let (_, key) = app.user("ada").await;
-    let image =
-        json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}});
-    let with = |model: &str, part: &Value| json!({"model": model, "messages": [{"role": "user", "content": [{"type": "text", "text": "What is this?"}, part]}]});
-
-    let (s, b) = post(&app, &key, "/chat/completions", with("seer", &image)).await;
-    assert_eq!(s, 200, "{b}");
-    assert_eq!(
-        last_sent(&model)["messages"][0]["content"],
-        json!([{"type": "text", "text": "What is this?"}, image])
-    );
-
-    let calls = model.seen().len();
-    let (s, b) = post(&app, &key, "/chat/completions", with("scripted", &image)).await;
-    assert_vendor_error(s, &b, 400);
-    assert!(
-        b["error"]["message"].as_str().unwrap().contains("images"),
-        "{b}"
-    );
-    let audio =
-        json!({"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}});
-    let (s, b) = post(&app, &key, "/chat/completions", with("seer", &audio)).await;
-    assert_vendor_error(s, &b, 400);
-    let file = json!({"type": "file", "file": {"file_id": "file-1"}});
-    let (s, b) = post(&app, &key, "/chat/completions", with("seer", &file)).await;
-    assert_vendor_error(s, &b, 400);
-    assert_eq!(model.seen().len(), calls, "refused requests reach no model");
-
-    // Other bad input.
-    for body in [
-        json!({"model": "scripted"}),
-        json!({"model": "scripted", "messages": []}),
-        json!({"model": "scripted", "messages": [{"role": "tool", "content": "1"}]}),
-        json!({"model": "scripted", "messages": [{"role": "user", "content": "hi"}], "temperature": 7}),
-        json!({"model": "scripted", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}),
-    ] {
-        let (s, b) = post(&app, &key, "/chat/completions", body.clone()).await;
+        let calls = model.seen().len();
+        let (s, b) = post(&app, &key, "/chat/completions", with("scripted", &image)).await;
         assert_vendor_error(s, &b, 400);
-        let _ = body;
-    }
-    let (s, b) = post(
-        &app,
-        &key,
-        "/responses",
-        json!({"model": "seer", "input": [{"role": "user", "content": [{"type": "input_image", "image_url": "https://example.com/a.png"}]}]}),
-    )
-    .await;
-    assert_vendor_error(s, &b, 400);
-    assert_eq!(model.seen().len(), calls);
+        assert!(
+            b["error"]["message"].as_str().unwrap().contains("images"),
+            "{b}"
+        );
+        let audio =
+            json!({"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}});
+        let (s, b) = post(&app, &key, "/chat/completions", with("seer", &audio)).await;
+        assert_vendor_error(s, &b, 400);
+        let file = json!({"type": "file", "file": {"file_id": "file-1"}});
+        let (s, b) = post(&app, &key, "/chat/completions", with("seer", &file)).await;
+        assert_vendor_error(s, &b, 400);
+        assert_eq!(model.seen().len(), calls, "refused requests reach no model");
 
-    // No key, a wrong key: 401 in the vendor's shape.
-    let r = app
-        .req(Method::GET, "/compat_api/v1/models", None)
-        .send()
-        .await
-        .unwrap();
-    let (s, b) = crate::harness::read(r).await;
-    assert_vendor_error(s, &b, 401);
-    let (s, b) = app
-        .call(Method::GET, "/compat_api/v1/models", "sk-wrong", None)
+        // Other bad input.
+        for body in [
+            json!({"model": "scripted"}),
+            json!({"model": "scripted", "messages": []}),
+            json!({"model": "scripted", "messages": [{"role": "tool", "content": "1"}]}),
+            json!({"model": "scripted", "messages": [{"role": "user", "content": "hi"}], "temperature": 7}),
+            json!({"model": "scripted", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}),
+        ] {
+            let (s, b) = post(&app, &key, "/chat/completions", body.clone()).await;
+            assert_vendor_error(s, &b, 400);
+            let _ = body;
+        }
+        let (s, b) = post(
+            &app,
+            &key,
+            "/responses",
+            json!({"model": "seer", "input": [{"role": "user", "content": [{"type": "input_image", "image_url": "https://example.com/a.png"}]}]}),
+        )
         .await;
-    assert_vendor_error(s, &b, 401);
-    let (s, b) = app
-        .call(Method::GET, "/compat_api/v1/embeddings", &key, None)
-        .await;
-    assert_vendor_error(s, &b, 404);
-    app.stop().await;
+        assert_vendor_error(s, &b, 400);
+        assert_eq!(model.seen().len(), calls);
+
+        // No key, a wrong key: 401 in the vendor's shape.
+        let r = app
+            .req(Method::GET, "/compat_api/v1/models", None)
+            .send()
+            .await
+            .unwrap();
+        let (s, b) = crate::harness::read(r).await;
+        assert_vendor_error(s, &b, 401);
+        let (s, b) = app
+            .call(Method::GET, "/compat_api/v1/models", "sk-wrong", None)
+            .await;
+        assert_vendor_error(s, &b, 401);
+        let (s, b) = app
+            .call(Method::GET, "/compat_api/v1/embeddings", &key, None)
+            .await;
+        assert_vendor_error(s, &b, 404);
+        app.stop().await;
+    }
 }
 
-#[tokio::test]
-async fn responses_answer_plain_and_streamed_as_the_vendor_event_sequence() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn responses_answer_plain_and_streamed_as_the_vendor_event_sequence(backend) {
         let model = upstream(Duration::ZERO).await;
         let (app, _dir) = start(&backend, &model, |_| {}).await;
         let (_, key) = app.user("ada").await;
@@ -543,9 +541,8 @@ async fn ask(app: &TestApp, key: &str) -> (u16, Value) {
     .await
 }
 
-#[tokio::test]
-async fn compat_usage_is_booked_against_the_cost_caps() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn compat_usage_is_booked_against_the_cost_caps(backend) {
         let model = upstream(Duration::ZERO).await;
         let (app, _dir) = start(&backend, &model, |_| {}).await;
         let (s, b) = app
@@ -593,23 +590,23 @@ async fn compat_usage_is_booked_against_the_cost_caps() {
     }
 }
 
-#[tokio::test]
-async fn the_chat_rate_limit_applies_to_compat_calls() {
-    let backend = backends().remove(0);
-    let model = upstream(Duration::ZERO).await;
-    let (app, _dir) = start(&backend, &model, |c| {
-        c.chat_fairness_enabled = true;
-        c.chat_rate_limit_per_minute = 8;
-    })
-    .await;
-    let (_, ada) = app.user("ada").await;
-    let (_, bob) = app.user("bob").await;
-    for _ in 0..8 {
-        assert_eq!(ask(&app, &ada).await.0, 200);
+docchat_common::backend_tests! {
+    async fn the_chat_rate_limit_applies_to_compat_calls(backend) {
+        let model = upstream(Duration::ZERO).await;
+        let (app, _dir) = start(&backend, &model, |c| {
+            c.chat_fairness_enabled = true;
+            c.chat_rate_limit_per_minute = 8;
+        })
+        .await;
+        let (_, ada) = app.user("ada").await;
+        let (_, bob) = app.user("bob").await;
+        for _ in 0..8 {
+            assert_eq!(ask(&app, &ada).await.0, 200);
+        }
+        let (s, b) = ask(&app, &ada).await;
+        assert_vendor_error(s, &b, 429);
+        assert_eq!(b["error"]["type"], "rate_limit_error");
+        assert_eq!(ask(&app, &bob).await.0, 200, "the limit is per user");
+        app.stop().await;
     }
-    let (s, b) = ask(&app, &ada).await;
-    assert_vendor_error(s, &b, 429);
-    assert_eq!(b["error"]["type"], "rate_limit_error");
-    assert_eq!(ask(&app, &bob).await.0, 200, "the limit is per user");
-    app.stop().await;
 }

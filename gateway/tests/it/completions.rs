@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use docchat_common::testing::{ScriptedHttp, SeenRequest, Streamed, backends};
+use docchat_common::testing::{ScriptedHttp, SeenRequest, Streamed};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -203,9 +203,8 @@ async fn collection_with(app: &TestApp, key: &str, name: &str, bytes: Vec<u8>) -
     cid
 }
 
-#[tokio::test]
-async fn answers_are_stored_with_metadata_and_rag_cites_its_documents() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn answers_are_stored_with_metadata_and_rag_cites_its_documents(backend) {
         let model = upstream(Duration::ZERO).await;
         let (app, _dir) = app_with(&backend, &model).await;
         let (_, alice) = app.user("alice").await;
@@ -430,165 +429,165 @@ async fn answers_are_stored_with_metadata_and_rag_cites_its_documents() {
     }
 }
 
-#[tokio::test]
-async fn running_replies_pause_resume_stop_and_finish() {
-    let backend = &backends()[0];
-    let model = upstream(Duration::from_millis(40)).await;
-    let (app, _dir) = app_with(backend, &model).await;
-    let (_, alice) = app.user("alice").await;
-    let chat = session(&app, &alice, None).await;
-    let control = |question: String, action: &'static str| {
-        let app = &app;
-        let alice = alice.clone();
-        async move {
-            let (s, body) = app
-                .call(
-                    Method::POST,
-                    &format!("/api/v1/messages/{question}/{action}"),
-                    &alice,
-                    None,
-                )
-                .await;
-            assert_eq!(s, 204, "{action}: {body}");
+docchat_common::backend_tests! {
+    async fn running_replies_pause_resume_stop_and_finish(backend) {
+        let backend = &backend;
+        let model = upstream(Duration::from_millis(40)).await;
+        let (app, _dir) = app_with(backend, &model).await;
+        let (_, alice) = app.user("alice").await;
+        let chat = session(&app, &alice, None).await;
+        let control = |question: String, action: &'static str| {
+            let app = &app;
+            let alice = alice.clone();
+            async move {
+                let (s, body) = app
+                    .call(
+                        Method::POST,
+                        &format!("/api/v1/messages/{question}/{action}"),
+                        &alice,
+                        None,
+                    )
+                    .await;
+                assert_eq!(s, 204, "{action}: {body}");
+            }
+        };
+
+        // Pause holds the stream; resume continues it; stop ends it and keeps the partial reply.
+        let mut lines = stream(
+            &app,
+            &alice,
+            &chat,
+            json!({"message": "LONG please", "stream": true}),
+        )
+        .await;
+        let question = lines.next(Duration::from_secs(10)).await.unwrap()["question_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let mut body = String::new();
+        for _ in 0..3 {
+            body.push_str(
+                lines.next(Duration::from_secs(10)).await.unwrap()["body"]
+                    .as_str()
+                    .unwrap(),
+            );
         }
-    };
-
-    // Pause holds the stream; resume continues it; stop ends it and keeps the partial reply.
-    let mut lines = stream(
-        &app,
-        &alice,
-        &chat,
-        json!({"message": "LONG please", "stream": true}),
-    )
-    .await;
-    let question = lines.next(Duration::from_secs(10)).await.unwrap()["question_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let mut body = String::new();
-    for _ in 0..3 {
-        body.push_str(
-            lines.next(Duration::from_secs(10)).await.unwrap()["body"]
-                .as_str()
-                .unwrap(),
+        control(question.clone(), "pause").await;
+        // What was already on its way (a few buffered lines) may still arrive; then nothing.
+        let mut in_flight = 0;
+        while let Some(line) = lines.next(Duration::from_millis(400)).await {
+            assert_ne!(line["finished"], true, "a pause does not end the reply");
+            body.push_str(line["body"].as_str().unwrap());
+            in_flight += 1;
+            assert!(in_flight <= 12, "paused, yet the reply keeps coming");
+        }
+        assert!(
+            lines.next(Duration::from_millis(300)).await.is_none(),
+            "paused: nothing is sent"
         );
-    }
-    control(question.clone(), "pause").await;
-    // What was already on its way (a few buffered lines) may still arrive; then nothing.
-    let mut in_flight = 0;
-    while let Some(line) = lines.next(Duration::from_millis(400)).await {
-        assert_ne!(line["finished"], true, "a pause does not end the reply");
+        control(question.clone(), "resume").await;
+        let line = lines.next(Duration::from_secs(10)).await.expect("resumed");
         body.push_str(line["body"].as_str().unwrap());
-        in_flight += 1;
-        assert!(in_flight <= 12, "paused, yet the reply keeps coming");
-    }
-    assert!(
-        lines.next(Duration::from_millis(300)).await.is_none(),
-        "paused: nothing is sent"
-    );
-    control(question.clone(), "resume").await;
-    let line = lines.next(Duration::from_secs(10)).await.expect("resumed");
-    body.push_str(line["body"].as_str().unwrap());
-    control(question.clone(), "pause").await;
-    control(question.clone(), "stop").await;
-    let (tail, last) = lines.rest(Duration::from_secs(10)).await;
-    body.push_str(&tail);
-    let reply = last["message_id"].as_str().unwrap().to_owned();
-    let full = vec![ANSWER; 20].join(" ");
-    assert!(
-        body.len() < full.len() / 2,
-        "stopped early: {} of {}",
-        body.len(),
-        full.len()
-    );
-    let (_, messages) = app
-        .call(
-            Method::GET,
-            &format!("/api/v1/chats/{chat}/messages"),
-            &alice,
-            None,
-        )
-        .await;
-    let stored = messages
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["id"] == reply.as_str())
-        .unwrap()
-        .clone();
-    assert_eq!(
-        stored["content"],
-        body.as_str(),
-        "the partial reply is kept"
-    );
-    eventually("the upstream stream was closed", || async {
-        model.aborted() >= 1
-    })
-    .await;
-
-    // Finish ends at the end of the current sentence.
-    let mut lines = stream(
-        &app,
-        &alice,
-        &chat,
-        json!({"message": "LONG again", "stream": true, "include_chat_history": "off"}),
-    )
-    .await;
-    let question = lines.next(Duration::from_secs(10)).await.unwrap()["question_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let mut body = String::new();
-    for _ in 0..2 {
-        body.push_str(
-            lines.next(Duration::from_secs(10)).await.unwrap()["body"]
-                .as_str()
-                .unwrap(),
+        control(question.clone(), "pause").await;
+        control(question.clone(), "stop").await;
+        let (tail, last) = lines.rest(Duration::from_secs(10)).await;
+        body.push_str(&tail);
+        let reply = last["message_id"].as_str().unwrap().to_owned();
+        let full = vec![ANSWER; 20].join(" ");
+        assert!(
+            body.len() < full.len() / 2,
+            "stopped early: {} of {}",
+            body.len(),
+            full.len()
         );
-    }
-    control(question, "finish").await;
-    body.push_str(&lines.rest(Duration::from_secs(10)).await.0);
-    assert!(body.trim_end().ends_with('.'), "{body:?}");
-    assert!(body.len() < full.len() / 2, "{body:?}");
+        let (_, messages) = app
+            .call(
+                Method::GET,
+                &format!("/api/v1/chats/{chat}/messages"),
+                &alice,
+                None,
+            )
+            .await;
+        let stored = messages
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == reply.as_str())
+            .unwrap()
+            .clone();
+        assert_eq!(
+            stored["content"],
+            body.as_str(),
+            "the partial reply is kept"
+        );
+        eventually("the upstream stream was closed", || async {
+            model.aborted() >= 1
+        })
+        .await;
 
-    // An upstream that breaks off: an error line, and the partial reply stored with it.
-    let mut lines = stream(
-        &app,
-        &alice,
-        &chat,
-        json!({"message": "FAIL now", "stream": true}),
-    )
-    .await;
-    let (body, last) = lines.rest(Duration::from_secs(10)).await;
-    assert!(
-        last["error"].as_str().unwrap().contains("ended before"),
-        "{last}"
-    );
-    assert_eq!(body, "Paris is the ");
-    let reply = last["message_id"].as_str().unwrap();
-    let (_, messages) = app
-        .call(
-            Method::GET,
-            &format!("/api/v1/chats/{chat}/messages"),
+        // Finish ends at the end of the current sentence.
+        let mut lines = stream(
+            &app,
             &alice,
-            None,
+            &chat,
+            json!({"message": "LONG again", "stream": true, "include_chat_history": "off"}),
         )
         .await;
-    let stored = messages
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["id"] == reply)
-        .unwrap()
-        .clone();
-    assert_eq!(stored["content"], "Paris is the ");
-    assert!(stored["error"].is_string());
-    app.stop().await;
+        let question = lines.next(Duration::from_secs(10)).await.unwrap()["question_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let mut body = String::new();
+        for _ in 0..2 {
+            body.push_str(
+                lines.next(Duration::from_secs(10)).await.unwrap()["body"]
+                    .as_str()
+                    .unwrap(),
+            );
+        }
+        control(question, "finish").await;
+        body.push_str(&lines.rest(Duration::from_secs(10)).await.0);
+        assert!(body.trim_end().ends_with('.'), "{body:?}");
+        assert!(body.len() < full.len() / 2, "{body:?}");
+
+        // An upstream that breaks off: an error line, and the partial reply stored with it.
+        let mut lines = stream(
+            &app,
+            &alice,
+            &chat,
+            json!({"message": "FAIL now", "stream": true}),
+        )
+        .await;
+        let (body, last) = lines.rest(Duration::from_secs(10)).await;
+        assert!(
+            last["error"].as_str().unwrap().contains("ended before"),
+            "{last}"
+        );
+        assert_eq!(body, "Paris is the ");
+        let reply = last["message_id"].as_str().unwrap();
+        let (_, messages) = app
+            .call(
+                Method::GET,
+                &format!("/api/v1/chats/{chat}/messages"),
+                &alice,
+                None,
+            )
+            .await;
+        let stored = messages
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == reply)
+            .unwrap()
+            .clone();
+        assert_eq!(stored["content"], "Paris is the ");
+        assert!(stored["error"].is_string());
+        app.stop().await;
+    }
 }
 
-#[tokio::test]
-async fn rag_plus_and_all_data_summarize_what_does_not_fit() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn rag_plus_and_all_data_summarize_what_does_not_fit(backend) {
         let model = upstream(Duration::ZERO).await;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("models.toml");
@@ -706,53 +705,53 @@ async fn rag_plus_and_all_data_summarize_what_does_not_fit() {
     }
 }
 
-/// Standalone without a models file: `auto` is the local GGUF model (when it was fetched),
-/// answered in-process and booked like any other.
-#[tokio::test]
-async fn the_local_gguf_model_answers_without_a_models_file() {
-    // A missing model fails in CI and is a loud skip elsewhere.
-    if docchat_common::testing::model_file(docchat_common::testing::GEMMA_GGUF).is_none() {
-        return;
-    }
-    let backend = backends().remove(0);
-    let app = TestApp::start_with(&backend, |c| c.llm_threads = 1).await;
-    let (_, alice) = app.user("alice").await;
-    let chat = session(&app, &alice, None).await;
-    let mut lines = stream(
-        &app,
-        &alice,
-        &chat,
-        json!({"message": "Name the capital of France.", "stream": true, "llm_args": {"max_new_tokens": 12}}),
-    )
-    .await;
-    let mut body = String::new();
-    let mut done = None;
-    while let Some(line) = lines.next(Duration::from_secs(120)).await {
-        if line["finished"] == json!(true) {
-            done = Some(line);
-            break;
+docchat_common::backend_tests! {
+    /// Standalone without a models file: `auto` is the local GGUF model (when it was fetched),
+    /// answered in-process and booked like any other.
+    async fn the_local_gguf_model_answers_without_a_models_file(backend) {
+        // A missing model fails in CI and is a loud skip elsewhere.
+        if docchat_common::testing::model_file(docchat_common::testing::GEMMA_GGUF).is_none() {
+            return;
         }
-        assert!(line.get("error").is_none(), "{line}");
-        body.push_str(line["body"].as_str().unwrap_or_default());
-    }
-    let done = done.expect("the reply finished");
-    assert!(!body.trim().is_empty(), "the local model wrote something");
-    let reply = done["message_id"].as_str().unwrap();
-    let (_, meta) = app
-        .call(
-            Method::GET,
-            &format!("/api/v1/messages/{reply}/meta?info_type=usage_stats"),
+        let app = TestApp::start_with(&backend, |c| c.llm_threads = 1).await;
+        let (_, alice) = app.user("alice").await;
+        let chat = session(&app, &alice, None).await;
+        let mut lines = stream(
+            &app,
             &alice,
-            None,
+            &chat,
+            json!({"message": "Name the capital of France.", "stream": true, "llm_args": {"max_new_tokens": 12}}),
         )
         .await;
-    let stats: Value = serde_json::from_str(meta[0]["content"].as_str().unwrap()).unwrap();
-    assert_eq!(stats["llm"], "gemma-3-270m");
-    assert!(stats["input_tokens"].as_u64().unwrap() > 5, "{stats}");
-    let out = stats["output_tokens"].as_u64().unwrap();
-    assert!((1..=12).contains(&out), "{stats}");
-    assert_eq!(stats["cost"], 0.0);
-    app.stop().await;
+        let mut body = String::new();
+        let mut done = None;
+        while let Some(line) = lines.next(Duration::from_secs(120)).await {
+            if line["finished"] == json!(true) {
+                done = Some(line);
+                break;
+            }
+            assert!(line.get("error").is_none(), "{line}");
+            body.push_str(line["body"].as_str().unwrap_or_default());
+        }
+        let done = done.expect("the reply finished");
+        assert!(!body.trim().is_empty(), "the local model wrote something");
+        let reply = done["message_id"].as_str().unwrap();
+        let (_, meta) = app
+            .call(
+                Method::GET,
+                &format!("/api/v1/messages/{reply}/meta?info_type=usage_stats"),
+                &alice,
+                None,
+            )
+            .await;
+        let stats: Value = serde_json::from_str(meta[0]["content"].as_str().unwrap()).unwrap();
+        assert_eq!(stats["llm"], "gemma-3-270m");
+        assert!(stats["input_tokens"].as_u64().unwrap() > 5, "{stats}");
+        let out = stats["output_tokens"].as_u64().unwrap();
+        assert!((1..=12).contains(&out), "{stats}");
+        assert_eq!(stats["cost"], 0.0);
+        app.stop().await;
+    }
 }
 
 /// How many messages the session `chat` holds.

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use docchat_common::testing::backends;
 use reqwest::Method;
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
@@ -24,9 +23,8 @@ pub async fn upload(app: &TestApp, key: &str, name: &str, bytes: Vec<u8>) -> (u1
 
 const VTT: &str = "WEBVTT\n\n00:00:01.000 --> 00:00:04.500\n<v Alice Smith>Welcome to the quarterly review.</v>\n\n00:00:05.000 --> 00:00:08.000\nBob: Revenue grew by twelve percent.\n";
 
-#[tokio::test]
-async fn upload_ingest_and_read_documents() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn upload_ingest_and_read_documents(backend) {
         let app = TestApp::start(&backend).await;
         let name = app.backend;
         let (_, alice) = app.user("alice").await;
@@ -270,120 +268,122 @@ async fn upload_ingest_and_read_documents() {
     }
 }
 
-#[tokio::test]
-async fn uploads_without_a_file_or_too_large_are_refused() {
-    let app = TestApp::start(&backends()[0]).await;
-    let (_, key) = app.user("carol").await;
-    let form = Form::new().text("not_file", "x");
-    let (s, b) = read(
-        app.req(Method::PUT, "/api/v1/uploads", Some(&key))
-            .multipart(form)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_error(s, &b, 400);
-    assert_eq!(b["message"], "The request does not contain a file.");
-    let (s, b) = read(
-        app.req(Method::PUT, "/api/v1/uploads", Some(&key))
-            .header("content-type", "application/json")
-            .body("{}")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_error(s, &b, 400);
-    // Above the limit (140 MB; announced by Content-Length): 413 before anything is stored.
-    let body = vec![b'x'; 141 * 1000 * 1000];
-    let (s, b) = upload(&app, &key, "huge.txt", body).await;
-    assert_error(s, &b, 413);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    app.stop().await;
+docchat_common::backend_tests! {
+    async fn uploads_without_a_file_or_too_large_are_refused(backend) {
+        let app = TestApp::start(&backend).await;
+        let (_, key) = app.user("carol").await;
+        let form = Form::new().text("not_file", "x");
+        let (s, b) = read(
+            app.req(Method::PUT, "/api/v1/uploads", Some(&key))
+                .multipart(form)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_error(s, &b, 400);
+        assert_eq!(b["message"], "The request does not contain a file.");
+        let (s, b) = read(
+            app.req(Method::PUT, "/api/v1/uploads", Some(&key))
+                .header("content-type", "application/json")
+                .body("{}")
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_error(s, &b, 400);
+        // Above the limit (140 MB; announced by Content-Length): 413 before anything is stored.
+        let body = vec![b'x'; 141 * 1000 * 1000];
+        let (s, b) = upload(&app, &key, "huge.txt", body).await;
+        assert_error(s, &b, 413);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        app.stop().await;
+    }
 }
 
-#[tokio::test]
-async fn runtime_limits_refuse_and_change_nothing() {
-    let app = TestApp::start(&backends()[0]).await;
-    let (uid, key) = app.user("gail").await;
-    // Resolved settings are cached for config_cache_ttl_seconds: shorten it to 1 s.
-    let (s, _) = app
-        .call(
-            Method::PUT,
-            "/api/v1/configurations/config_cache_ttl_seconds",
-            crate::harness::ADMIN_KEY,
-            Some(json!({"string_value": "1"})),
-        )
-        .await;
-    assert_eq!(s, 200);
-    let set = |k: &str, v: &str| {
-        (
-            format!("/api/v1/users/{uid}/configurations/{k}"),
-            json!({"string_value": v}),
-        )
-    };
-    let (path, body) = set("collection_limit_per_user", "1");
-    let (s, _) = app
-        .call(Method::PUT, &path, crate::harness::ADMIN_KEY, Some(body))
-        .await;
-    assert_eq!(s, 200);
-    let (s, col) = app
-        .call(
-            Method::POST,
-            "/api/v1/collections",
-            &key,
-            Some(json!({"name": "one", "description": ""})),
-        )
-        .await;
-    assert_eq!(s, 201);
-    let (s, b) = app
-        .call(
-            Method::POST,
-            "/api/v1/collections",
-            &key,
-            Some(json!({"name": "two", "description": ""})),
-        )
-        .await;
-    assert_error(s, &b, 403);
-    let (_, list) = app
-        .call(Method::GET, "/api/v1/collections", &key, None)
-        .await;
-    assert_eq!(list.as_array().unwrap().len(), 1, "nothing created");
+docchat_common::backend_tests! {
+    async fn runtime_limits_refuse_and_change_nothing(backend) {
+        let app = TestApp::start(&backend).await;
+        let (uid, key) = app.user("gail").await;
+        // Resolved settings are cached for config_cache_ttl_seconds: shorten it to 1 s.
+        let (s, _) = app
+            .call(
+                Method::PUT,
+                "/api/v1/configurations/config_cache_ttl_seconds",
+                crate::harness::ADMIN_KEY,
+                Some(json!({"string_value": "1"})),
+            )
+            .await;
+        assert_eq!(s, 200);
+        let set = |k: &str, v: &str| {
+            (
+                format!("/api/v1/users/{uid}/configurations/{k}"),
+                json!({"string_value": v}),
+            )
+        };
+        let (path, body) = set("collection_limit_per_user", "1");
+        let (s, _) = app
+            .call(Method::PUT, &path, crate::harness::ADMIN_KEY, Some(body))
+            .await;
+        assert_eq!(s, 200);
+        let (s, col) = app
+            .call(
+                Method::POST,
+                "/api/v1/collections",
+                &key,
+                Some(json!({"name": "one", "description": ""})),
+            )
+            .await;
+        assert_eq!(s, 201);
+        let (s, b) = app
+            .call(
+                Method::POST,
+                "/api/v1/collections",
+                &key,
+                Some(json!({"name": "two", "description": ""})),
+            )
+            .await;
+        assert_error(s, &b, 403);
+        let (_, list) = app
+            .call(Method::GET, "/api/v1/collections", &key, None)
+            .await;
+        assert_eq!(list.as_array().unwrap().len(), 1, "nothing created");
 
-    let cid = col["id"].as_str().unwrap();
-    let (path, body) = set("document_limit_per_user", "0");
-    app.call(Method::PUT, &path, crate::harness::ADMIN_KEY, Some(body))
-        .await;
-    // A global limit on collection size (1 MB minimum) refuses a larger upload's ingestion.
-    let (s, _) = app
-        .call(
-            Method::PUT,
-            "/api/v1/configurations/default_collection_size_limit",
-            crate::harness::ADMIN_KEY,
-            Some(json!({"string_value": "1048576"})),
-        )
-        .await;
-    assert_eq!(s, 200);
-    let (_, big) = upload(&app, &key, "big.txt", vec![b'a'; 1_100_000]).await;
-    let ingest = format!(
-        "/api/v1/uploads/{}/ingest?collection_id={cid}",
-        big["id"].as_str().unwrap()
-    );
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    // No documents allowed: 403.
-    let (s, b) = app.call(Method::POST, &ingest, &key, None).await;
-    assert_error(s, &b, 403);
-    // Documents allowed again, but the file exceeds the collection size limit: 413.
-    let (path, body) = set("document_limit_per_user", "-1");
-    app.call(Method::PUT, &path, crate::harness::ADMIN_KEY, Some(body))
-        .await;
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    let (s, b) = app.call(Method::POST, &ingest, &key, None).await;
-    assert_error(s, &b, 413);
-    let (_, count) = app
-        .call(Method::GET, "/api/v1/documents/count", &key, None)
-        .await;
-    assert_eq!(count["count"], 0);
-    app.stop().await;
+        let cid = col["id"].as_str().unwrap();
+        let (path, body) = set("document_limit_per_user", "0");
+        app.call(Method::PUT, &path, crate::harness::ADMIN_KEY, Some(body))
+            .await;
+        // A global limit on collection size (1 MB minimum) refuses a larger upload's ingestion.
+        let (s, _) = app
+            .call(
+                Method::PUT,
+                "/api/v1/configurations/default_collection_size_limit",
+                crate::harness::ADMIN_KEY,
+                Some(json!({"string_value": "1048576"})),
+            )
+            .await;
+        assert_eq!(s, 200);
+        let (_, big) = upload(&app, &key, "big.txt", vec![b'a'; 1_100_000]).await;
+        let ingest = format!(
+            "/api/v1/uploads/{}/ingest?collection_id={cid}",
+            big["id"].as_str().unwrap()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+        // No documents allowed: 403.
+        let (s, b) = app.call(Method::POST, &ingest, &key, None).await;
+        assert_error(s, &b, 403);
+        // Documents allowed again, but the file exceeds the collection size limit: 413.
+        let (path, body) = set("document_limit_per_user", "-1");
+        app.call(Method::PUT, &path, crate::harness::ADMIN_KEY, Some(body))
+            .await;
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+        let (s, b) = app.call(Method::POST, &ingest, &key, None).await;
+        assert_error(s, &b, 413);
+        let (_, count) = app
+            .call(Method::GET, "/api/v1/documents/count", &key, None)
+            .await;
+        assert_eq!(count["count"], 0);
+        app.stop().await;
+    }
 }

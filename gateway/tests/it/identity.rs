@@ -2,15 +2,13 @@
 
 use std::time::Duration;
 
-use docchat_common::testing::backends;
 use reqwest::Method;
 use serde_json::json;
 
 use crate::harness::{ADMIN_KEY, TestApp, assert_error, read};
 
-#[tokio::test]
-async fn missing_bad_and_deleted_keys_are_401_before_any_service() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn missing_bad_and_deleted_keys_are_401_before_any_service(backend) {
         let app = TestApp::start(&backend).await;
         for path in [
             "/api/v1/collections",
@@ -89,132 +87,132 @@ async fn missing_bad_and_deleted_keys_are_401_before_any_service() {
     }
 }
 
-#[tokio::test]
-async fn identity_management_is_for_administrators() {
-    let app = TestApp::start(&backends()[0]).await;
-    let (uid, key) = app.user("dave").await;
-    let (s, b) = app
-        .call(
-            Method::POST,
-            "/api/v1/admin/users",
-            &key,
-            Some(json!({"username": "eve"})),
-        )
-        .await;
-    assert_error(s, &b, 403);
-    let (s, b) = app
-        .call(Method::GET, "/api/v1/admin/api_keys", &key, None)
-        .await;
-    assert_error(s, &b, 403);
-    let (s, b) = app
-        .call(
-            Method::POST,
-            "/api/v1/admin/users",
-            ADMIN_KEY,
-            Some(json!({"username": "dave"})),
-        )
-        .await;
-    assert_error(s, &b, 409);
-    let (s, b) = app
-        .call(
-            Method::POST,
-            "/api/v1/admin/users",
-            ADMIN_KEY,
-            Some(json!({"username": "x", "roles": ["nope"]})),
-        )
-        .await;
-    assert_error(s, &b, 400);
-    let (s, b) = app
-        .call(
-            Method::POST,
-            "/api/v1/admin/api_keys",
-            ADMIN_KEY,
-            Some(json!({"user_id": "missing"})),
-        )
-        .await;
-    assert_error(s, &b, 404);
-    let (s, b) = app
-        .call(
-            Method::POST,
-            "/api/v1/admin/api_keys",
-            ADMIN_KEY,
-            Some(json!({"user_id": uid, "expires_in": "whenever"})),
-        )
-        .await;
-    assert_error(s, &b, 400);
+docchat_common::backend_tests! {
+    async fn identity_management_is_for_administrators(backend) {
+        let app = TestApp::start(&backend).await;
+        let (uid, key) = app.user("dave").await;
+        let (s, b) = app
+            .call(
+                Method::POST,
+                "/api/v1/admin/users",
+                &key,
+                Some(json!({"username": "eve"})),
+            )
+            .await;
+        assert_error(s, &b, 403);
+        let (s, b) = app
+            .call(Method::GET, "/api/v1/admin/api_keys", &key, None)
+            .await;
+        assert_error(s, &b, 403);
+        let (s, b) = app
+            .call(
+                Method::POST,
+                "/api/v1/admin/users",
+                ADMIN_KEY,
+                Some(json!({"username": "dave"})),
+            )
+            .await;
+        assert_error(s, &b, 409);
+        let (s, b) = app
+            .call(
+                Method::POST,
+                "/api/v1/admin/users",
+                ADMIN_KEY,
+                Some(json!({"username": "x", "roles": ["nope"]})),
+            )
+            .await;
+        assert_error(s, &b, 400);
+        let (s, b) = app
+            .call(
+                Method::POST,
+                "/api/v1/admin/api_keys",
+                ADMIN_KEY,
+                Some(json!({"user_id": "missing"})),
+            )
+            .await;
+        assert_error(s, &b, 404);
+        let (s, b) = app
+            .call(
+                Method::POST,
+                "/api/v1/admin/api_keys",
+                ADMIN_KEY,
+                Some(json!({"user_id": uid, "expires_in": "whenever"})),
+            )
+            .await;
+        assert_error(s, &b, 400);
 
-    let (s, me) = app
-        .call(Method::GET, "/api/v1/users/current", &key, None)
-        .await;
-    assert_eq!(s, 200);
-    assert_eq!(me["username"], "dave");
-    assert_eq!(me["roles"], json!(["user"]));
-    let (_, perms) = app
-        .call(Method::GET, "/api/v1/users/current/permissions", &key, None)
-        .await;
-    assert_eq!(perms, json!([]));
+        let (s, me) = app
+            .call(Method::GET, "/api/v1/users/current", &key, None)
+            .await;
+        assert_eq!(s, 200);
+        assert_eq!(me["username"], "dave");
+        assert_eq!(me["roles"], json!(["user"]));
+        let (_, perms) = app
+            .call(Method::GET, "/api/v1/users/current/permissions", &key, None)
+            .await;
+        assert_eq!(perms, json!([]));
 
-    // A role with a permission; assigning it shows up in the caller's permissions.
-    let (s, role) = app
-        .call(
-            Method::POST,
-            "/api/v1/roles",
-            ADMIN_KEY,
-            Some(json!({"name": "editors", "description": "edit"})),
-        )
-        .await;
-    assert_eq!(s, 201);
-    let rid = role["id"].as_str().unwrap();
-    let (s, b) = app
-        .call(
-            Method::PUT,
-            &format!("/api/v1/roles/{rid}/permissions/NotAPermission"),
-            ADMIN_KEY,
-            None,
-        )
-        .await;
-    assert_error(s, &b, 400);
-    let (s, _) = app
-        .call(
-            Method::PUT,
-            &format!("/api/v1/roles/{rid}/permissions/EditExtractors"),
-            ADMIN_KEY,
-            None,
-        )
-        .await;
-    assert_eq!(s, 204);
-    let (s, _) = app
-        .call(
-            Method::PUT,
-            &format!("/api/v1/users/{uid}/roles/editors"),
-            ADMIN_KEY,
-            None,
-        )
-        .await;
-    assert_eq!(s, 204);
-    let (_, perms) = app
-        .call(Method::GET, "/api/v1/users/current/permissions", &key, None)
-        .await;
-    assert_eq!(perms[0]["name"], "EditExtractors");
-    let (_, perms) = app
-        .call(
-            Method::GET,
-            "/api/v1/users/current/permissions",
-            ADMIN_KEY,
-            None,
-        )
-        .await;
-    assert_eq!(
-        perms.as_array().unwrap().len(),
-        6,
-        "administrators hold every permission"
-    );
-    app.stop().await;
+        // A role with a permission; assigning it shows up in the caller's permissions.
+        let (s, role) = app
+            .call(
+                Method::POST,
+                "/api/v1/roles",
+                ADMIN_KEY,
+                Some(json!({"name": "editors", "description": "edit"})),
+            )
+            .await;
+        assert_eq!(s, 201);
+        let rid = role["id"].as_str().unwrap();
+        let (s, b) = app
+            .call(
+                Method::PUT,
+                &format!("/api/v1/roles/{rid}/permissions/NotAPermission"),
+                ADMIN_KEY,
+                None,
+            )
+            .await;
+        assert_error(s, &b, 400);
+        let (s, _) = app
+            .call(
+                Method::PUT,
+                &format!("/api/v1/roles/{rid}/permissions/EditExtractors"),
+                ADMIN_KEY,
+                None,
+            )
+            .await;
+        assert_eq!(s, 204);
+        let (s, _) = app
+            .call(
+                Method::PUT,
+                &format!("/api/v1/users/{uid}/roles/editors"),
+                ADMIN_KEY,
+                None,
+            )
+            .await;
+        assert_eq!(s, 204);
+        let (_, perms) = app
+            .call(Method::GET, "/api/v1/users/current/permissions", &key, None)
+            .await;
+        assert_eq!(perms[0]["name"], "EditExtractors");
+        let (_, perms) = app
+            .call(
+                Method::GET,
+                "/api/v1/users/current/permissions",
+                ADMIN_KEY,
+                None,
+            )
+            .await;
+        assert_eq!(
+            perms.as_array().unwrap().len(),
+            6,
+            "administrators hold every permission"
+        );
+        app.stop().await;
+    }
 }
 
-#[tokio::test]
-async fn runtime_settings_are_validated_and_resolved() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn runtime_settings_are_validated_and_resolved(backend) {
         let app = TestApp::start(&backend).await;
         let (uid, key) = app.user("frank").await;
         let put = |k: &'static str, v: &'static str| json!({"string_value": v, "can_overwrite": true, "is_public": false, "k": k});

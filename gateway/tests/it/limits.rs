@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use docchat_common::testing::backends;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -33,9 +32,8 @@ async fn ask(app: &TestApp, key: &str, chat: &str, message: &str) -> (u16, Value
     .await
 }
 
-#[tokio::test]
-async fn cost_caps_refuse_once_reached_until_an_administrator_raises_them() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn cost_caps_refuse_once_reached_until_an_administrator_raises_them(backend) {
         let model = upstream(Duration::ZERO).await;
         let (app, _dir) = app_with(&backend, &model).await;
         // Settings reach the services at once (no cache), so the test sees edits directly.
@@ -152,9 +150,8 @@ async fn cost_caps_refuse_once_reached_until_an_administrator_raises_them() {
     }
 }
 
-#[tokio::test]
-async fn the_concurrency_cap_holds_while_a_reply_streams() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn the_concurrency_cap_holds_while_a_reply_streams(backend) {
         // Slow enough that the first reply is still streaming while the second is asked.
         let model = upstream(Duration::from_millis(40)).await;
         let (app, _dir) = app_with(&backend, &model).await;
@@ -196,9 +193,8 @@ async fn the_concurrency_cap_holds_while_a_reply_streams() {
     }
 }
 
-#[tokio::test]
-async fn a_session_deleted_while_its_reply_streams_frees_the_slot_and_books_the_cost() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn a_session_deleted_while_its_reply_streams_frees_the_slot_and_books_the_cost(backend) {
         let model = upstream(Duration::from_millis(40)).await;
         let (app, _dir) = app_with(&backend, &model).await;
         set(&app, "/api/v1/configurations/config_cache_ttl_seconds", "0").await;
@@ -279,9 +275,8 @@ async fn a_session_deleted_while_its_reply_streams_frees_the_slot_and_books_the_
     }
 }
 
-#[tokio::test]
-async fn the_chat_rate_limit_answers_429_when_fairness_is_on() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn the_chat_rate_limit_answers_429_when_fairness_is_on(backend) {
         let model = upstream(Duration::ZERO).await;
         let dir = tempfile::tempdir().unwrap();
         let file = crate::completions::models_file(dir.path(), &model.base_url);

@@ -1,7 +1,6 @@
 //! Collections and chat sessions through every layer, with SPEC.md's shapes, ownership and
 //! the sessions_count that follows chat.session.* events.
 
-use docchat_common::testing::backends;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -24,9 +23,8 @@ const COLLECTION_FIELDS: [&str; 14] = [
     "description_auto_generated",
 ];
 
-#[tokio::test]
-async fn collections_and_sessions_end_to_end() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn collections_and_sessions_end_to_end(backend) {
         let app = TestApp::start(&backend).await;
         let name = app.backend;
         let (_, alice) = app.user("alice").await;
@@ -332,65 +330,67 @@ async fn collections_and_sessions_end_to_end() {
     }
 }
 
-#[tokio::test]
-async fn unknown_routes_and_families_answer_the_error_shape() {
-    let backend = &backends()[0];
-    let app = TestApp::start(backend).await;
-    // (/compat_api/v1 answers in the vendor's error shape: tests/it/compat.rs.)
-    for path in ["/api/v1/no_such_thing", "/file?id=x&name=y"] {
-        let (s, b) = app.call(Method::GET, path, ADMIN_KEY, None).await;
-        assert_error(s, &b, 404);
-        let (s, b) =
-            crate::harness::read(app.req(Method::GET, path, None).send().await.unwrap()).await;
-        assert_error(s, &b, 401);
+docchat_common::backend_tests! {
+    async fn unknown_routes_and_families_answer_the_error_shape(backend) {
+        let backend = &backend;
+        let app = TestApp::start(backend).await;
+        // (/compat_api/v1 answers in the vendor's error shape: tests/it/compat.rs.)
+        for path in ["/api/v1/no_such_thing", "/file?id=x&name=y"] {
+            let (s, b) = app.call(Method::GET, path, ADMIN_KEY, None).await;
+            assert_error(s, &b, 404);
+            let (s, b) =
+                crate::harness::read(app.req(Method::GET, path, None).send().await.unwrap()).await;
+            assert_error(s, &b, 401);
+        }
+        let (s, b) = crate::harness::read(
+            app.req(Method::POST, "/api/v1/collections", Some(ADMIN_KEY))
+                .header("content-type", "application/json")
+                .body("{not json")
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_error(s, &b, 400);
+        app.stop().await;
     }
-    let (s, b) = crate::harness::read(
-        app.req(Method::POST, "/api/v1/collections", Some(ADMIN_KEY))
-            .header("content-type", "application/json")
-            .body("{not json")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_error(s, &b, 400);
-    app.stop().await;
 }
 
-#[tokio::test]
-async fn api_spec_and_swagger_are_served() {
-    let app = TestApp::start(&backends()[0]).await;
-    let spec = app
-        .req(Method::GET, "/api-spec.yaml", None)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(spec.status(), 200);
-    let text = spec.text().await.unwrap();
-    let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
-    let paths = doc["paths"].as_mapping().unwrap();
-    for p in [
-        "/api/v1/collections",
-        "/api/v1/collections/{collection_id}",
-        "/api/v1/chats",
-        "/api/v1/chats/{session_id}",
-        "/api/v1/chats/{session_id}/messages",
-        "/api/v1/models",
-        "/api/v1/configurations/{key_name}",
-        "/rpc/health/liveness",
-        "/rpc/health/readiness",
-    ] {
-        assert!(
-            paths.contains_key(serde_yaml::Value::String(p.into())),
-            "api spec lacks {p}"
-        );
+docchat_common::backend_tests! {
+    async fn api_spec_and_swagger_are_served(backend) {
+        let app = TestApp::start(&backend).await;
+        let spec = app
+            .req(Method::GET, "/api-spec.yaml", None)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(spec.status(), 200);
+        let text = spec.text().await.unwrap();
+        let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+        let paths = doc["paths"].as_mapping().unwrap();
+        for p in [
+            "/api/v1/collections",
+            "/api/v1/collections/{collection_id}",
+            "/api/v1/chats",
+            "/api/v1/chats/{session_id}",
+            "/api/v1/chats/{session_id}/messages",
+            "/api/v1/models",
+            "/api/v1/configurations/{key_name}",
+            "/rpc/health/liveness",
+            "/rpc/health/readiness",
+        ] {
+            assert!(
+                paths.contains_key(serde_yaml::Value::String(p.into())),
+                "api spec lacks {p}"
+            );
+        }
+        let ui = app
+            .req(Method::GET, "/swagger-ui/", None)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ui.status(), 200);
+        assert!(ui.text().await.unwrap().contains("swagger"));
+        app.stop().await;
     }
-    let ui = app
-        .req(Method::GET, "/swagger-ui/", None)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ui.status(), 200);
-    assert!(ui.text().await.unwrap().contains("swagger"));
-    app.stop().await;
 }

@@ -1,6 +1,5 @@
 //! Tags on documents (linked_only, user_scope) and extractors (the PATCH rules of SPEC.md).
 
-use docchat_common::testing::backends;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -18,208 +17,208 @@ fn names(v: &Value) -> Vec<String> {
     n
 }
 
-#[tokio::test]
-async fn tags_on_documents_and_their_scopes() {
-    let app = TestApp::start(&backends()[0]).await;
-    let (_, alice) = app.user("alice").await;
-    let (_, bob) = app.user("bob").await;
-    let (_, col) = app
-        .call(
-            Method::POST,
-            "/api/v1/collections",
+docchat_common::backend_tests! {
+    async fn tags_on_documents_and_their_scopes(backend) {
+        let app = TestApp::start(&backend).await;
+        let (_, alice) = app.user("alice").await;
+        let (_, bob) = app.user("bob").await;
+        let (_, col) = app
+            .call(
+                Method::POST,
+                "/api/v1/collections",
+                &alice,
+                Some(json!({"name": "kb", "description": ""})),
+            )
+            .await;
+        let cid = col["id"].as_str().unwrap().to_owned();
+        let (_, up) = upload(
+            &app,
             &alice,
-            Some(json!({"name": "kb", "description": ""})),
+            "a.txt",
+            b"tagged content about invoices".to_vec(),
         )
         .await;
-    let cid = col["id"].as_str().unwrap().to_owned();
-    let (_, up) = upload(
-        &app,
-        &alice,
-        "a.txt",
-        b"tagged content about invoices".to_vec(),
-    )
-    .await;
-    let (s, _) = app
-        .call(
-            Method::POST,
-            &format!(
-                "/api/v1/uploads/{}/ingest?collection_id={cid}",
-                up["id"].as_str().unwrap()
-            ),
-            &alice,
-            None,
-        )
+        let (s, _) = app
+            .call(
+                Method::POST,
+                &format!(
+                    "/api/v1/uploads/{}/ingest?collection_id={cid}",
+                    up["id"].as_str().unwrap()
+                ),
+                &alice,
+                None,
+            )
+            .await;
+        assert_eq!(s, 204);
+        let path = format!("/api/v1/collections/{cid}");
+        eventually("ingested", || async {
+            app.call(Method::GET, &path, &alice, None).await.1["document_count"] == 1
+        })
         .await;
-    assert_eq!(s, 204);
-    let path = format!("/api/v1/collections/{cid}");
-    eventually("ingested", || async {
-        app.call(Method::GET, &path, &alice, None).await.1["document_count"] == 1
-    })
-    .await;
-    let (_, docs) = app
-        .call(Method::GET, "/api/v1/documents", &alice, None)
-        .await;
-    let doc = docs[0]["id"].as_str().unwrap().to_owned();
+        let (_, docs) = app
+            .call(Method::GET, "/api/v1/documents", &alice, None)
+            .await;
+        let doc = docs[0]["id"].as_str().unwrap().to_owned();
 
-    // Tags: one applied by alice, one of hers unlinked, two of bob's unlinked (names are
-    // per user: bob's "draft" is his own).
-    let (s, t) = app
-        .call(
-            Method::POST,
-            &format!("/api/v1/documents/{doc}/tags"),
-            &alice,
-            Some(json!({"name": "finance"})),
-        )
-        .await;
-    assert_eq!(s, 201, "{t}");
-    assert_eq!(t["name"], "finance");
-    let (s, _) = app
-        .call(
-            Method::POST,
-            "/api/v1/tags",
-            &alice,
-            Some(json!({"name": "draft"})),
-        )
-        .await;
-    assert_eq!(s, 201);
-    let (s, _) = app
-        .call(
-            Method::POST,
-            "/api/v1/tags",
-            &bob,
-            Some(json!({"name": "bobs"})),
-        )
-        .await;
-    assert_eq!(s, 201);
-    let (s, b) = app
-        .call(
-            Method::POST,
-            "/api/v1/tags",
-            &bob,
-            Some(json!({"name": "draft"})),
-        )
-        .await;
-    assert_eq!(s, 201, "{b}");
-    let (s, b) = app
-        .call(
-            Method::POST,
-            "/api/v1/tags",
-            &bob,
-            Some(json!({"name": "bobs"})),
-        )
-        .await;
-    assert_error(s, &b, 409);
-    let (s, b) = app
-        .call(
-            Method::POST,
-            &format!("/api/v1/documents/{doc}/tags"),
-            &bob,
-            Some(json!({"name": "mine-now"})),
-        )
-        .await;
-    assert_error(s, &b, 404);
+        // Tags: one applied by alice, one of hers unlinked, two of bob's unlinked (names are
+        // per user: bob's "draft" is his own).
+        let (s, t) = app
+            .call(
+                Method::POST,
+                &format!("/api/v1/documents/{doc}/tags"),
+                &alice,
+                Some(json!({"name": "finance"})),
+            )
+            .await;
+        assert_eq!(s, 201, "{t}");
+        assert_eq!(t["name"], "finance");
+        let (s, _) = app
+            .call(
+                Method::POST,
+                "/api/v1/tags",
+                &alice,
+                Some(json!({"name": "draft"})),
+            )
+            .await;
+        assert_eq!(s, 201);
+        let (s, _) = app
+            .call(
+                Method::POST,
+                "/api/v1/tags",
+                &bob,
+                Some(json!({"name": "bobs"})),
+            )
+            .await;
+        assert_eq!(s, 201);
+        let (s, b) = app
+            .call(
+                Method::POST,
+                "/api/v1/tags",
+                &bob,
+                Some(json!({"name": "draft"})),
+            )
+            .await;
+        assert_eq!(s, 201, "{b}");
+        let (s, b) = app
+            .call(
+                Method::POST,
+                "/api/v1/tags",
+                &bob,
+                Some(json!({"name": "bobs"})),
+            )
+            .await;
+        assert_error(s, &b, 409);
+        let (s, b) = app
+            .call(
+                Method::POST,
+                &format!("/api/v1/documents/{doc}/tags"),
+                &bob,
+                Some(json!({"name": "mine-now"})),
+            )
+            .await;
+        assert_error(s, &b, 404);
 
-    let (_, all) = app.call(Method::GET, "/api/v1/tags", &alice, None).await;
-    assert_eq!(names(&all), ["draft", "finance"], "her own: bob's are his");
-    let (_, linked) = app
-        .call(Method::GET, "/api/v1/tags?linked_only=true", &bob, None)
-        .await;
-    assert_eq!(
-        linked,
-        json!([]),
-        "alice's document, and so its tag, is not bob's to read"
-    );
-    let (_, scoped) = app
-        .call(Method::GET, "/api/v1/tags?user_scope=true", &alice, None)
-        .await;
-    assert_eq!(
-        names(&scoped),
-        ["draft", "finance"],
-        "on her documents plus her own"
-    );
-    let (_, both) = app
-        .call(
-            Method::GET,
-            "/api/v1/tags?user_scope=true&linked_only=true",
-            &alice,
-            None,
-        )
-        .await;
-    assert_eq!(names(&both), ["finance"], "own unlinked tags dropped");
-    let (_, bob_scoped) = app
-        .call(Method::GET, "/api/v1/tags?user_scope=true", &bob, None)
-        .await;
-    assert_eq!(names(&bob_scoped), ["bobs", "draft"]);
+        let (_, all) = app.call(Method::GET, "/api/v1/tags", &alice, None).await;
+        assert_eq!(names(&all), ["draft", "finance"], "her own: bob's are his");
+        let (_, linked) = app
+            .call(Method::GET, "/api/v1/tags?linked_only=true", &bob, None)
+            .await;
+        assert_eq!(
+            linked,
+            json!([]),
+            "alice's document, and so its tag, is not bob's to read"
+        );
+        let (_, scoped) = app
+            .call(Method::GET, "/api/v1/tags?user_scope=true", &alice, None)
+            .await;
+        assert_eq!(
+            names(&scoped),
+            ["draft", "finance"],
+            "on her documents plus her own"
+        );
+        let (_, both) = app
+            .call(
+                Method::GET,
+                "/api/v1/tags?user_scope=true&linked_only=true",
+                &alice,
+                None,
+            )
+            .await;
+        assert_eq!(names(&both), ["finance"], "own unlinked tags dropped");
+        let (_, bob_scoped) = app
+            .call(Method::GET, "/api/v1/tags?user_scope=true", &bob, None)
+            .await;
+        assert_eq!(names(&bob_scoped), ["bobs", "draft"]);
 
-    let (s, tagged) = app
-        .call(Method::GET, "/api/v1/tags/finance/documents", &alice, None)
-        .await;
-    assert_eq!(s, 200);
-    assert_eq!(tagged[0]["id"], json!(doc));
-    let (_, none) = app
-        .call(Method::GET, "/api/v1/tags/finance/documents", &bob, None)
-        .await;
-    assert_eq!(none, json!([]), "bob cannot read alice's document");
+        let (s, tagged) = app
+            .call(Method::GET, "/api/v1/tags/finance/documents", &alice, None)
+            .await;
+        assert_eq!(s, 200);
+        assert_eq!(tagged[0]["id"], json!(doc));
+        let (_, none) = app
+            .call(Method::GET, "/api/v1/tags/finance/documents", &bob, None)
+            .await;
+        assert_eq!(none, json!([]), "bob cannot read alice's document");
 
-    let (s, t) = app
-        .call(
-            Method::PATCH,
-            "/api/v1/tags/draft",
-            &alice,
-            Some(json!({"description": "work in progress"})),
-        )
-        .await;
-    assert_eq!((s, &t["description"]), (200, &json!("work in progress")));
-    let (s, b) = app
-        .call(
-            Method::PATCH,
-            "/api/v1/tags/draft",
-            &bob,
-            Some(json!({"description": "x"})),
-        )
-        .await;
-    assert_eq!((s, &b["description"]), (200, &json!("x")), "his own draft");
-    let (_, t) = app
-        .call(Method::GET, "/api/v1/tags/draft", &alice, None)
-        .await;
-    assert_eq!(t["description"], "work in progress", "hers unchanged");
-    let (s, r) = app
-        .call(
-            Method::DELETE,
-            &format!("/api/v1/documents/{doc}/tags/finance"),
-            &alice,
-            None,
-        )
-        .await;
-    assert_eq!(s, 200);
-    assert!(r["tag_id"].is_string());
-    let (s, b) = app
-        .call(
-            Method::DELETE,
-            &format!("/api/v1/documents/{doc}/tags/finance"),
-            &alice,
-            None,
-        )
-        .await;
-    assert_error(s, &b, 404);
-    let (_, linked) = app
-        .call(Method::GET, "/api/v1/tags?linked_only=true", &alice, None)
-        .await;
-    assert_eq!(linked, json!([]));
-    let (s, _) = app
-        .call(Method::DELETE, "/api/v1/tags/draft", &alice, None)
-        .await;
-    assert_eq!(s, 200);
-    let (s, b) = app
-        .call(Method::GET, "/api/v1/tags/draft", &alice, None)
-        .await;
-    assert_error(s, &b, 404);
-    app.stop().await;
+        let (s, t) = app
+            .call(
+                Method::PATCH,
+                "/api/v1/tags/draft",
+                &alice,
+                Some(json!({"description": "work in progress"})),
+            )
+            .await;
+        assert_eq!((s, &t["description"]), (200, &json!("work in progress")));
+        let (s, b) = app
+            .call(
+                Method::PATCH,
+                "/api/v1/tags/draft",
+                &bob,
+                Some(json!({"description": "x"})),
+            )
+            .await;
+        assert_eq!((s, &b["description"]), (200, &json!("x")), "his own draft");
+        let (_, t) = app
+            .call(Method::GET, "/api/v1/tags/draft", &alice, None)
+            .await;
+        assert_eq!(t["description"], "work in progress", "hers unchanged");
+        let (s, r) = app
+            .call(
+                Method::DELETE,
+                &format!("/api/v1/documents/{doc}/tags/finance"),
+                &alice,
+                None,
+            )
+            .await;
+        assert_eq!(s, 200);
+        assert!(r["tag_id"].is_string());
+        let (s, b) = app
+            .call(
+                Method::DELETE,
+                &format!("/api/v1/documents/{doc}/tags/finance"),
+                &alice,
+                None,
+            )
+            .await;
+        assert_error(s, &b, 404);
+        let (_, linked) = app
+            .call(Method::GET, "/api/v1/tags?linked_only=true", &alice, None)
+            .await;
+        assert_eq!(linked, json!([]));
+        let (s, _) = app
+            .call(Method::DELETE, "/api/v1/tags/draft", &alice, None)
+            .await;
+        assert_eq!(s, 200);
+        let (s, b) = app
+            .call(Method::GET, "/api/v1/tags/draft", &alice, None)
+            .await;
+        assert_error(s, &b, 404);
+        app.stop().await;
+    }
 }
 
-#[tokio::test]
-async fn extractors_follow_the_update_rules() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn extractors_follow_the_update_rules(backend) {
         let app = TestApp::start(&backend).await;
         let (uid, key) = app.user("erin").await;
         let (s, e) = app

@@ -11,7 +11,7 @@ use docchat_common::auth::authorized;
 use docchat_common::bus::topics;
 use docchat_common::bus::{EventHandler, envelope};
 use docchat_common::config::Service;
-use docchat_common::testing::{user, vector_backends};
+use docchat_common::testing::user;
 use docchat_proto::common::v1::PageRequest;
 use docchat_proto::events::v1::{ChatSessionCreated, ChatSessionDeleted};
 use docchat_proto::ingest::v1 as pb;
@@ -30,9 +30,8 @@ fn req<T>(
     authorized(keys, who, service, msg).unwrap()
 }
 
-#[tokio::test]
-async fn collections_are_scoped_to_their_owner() {
-    for backend in vector_backends() {
+docchat_common::vector_backend_tests! {
+    async fn collections_are_scoped_to_their_owner(backend) {
         // ingest-service reads limits from admin-service, so both run.
         let stack = pipeline::Stack::start(&backend, |_| {}).await;
         let keys = stack.keys.clone();
@@ -133,9 +132,8 @@ async fn collections_are_scoped_to_their_owner() {
     }
 }
 
-#[tokio::test]
-async fn session_counting_is_idempotent_and_order_tolerant() {
-    for backend in vector_backends() {
+docchat_common::vector_backend_tests! {
+    async fn session_counting_is_idempotent_and_order_tolerant(backend) {
         let dir = tempfile::tempdir().unwrap();
         let url = backend.database_url(dir.path(), "ingest");
         let db = docchat_common::db::connect(&url).await.unwrap();
@@ -217,30 +215,31 @@ async fn session_counting_is_idempotent_and_order_tolerant() {
     }
 }
 
-/// A request over gRPC's 4 MiB default reaches the service (which answers for itself):
-/// the host sets the server's message limits from `max_message_bytes`, as the clients do,
-/// so a body the gateway accepts is never refused with tonic's internal text.
-#[tokio::test]
-async fn requests_over_four_mebibytes_reach_the_service() {
-    let stack = pipeline::Stack::start(&docchat_common::testing::Backend::sqlite(), |_| {}).await;
-    let alice = user("alice", false);
-    let status = stack
-        .client
-        .clone()
-        .create_collection(stack.req(
-            &alice,
-            pb::CreateCollectionRequest {
-                name: "big".into(),
-                description: "x".repeat(5 << 20),
-                embedding_model: String::new(),
-            },
-        ))
-        .await
-        .unwrap_err();
-    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
-    assert!(
-        status.message().contains("description must be at most"),
-        "{status:?}"
-    );
-    stack.stop().await;
+docchat_common::vector_backend_tests! {
+    /// A request over gRPC's 4 MiB default reaches the service (which answers for itself):
+    /// the host sets the server's message limits from `max_message_bytes`, as the clients do,
+    /// so a body the gateway accepts is never refused with tonic's internal text.
+    async fn requests_over_four_mebibytes_reach_the_service(backend) {
+        let stack = pipeline::Stack::start(&backend, |_| {}).await;
+        let alice = user("alice", false);
+        let status = stack
+            .client
+            .clone()
+            .create_collection(stack.req(
+                &alice,
+                pb::CreateCollectionRequest {
+                    name: "big".into(),
+                    description: "x".repeat(5 << 20),
+                    embedding_model: String::new(),
+                },
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        assert!(
+            status.message().contains("description must be at most"),
+            "{status:?}"
+        );
+        stack.stop().await;
+    }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use docchat_common::Caller;
 use docchat_common::auth::authorized;
 use docchat_common::config::Service;
-use docchat_common::testing::{Backend, Spawned, bind, context, user, vector_backends};
+use docchat_common::testing::{Backend, Spawned, bind, context, user};
 use docchat_proto::ingest::v1 as pb;
 use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
 use docchat_proto::ingest::v1::upload_chunk::Part;
@@ -219,12 +219,11 @@ const NOTES: &str = "# Geography\n\nParis is the capital of France. The Seine fl
 const COOKING: &str =
     "Knead the dough for ten minutes, then let it rise for an hour before baking the bread.";
 
-#[tokio::test]
-async fn ingested_documents_are_searchable_and_deletable() {
-    if !model_present() {
-        return;
-    }
-    for backend in vector_backends() {
+docchat_common::vector_backend_tests! {
+    async fn ingested_documents_are_searchable_and_deletable(backend) {
+        if !model_present() {
+            return;
+        }
         let s = Stack::start(&backend, |_| {}).await;
         let alice = user("alice", false);
         let col = s.collection(&alice, "kb").await;
@@ -367,9 +366,8 @@ async fn ingested_documents_are_searchable_and_deletable() {
     }
 }
 
-#[tokio::test]
-async fn bad_files_fail_their_job_and_store_nothing() {
-    for backend in vector_backends() {
+docchat_common::vector_backend_tests! {
+    async fn bad_files_fail_their_job_and_store_nothing(backend) {
         let s = Stack::start(&backend, |_| {}).await;
         let alice = user("alice", false);
         let col = s.collection(&alice, "kb").await;
@@ -417,56 +415,56 @@ async fn bad_files_fail_their_job_and_store_nothing() {
     }
 }
 
-#[tokio::test]
-async fn uploads_and_collections_of_others_are_404_and_limits_refuse() {
-    let backend = &vector_backends()[0];
-    let s = Stack::start(backend, |c| c.max_body_bytes = 10_000).await;
-    let (alice, bob) = (user("alice", false), user("bob", false));
-    let col = s.collection(&alice, "kb").await;
-    let up = s.upload(&alice, "a.txt", b"hello world").await.unwrap();
-    assert_eq!(
-        s.ingest(&bob, &up.id, &col.id).await.unwrap_err().code(),
-        Code::NotFound,
-        "bob cannot use alice's upload"
-    );
-    let bob_up = s.upload(&bob, "b.txt", b"hello bob").await.unwrap();
-    assert_eq!(
-        s.ingest(&bob, &bob_up.id, &col.id)
-            .await
-            .unwrap_err()
-            .code(),
-        Code::NotFound,
-        "nor her collection"
-    );
-    assert_eq!(
-        s.ingest(&alice, &up.id, "").await.unwrap_err().code(),
-        Code::InvalidArgument
-    );
+docchat_common::vector_backend_tests! {
+    async fn uploads_and_collections_of_others_are_404_and_limits_refuse(backend) {
+        let backend = &backend;
+        let s = Stack::start(backend, |c| c.max_body_bytes = 10_000).await;
+        let (alice, bob) = (user("alice", false), user("bob", false));
+        let col = s.collection(&alice, "kb").await;
+        let up = s.upload(&alice, "a.txt", b"hello world").await.unwrap();
+        assert_eq!(
+            s.ingest(&bob, &up.id, &col.id).await.unwrap_err().code(),
+            Code::NotFound,
+            "bob cannot use alice's upload"
+        );
+        let bob_up = s.upload(&bob, "b.txt", b"hello bob").await.unwrap();
+        assert_eq!(
+            s.ingest(&bob, &bob_up.id, &col.id)
+                .await
+                .unwrap_err()
+                .code(),
+            Code::NotFound,
+            "nor her collection"
+        );
+        assert_eq!(
+            s.ingest(&alice, &up.id, "").await.unwrap_err().code(),
+            Code::InvalidArgument
+        );
 
-    // Too large: 413 through the error detail, and nothing kept.
-    let big = s
-        .upload(&alice, "big.txt", &vec![b'a'; 20_000])
-        .await
-        .unwrap_err();
-    assert_eq!(
-        docchat_common::ApiError::from_status(&big)
-            .code
-            .http_status(),
-        413
-    );
-    let blobs: Vec<_> = std::fs::read_dir(s.config.data_dir.join("blobs/tmp"))
-        .unwrap()
-        .collect();
-    assert!(blobs.is_empty(), "the partial file is removed");
-    s.stop().await;
+        // Too large: 413 through the error detail, and nothing kept.
+        let big = s
+            .upload(&alice, "big.txt", &vec![b'a'; 20_000])
+            .await
+            .unwrap_err();
+        assert_eq!(
+            docchat_common::ApiError::from_status(&big)
+                .code
+                .http_status(),
+            413
+        );
+        let blobs: Vec<_> = std::fs::read_dir(s.config.data_dir.join("blobs/tmp"))
+            .unwrap()
+            .collect();
+        assert!(blobs.is_empty(), "the partial file is removed");
+        s.stop().await;
+    }
 }
 
-#[tokio::test]
-async fn a_job_whose_worker_died_completes_once_without_duplicate_chunks() {
-    if !model_present() {
-        return;
-    }
-    for backend in vector_backends() {
+docchat_common::vector_backend_tests! {
+    async fn a_job_whose_worker_died_completes_once_without_duplicate_chunks(backend) {
+        if !model_present() {
+            return;
+        }
         // No workers at first: the job stays queued while we play the dying worker.
         let s = Stack::start(&backend, |c| c.ingest_workers = 0).await;
         let alice = user("alice", false);
@@ -549,95 +547,95 @@ async fn a_job_whose_worker_died_completes_once_without_duplicate_chunks() {
     }
 }
 
-#[tokio::test]
-async fn audio_is_transcribed_through_the_configured_upstream() {
-    use docchat_common::testing::ScriptedHttp;
-    if !model_present() {
-        return;
-    }
-    let upstream = ScriptedHttp::start(std::sync::Arc::new(|req: &docchat_common::testing::SeenRequest| {
-        assert_eq!(req.path, "/v1/audio/transcriptions");
-        let body = String::from_utf8_lossy(&req.body);
-        assert!(body.contains("verbose_json") && body.contains("whisper-1") && body.contains("standup.mp3"));
-        let answer = serde_json::json!({
-            "text": "Good morning. The build is green.",
-            "segments": [
-                {"start": 0.0, "end": 1.5, "text": " Good morning.", "speaker": "SPEAKER_00"},
-                {"start": 1.5, "end": 3.25, "text": " The build is green.", "speaker": "SPEAKER_01"}
-            ]
-        });
-        (200, "application/json".to_owned(), answer.to_string().into_bytes())
-    }))
-    .await;
-    let backend = &vector_backends()[0];
-    let models = tempfile::tempdir().unwrap();
-    let file = models.path().join("models.toml");
-    std::fs::write(
-        &file,
-        format!(
-            "[[models]]\nname = \"whisper\"\nkind = \"transcription\"\nbase_url = \"{}/v1\"\nupstream_model = \"whisper-1\"\n",
-            upstream.base_url
-        ),
-    )
-    .unwrap();
-    let s = Stack::start(backend, |c| c.models_file = Some(file.clone())).await;
-    let alice = user("alice", false);
-    let col = s.collection(&alice, "meetings").await;
-    let up = s
-        .upload(&alice, "standup.mp3", &[0xff, 0xfb, 0x90, 0x00, 1, 2, 3])
-        .await
+docchat_common::vector_backend_tests! {
+    async fn audio_is_transcribed_through_the_configured_upstream(backend) {
+        use docchat_common::testing::ScriptedHttp;
+        if !model_present() {
+            return;
+        }
+        let upstream = ScriptedHttp::start(std::sync::Arc::new(|req: &docchat_common::testing::SeenRequest| {
+            assert_eq!(req.path, "/v1/audio/transcriptions");
+            let body = String::from_utf8_lossy(&req.body);
+            assert!(body.contains("verbose_json") && body.contains("whisper-1") && body.contains("standup.mp3"));
+            let answer = serde_json::json!({
+                "text": "Good morning. The build is green.",
+                "segments": [
+                    {"start": 0.0, "end": 1.5, "text": " Good morning.", "speaker": "SPEAKER_00"},
+                    {"start": 1.5, "end": 3.25, "text": " The build is green.", "speaker": "SPEAKER_01"}
+                ]
+            });
+            (200, "application/json".to_owned(), answer.to_string().into_bytes())
+        }))
+        .await;
+        let backend = &backend;
+        let models = tempfile::tempdir().unwrap();
+        let file = models.path().join("models.toml");
+        std::fs::write(
+            &file,
+            format!(
+                "[[models]]\nname = \"whisper\"\nkind = \"transcription\"\nbase_url = \"{}/v1\"\nupstream_model = \"whisper-1\"\n",
+                upstream.base_url
+            ),
+        )
         .unwrap();
-    let job = s.ingest(&alice, &up.id, &col.id).await.unwrap();
-    let done = s.finished(&alice, &job.id).await;
-    assert_eq!(done.status, "completed", "{:?}", done.errors);
-    let doc = done.document_id.unwrap();
-    let segments = s
-        .client
-        .clone()
-        .get_audio_timestamps(s.req(&alice, pb::DocumentRef { id: doc }))
-        .await
-        .unwrap()
-        .into_inner()
-        .segments;
-    assert_eq!(segments.len(), 2);
-    assert_eq!((segments[1].start, segments[1].end), (1.5, Some(3.25)));
-    assert_eq!(segments[1].text, "The build is green.");
-    assert_eq!(segments[1].speaker, "Speaker 1");
-    assert_eq!(segments[1].original_speaker.as_deref(), Some("SPEAKER_01"));
-    assert_eq!(upstream.seen().len(), 1);
-    s.stop().await;
+        let s = Stack::start(backend, |c| c.models_file = Some(file.clone())).await;
+        let alice = user("alice", false);
+        let col = s.collection(&alice, "meetings").await;
+        let up = s
+            .upload(&alice, "standup.mp3", &[0xff, 0xfb, 0x90, 0x00, 1, 2, 3])
+            .await
+            .unwrap();
+        let job = s.ingest(&alice, &up.id, &col.id).await.unwrap();
+        let done = s.finished(&alice, &job.id).await;
+        assert_eq!(done.status, "completed", "{:?}", done.errors);
+        let doc = done.document_id.unwrap();
+        let segments = s
+            .client
+            .clone()
+            .get_audio_timestamps(s.req(&alice, pb::DocumentRef { id: doc }))
+            .await
+            .unwrap()
+            .into_inner()
+            .segments;
+        assert_eq!(segments.len(), 2);
+        assert_eq!((segments[1].start, segments[1].end), (1.5, Some(3.25)));
+        assert_eq!(segments[1].text, "The build is green.");
+        assert_eq!(segments[1].speaker, "Speaker 1");
+        assert_eq!(segments[1].original_speaker.as_deref(), Some("SPEAKER_01"));
+        assert_eq!(upstream.seen().len(), 1);
+        s.stop().await;
+    }
 }
 
-#[tokio::test]
-async fn collection_descriptions_are_generated_until_a_user_writes_one() {
-    use docchat_common::testing::ScriptedHttp;
-    if !model_present() {
-        return;
-    }
-    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = calls.clone();
-    let upstream = ScriptedHttp::start(std::sync::Arc::new(move |req: &docchat_common::testing::SeenRequest| {
-        let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-        let body: serde_json::Value = serde_json::from_slice(&req.body).unwrap_or_default();
-        assert_eq!(req.path, "/v1/chat/completions");
-        assert_eq!(body["model"], "tiny-upstream");
-        let prompt = body["messages"][1]["content"].as_str().unwrap_or("");
-        assert!(prompt.contains("Document: notes.md"), "{prompt}");
-        let answer = serde_json::json!({
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("Notes on geography and Rust (v{n}).")}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 50, "completion_tokens": 9, "total_tokens": 59}
-        });
-        (200, "application/json".to_owned(), answer.to_string().into_bytes())
-    }))
-    .await;
-    let models = tempfile::tempdir().unwrap();
-    let file = models.path().join("models.toml");
-    std::fs::write(
-        &file,
-        format!("[[models]]\nname = \"tiny\"\nbase_url = \"{}/v1\"\nupstream_model = \"tiny-upstream\"\ndefault = true\n", upstream.base_url),
-    )
-    .unwrap();
-    for backend in vector_backends() {
+docchat_common::vector_backend_tests! {
+    async fn collection_descriptions_are_generated_until_a_user_writes_one(backend) {
+        use docchat_common::testing::ScriptedHttp;
+        if !model_present() {
+            return;
+        }
+        let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = calls.clone();
+        let upstream = ScriptedHttp::start(std::sync::Arc::new(move |req: &docchat_common::testing::SeenRequest| {
+            let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            let body: serde_json::Value = serde_json::from_slice(&req.body).unwrap_or_default();
+            assert_eq!(req.path, "/v1/chat/completions");
+            assert_eq!(body["model"], "tiny-upstream");
+            let prompt = body["messages"][1]["content"].as_str().unwrap_or("");
+            assert!(prompt.contains("Document: notes.md"), "{prompt}");
+            let answer = serde_json::json!({
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("Notes on geography and Rust (v{n}).")}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 50, "completion_tokens": 9, "total_tokens": 59}
+            });
+            (200, "application/json".to_owned(), answer.to_string().into_bytes())
+        }))
+        .await;
+        let models = tempfile::tempdir().unwrap();
+        let file = models.path().join("models.toml");
+        std::fs::write(
+            &file,
+            format!("[[models]]\nname = \"tiny\"\nbase_url = \"{}/v1\"\nupstream_model = \"tiny-upstream\"\ndefault = true\n", upstream.base_url),
+        )
+        .unwrap();
         calls.store(0, std::sync::atomic::Ordering::SeqCst);
         let s = Stack::start(&backend, |c| {
             c.models_file = Some(file.clone());
@@ -746,125 +744,125 @@ async fn collection_descriptions_are_generated_until_a_user_writes_one() {
     }
 }
 
-#[tokio::test]
-async fn summaries_and_questions_come_from_the_chat_model_when_asked() {
-    use docchat_common::testing::ScriptedHttp;
-    if !model_present() {
-        return;
-    }
-    let upstream = ScriptedHttp::start(std::sync::Arc::new(|req: &docchat_common::testing::SeenRequest| {
-        let body: serde_json::Value = serde_json::from_slice(&req.body).unwrap_or_default();
-        let system = body["messages"][0]["content"].as_str().unwrap_or("").to_owned();
-        let text = if system.contains("Summarize") {
-            "Paris is France's capital; Rust prevents data races.".to_owned()
-        } else if system.contains("questions") {
-            "1. What is the capital of France?\n2. What does the borrow checker prevent?\n3. Which river flows through Paris?".to_owned()
-        } else {
-            "A collection about geography and Rust.".to_owned()
-        };
-        let answer = serde_json::json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]});
-        (200, "application/json".to_owned(), answer.to_string().into_bytes())
-    }))
-    .await;
-    let models = tempfile::tempdir().unwrap();
-    let file = models.path().join("models.toml");
-    std::fs::write(
-        &file,
-        format!(
-            "[[models]]\nname = \"tiny\"\nbase_url = \"{}/v1\"\n",
-            upstream.base_url
-        ),
-    )
-    .unwrap();
-    let backend = &vector_backends()[0];
-    let s = Stack::start(backend, |c| c.models_file = Some(file.clone())).await;
-    let alice = user("alice", false);
-    let col = s.collection(&alice, "kb").await;
-    let up = s
-        .upload(&alice, "notes.md", NOTES.as_bytes())
-        .await
+docchat_common::vector_backend_tests! {
+    async fn summaries_and_questions_come_from_the_chat_model_when_asked(backend) {
+        use docchat_common::testing::ScriptedHttp;
+        if !model_present() {
+            return;
+        }
+        let upstream = ScriptedHttp::start(std::sync::Arc::new(|req: &docchat_common::testing::SeenRequest| {
+            let body: serde_json::Value = serde_json::from_slice(&req.body).unwrap_or_default();
+            let system = body["messages"][0]["content"].as_str().unwrap_or("").to_owned();
+            let text = if system.contains("Summarize") {
+                "Paris is France's capital; Rust prevents data races.".to_owned()
+            } else if system.contains("questions") {
+                "1. What is the capital of France?\n2. What does the borrow checker prevent?\n3. Which river flows through Paris?".to_owned()
+            } else {
+                "A collection about geography and Rust.".to_owned()
+            };
+            let answer = serde_json::json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]});
+            (200, "application/json".to_owned(), answer.to_string().into_bytes())
+        }))
+        .await;
+        let models = tempfile::tempdir().unwrap();
+        let file = models.path().join("models.toml");
+        std::fs::write(
+            &file,
+            format!(
+                "[[models]]\nname = \"tiny\"\nbase_url = \"{}/v1\"\n",
+                upstream.base_url
+            ),
+        )
         .unwrap();
-    let job = s
-        .client
-        .clone()
-        .ingest_upload(s.req(
-            &alice,
-            pb::IngestUploadRequest {
-                upload_id: up.id.clone(),
-                collection_id: col.id.clone(),
-                gen_doc_summaries: true,
-                gen_doc_questions: true,
-            },
-        ))
-        .await
-        .unwrap()
-        .into_inner();
-    let done = s.finished(&alice, &job.id).await;
-    assert_eq!(done.status, "completed", "{:?}", done.errors);
-    assert!(done.errors.is_empty(), "{:?}", done.errors);
-    let doc = s
-        .client
-        .clone()
-        .get_document(s.req(
-            &alice,
-            pb::DocumentRef {
-                id: done.document_id.clone().unwrap(),
-            },
-        ))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(
-        doc.summary.as_deref(),
-        Some("Paris is France's capital; Rust prevents data races.")
-    );
-    let db = docchat_common::db::connect(&s.config.database_url_for(Service::Ingest, true))
-        .await
-        .unwrap();
-    use sea_orm::EntityTrait;
-    let row = docchat_ingest_service::entities::documents::Entity::find_by_id(doc.id.clone())
-        .one(&db)
-        .await
-        .unwrap()
-        .unwrap();
-    let questions: Vec<String> = serde_json::from_str(row.questions.as_deref().unwrap()).unwrap();
-    assert_eq!(questions[0], "What is the capital of France?");
-    assert_eq!(questions.len(), 3);
-    s.stop().await;
+        let backend = &backend;
+        let s = Stack::start(backend, |c| c.models_file = Some(file.clone())).await;
+        let alice = user("alice", false);
+        let col = s.collection(&alice, "kb").await;
+        let up = s
+            .upload(&alice, "notes.md", NOTES.as_bytes())
+            .await
+            .unwrap();
+        let job = s
+            .client
+            .clone()
+            .ingest_upload(s.req(
+                &alice,
+                pb::IngestUploadRequest {
+                    upload_id: up.id.clone(),
+                    collection_id: col.id.clone(),
+                    gen_doc_summaries: true,
+                    gen_doc_questions: true,
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        let done = s.finished(&alice, &job.id).await;
+        assert_eq!(done.status, "completed", "{:?}", done.errors);
+        assert!(done.errors.is_empty(), "{:?}", done.errors);
+        let doc = s
+            .client
+            .clone()
+            .get_document(s.req(
+                &alice,
+                pb::DocumentRef {
+                    id: done.document_id.clone().unwrap(),
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            doc.summary.as_deref(),
+            Some("Paris is France's capital; Rust prevents data races.")
+        );
+        let db = docchat_common::db::connect(&s.config.database_url_for(Service::Ingest, true))
+            .await
+            .unwrap();
+        use sea_orm::EntityTrait;
+        let row = docchat_ingest_service::entities::documents::Entity::find_by_id(doc.id.clone())
+            .one(&db)
+            .await
+            .unwrap()
+            .unwrap();
+        let questions: Vec<String> = serde_json::from_str(row.questions.as_deref().unwrap()).unwrap();
+        assert_eq!(questions[0], "What is the capital of France?");
+        assert_eq!(questions.len(), 3);
+        s.stop().await;
 
-    // Without a chat model the document is still ingested; the job says what is missing.
-    let s = Stack::start(backend, |_| {}).await;
-    let col = s.collection(&alice, "kb").await;
-    let up = s
-        .upload(&alice, "notes.md", NOTES.as_bytes())
-        .await
-        .unwrap();
-    let job = s
-        .client
-        .clone()
-        .ingest_upload(s.req(
-            &alice,
-            pb::IngestUploadRequest {
-                upload_id: up.id,
-                collection_id: col.id,
-                gen_doc_summaries: true,
-                gen_doc_questions: false,
-            },
-        ))
-        .await
-        .unwrap()
-        .into_inner();
-    let done = s.finished(&alice, &job.id).await;
-    assert_eq!(done.status, "completed");
-    assert!(done.errors[0].contains("chat model"), "{:?}", done.errors);
-    s.stop().await;
+        // Without a chat model the document is still ingested; the job says what is missing.
+        let s = Stack::start(backend, |_| {}).await;
+        let col = s.collection(&alice, "kb").await;
+        let up = s
+            .upload(&alice, "notes.md", NOTES.as_bytes())
+            .await
+            .unwrap();
+        let job = s
+            .client
+            .clone()
+            .ingest_upload(s.req(
+                &alice,
+                pb::IngestUploadRequest {
+                    upload_id: up.id,
+                    collection_id: col.id,
+                    gen_doc_summaries: true,
+                    gen_doc_questions: false,
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        let done = s.finished(&alice, &job.id).await;
+        assert_eq!(done.status, "completed");
+        assert!(done.errors[0].contains("chat model"), "{:?}", done.errors);
+        s.stop().await;
+    }
 }
 
-#[tokio::test]
-async fn claims_respect_the_per_user_cap_and_heavy_users_queue_last() {
-    use docchat_ingest_service::jobs::{self, Fairness, IngestParams};
-    use sea_orm::EntityTrait;
-    for backend in vector_backends() {
+docchat_common::vector_backend_tests! {
+    async fn claims_respect_the_per_user_cap_and_heavy_users_queue_last(backend) {
+        use docchat_ingest_service::jobs::{self, Fairness, IngestParams};
+        use sea_orm::EntityTrait;
         let s = Stack::start(&backend, |c| c.ingest_workers = 0).await;
         let db = docchat_common::db::connect(&s.config.database_url_for(Service::Ingest, true))
             .await
@@ -969,12 +967,11 @@ async fn claims_respect_the_per_user_cap_and_heavy_users_queue_last() {
     }
 }
 
-#[tokio::test]
-async fn group_by_source_chat_keeps_groups_together_and_sourceless_documents_last() {
-    use docchat_ingest_service::documents::{self, ListFilter, Order};
-    use docchat_ingest_service::entities::documents as rows;
-    use sea_orm::{ActiveModelTrait, Set};
-    for backend in vector_backends() {
+docchat_common::vector_backend_tests! {
+    async fn group_by_source_chat_keeps_groups_together_and_sourceless_documents_last(backend) {
+        use docchat_ingest_service::documents::{self, ListFilter, Order};
+        use docchat_ingest_service::entities::documents as rows;
+        use sea_orm::{ActiveModelTrait, Set};
         let dir = tempfile::tempdir().unwrap();
         let db = docchat_common::db::connect(&backend.database_url(dir.path(), "ingest"))
             .await
@@ -1068,31 +1065,37 @@ async fn group_by_source_chat_keeps_groups_together_and_sourceless_documents_las
     }
 }
 
+docchat_common::backend_tests! {
+    /// Asking for pgvector where there is none (SQLite; PostgreSQL without the extension)
+    /// refuses to start, clearly.
+    async fn pgvector_where_there_is_none_refuses_to_start(backend) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = backend.config(dir.path());
+        config.vector_backend = "pgvector".into();
+        let (listener, url) = bind().await;
+        let refused = Spawned::start(
+            context(config),
+            listener,
+            url,
+            docchat_ingest_service::serve,
+        )
+        .await;
+        let message = format!(
+            "{:#}",
+            refused.err().expect("pgvector without the extension must refuse")
+        );
+        assert!(message.contains("vector extension"), "{message}");
+    }
+}
+
+/// pgvector alone (what it takes over exists only there): vectors written while they lived
+/// in memory move into pgvector, and its searches honour document filters.
 #[tokio::test]
 async fn pgvector_takes_over_earlier_vectors_and_honours_document_filters() {
     if !model_present() {
         return;
     }
-    // Asking for pgvector where there is none refuses to start, clearly.
-    let sqlite = &vector_backends()[0];
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = sqlite.config(dir.path());
-    config.vector_backend = "pgvector".into();
-    let (listener, url) = bind().await;
-    let refused = Spawned::start(
-        context(config),
-        listener,
-        url,
-        docchat_ingest_service::serve,
-    )
-    .await;
-    let message = format!(
-        "{:#}",
-        refused.err().expect("pgvector on SQLite must refuse")
-    );
-    assert!(message.contains("vector extension"), "{message}");
-
-    // Without the pgvector server this part fails in CI and is a loud skip elsewhere.
+    // Without the pgvector server this fails in CI and is a loud skip elsewhere.
     let Some(backend) = Backend::pgvector() else {
         return;
     };

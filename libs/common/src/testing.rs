@@ -96,22 +96,6 @@ impl Backend {
     }
 }
 
-/// The embedded backend, then PostgreSQL + RabbitMQ (see [`Backend::postgres`]). Prefer
-/// [`backend_tests!`](crate::backend_tests), which gives each backend its own test.
-pub fn backends() -> Vec<Backend> {
-    std::iter::once(Backend::sqlite())
-        .chain(Backend::postgres())
-        .collect()
-}
-
-/// The backends of suites that search vectors: the embedded one, then PostgreSQL with
-/// pgvector (see [`Backend::pgvector`]).
-pub fn vector_backends() -> Vec<Backend> {
-    std::iter::once(Backend::sqlite())
-        .chain(Backend::pgvector())
-        .collect()
-}
-
 /// One test per backend, so a failure names its backend: each
 /// `async fn name(backend) { .. }` becomes the module `name` with the tests `sqlite` and
 /// `postgres` (`name::sqlite`, `name::postgres`), each running the body with its

@@ -9,27 +9,23 @@ use std::time::Duration;
 use docchat_common::bus::amqp::AmqpBus;
 use docchat_common::bus::memory::InProcessBus;
 use docchat_common::bus::{EventBus, EventHandler, Subscription, envelope};
-use docchat_common::testing::{backends, unique};
+use docchat_common::testing::{Backend, unique};
 use docchat_proto::events::v1::{ChatSessionCreated, Envelope};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-fn buses() -> Vec<(&'static str, Arc<dyn EventBus>)> {
-    backends()
-        .into_iter()
-        .map(|b| -> (&'static str, Arc<dyn EventBus>) {
-            match b.amqp {
-                Some(url) => (
-                    b.name,
-                    Arc::new(
-                        AmqpBus::new(&url, &format!("{}.", unique("t")))
-                            .with_queue_expiry(Duration::from_secs(300)),
-                    ),
-                ),
-                None => (b.name, Arc::new(InProcessBus::new())),
-            }
-        })
-        .collect()
+/// The bus of `backend`: RabbitMQ in a namespace of its own, or the in-process bus.
+fn bus_of(backend: Backend) -> (&'static str, Arc<dyn EventBus>) {
+    match backend.amqp {
+        Some(url) => (
+            backend.name,
+            Arc::new(
+                AmqpBus::new(&url, &format!("{}.", unique("t")))
+                    .with_queue_expiry(Duration::from_secs(300)),
+            ),
+        ),
+        None => (backend.name, Arc::new(InProcessBus::new())),
+    }
 }
 
 fn event(kind: &str, n: u32) -> Envelope {
@@ -129,9 +125,9 @@ impl Harness {
     }
 }
 
-#[tokio::test]
-async fn routes_by_topic_to_every_matching_group() {
-    for (name, bus) in buses() {
+docchat_common::backend_tests! {
+    async fn routes_by_topic_to_every_matching_group(backend) {
+        let (name, bus) = bus_of(backend);
         let h = Harness::new();
         let sessions = Arc::new(Recorder::default());
         let deletions = Arc::new(Recorder::default());
@@ -180,9 +176,9 @@ async fn routes_by_topic_to_every_matching_group() {
     }
 }
 
-#[tokio::test]
-async fn replicas_of_a_group_share_its_events() {
-    for (name, bus) in buses() {
+docchat_common::backend_tests! {
+    async fn replicas_of_a_group_share_its_events(backend) {
+        let (name, bus) = bus_of(backend);
         let h = Harness::new();
         let a = Arc::new(Recorder::default());
         let b = Arc::new(Recorder::default());
@@ -210,9 +206,9 @@ async fn replicas_of_a_group_share_its_events() {
     }
 }
 
-#[tokio::test]
-async fn a_failed_handler_gets_the_event_again() {
-    for (name, bus) in buses() {
+docchat_common::backend_tests! {
+    async fn a_failed_handler_gets_the_event_again(backend) {
+        let (name, bus) = bus_of(backend);
         let h = Harness::new();
         let rec = Arc::new(Recorder::failing(2));
         bus.subscribe(
@@ -239,9 +235,9 @@ async fn a_failed_handler_gets_the_event_again() {
     }
 }
 
-#[tokio::test]
-async fn a_panicking_handler_does_not_kill_the_consumer() {
-    for (name, bus) in buses() {
+docchat_common::backend_tests! {
+    async fn a_panicking_handler_does_not_kill_the_consumer(backend) {
+        let (name, bus) = bus_of(backend);
         let h = Harness::new();
         let rec = Arc::new(Recorder {
             fail_first: 1,
@@ -266,9 +262,9 @@ async fn a_panicking_handler_does_not_kill_the_consumer() {
     }
 }
 
-#[tokio::test]
-async fn events_that_keep_failing_are_dead_lettered() {
-    for (name, bus) in buses() {
+docchat_common::backend_tests! {
+    async fn events_that_keep_failing_are_dead_lettered(backend) {
+        let (name, bus) = bus_of(backend);
         let h = Harness::new();
         let rec = Arc::new(Recorder::failing(u32::MAX));
         let mut sub = Subscription::new("doomed", &["chat.#"]);
@@ -297,9 +293,9 @@ async fn events_that_keep_failing_are_dead_lettered() {
     }
 }
 
-#[tokio::test]
-async fn events_wait_in_the_queue_while_no_consumer_runs() {
-    for (name, bus) in buses() {
+docchat_common::backend_tests! {
+    async fn events_wait_in_the_queue_while_no_consumer_runs(backend) {
+        let (name, bus) = bus_of(backend);
         let first = Harness::new();
         let rec = Arc::new(Recorder::default());
         let sub = Subscription::new("durable", &["chat.#"]);

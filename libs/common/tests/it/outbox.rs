@@ -6,7 +6,6 @@ use std::time::Duration;
 use docchat_common::bus::memory::InProcessBus;
 use docchat_common::bus::{BusError, EventBus, EventHandler, Subscription, envelope};
 use docchat_common::outbox::{CreateOutbox, OutboxRelay, enqueue, enqueue_all};
-use docchat_common::testing::backends;
 use docchat_proto::events::v1::{CollectionDeleted, Envelope};
 use sea_orm::{EntityTrait, PaginatorTrait, TransactionTrait};
 use sea_orm_migration::prelude::*;
@@ -66,9 +65,8 @@ fn deleted(n: u32) -> Envelope {
     )
 }
 
-#[tokio::test]
-async fn publishes_committed_events_in_order_and_keeps_what_the_bus_refused() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn publishes_committed_events_in_order_and_keeps_what_the_bus_refused(backend) {
         let dir = tempfile::tempdir().unwrap();
         let db = docchat_common::db::connect(&backend.database_url(dir.path(), "outbox"))
             .await
@@ -137,9 +135,8 @@ async fn publishes_committed_events_in_order_and_keeps_what_the_bus_refused() {
     }
 }
 
-#[tokio::test]
-async fn migrations_are_idempotent_and_safe_to_run_concurrently() {
-    for backend in backends() {
+docchat_common::backend_tests! {
+    async fn migrations_are_idempotent_and_safe_to_run_concurrently(backend) {
         let dir = tempfile::tempdir().unwrap();
         let url = backend.database_url(dir.path(), "migrate");
         let a = docchat_common::db::connect(&url).await.unwrap();
