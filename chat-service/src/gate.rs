@@ -166,12 +166,46 @@ impl ModelGate {
     }
 }
 
-/// A failed model call as the caller sees it.
+/// A failed model call as the caller sees it, with its cause: the upstream's rate limit
+/// (429), its timeout (504), an upstream that is down (503), or one that answered wrongly or
+/// could not be reached (502). A local model or a missing key is this service's own
+/// trouble (503); tools offered to a model without them, the caller's (400).
 pub fn model_error(e: ChatError) -> ApiError {
-    match e {
-        ChatError::Upstream { status: 429, .. } => {
-            ApiError::new(ErrorCode::TooManyRequests, e.to_string())
+    let code = match &e {
+        ChatError::Upstream { status: 429, .. } => ErrorCode::TooManyRequests,
+        ChatError::Upstream {
+            status: 408 | 504, ..
         }
-        _ => ApiError::new(ErrorCode::Unavailable, e.to_string()),
+        | ChatError::Timeout(_) => ErrorCode::GatewayTimeout,
+        ChatError::Upstream { status: 503, .. } => ErrorCode::Unavailable,
+        ChatError::Upstream { .. } | ChatError::Unreachable(_) | ChatError::Malformed(_) => {
+            ErrorCode::BadGateway
+        }
+        ChatError::MissingKey(_) | ChatError::Local(_) => ErrorCode::Unavailable,
+        ChatError::ToolsUnsupported(_) => ErrorCode::BadRequest,
+    };
+    ApiError::new(code, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_errors_keep_their_cause() {
+        let upstream = |status| ChatError::Upstream {
+            status,
+            message: String::new(),
+        };
+        let status = |e| model_error(e).code.http_status();
+        assert_eq!(status(upstream(429)), 429);
+        assert_eq!(status(upstream(504)), 504);
+        assert_eq!(status(ChatError::Timeout("slow".into())), 504);
+        assert_eq!(status(upstream(503)), 503);
+        assert_eq!(status(upstream(500)), 502);
+        assert_eq!(status(upstream(401)), 502);
+        assert_eq!(status(ChatError::Unreachable("refused".into())), 502);
+        assert_eq!(status(ChatError::Malformed("json".into())), 502);
+        assert_eq!(status(ChatError::Local("oom".into())), 503);
     }
 }

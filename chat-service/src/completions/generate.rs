@@ -12,13 +12,19 @@ use super::prompt::Prompt;
 use super::store::{Reply, UsageLog, store_reply};
 use super::{Completer, Events, Job, event};
 use crate::control::{Registration, State};
+use crate::gate::model_error;
 use crate::limits;
 use docchat_inference::StreamEvent;
 
 /// After `finish`, the reply ends at the next sentence end, or after this many bytes.
 const FINISH_GRACE_BYTES: usize = 400;
 /// The error of a reply cut short by the service's shutdown.
-const INTERRUPTED: &str = "the reply was interrupted: chat-service shut down";
+fn interrupted() -> ApiError {
+    ApiError::new(
+        ErrorCode::Unavailable,
+        "the reply was interrupted: chat-service shut down",
+    )
+}
 
 impl Completer {
     pub(super) async fn generate(
@@ -40,7 +46,7 @@ impl Completer {
                         return;
                     }
                     () = self.shutdown.cancelled() => {
-                        let reply = Reply { error: Some(INTERRUPTED.to_owned()), ..Reply::default() };
+                        let reply = Reply { error: Some(interrupted()), ..Reply::default() };
                         self.finish(&job, reply, usage, started, &tx).await;
                         return;
                     }
@@ -50,14 +56,14 @@ impl Completer {
         };
         let prompt = tokio::select! {
             prompt = self.prompt(&job, &mut usage) => prompt,
-            () = self.shutdown.cancelled() => Err(ApiError::new(ErrorCode::Unavailable, INTERRUPTED)),
+            () = self.shutdown.cancelled() => Err(interrupted()),
         };
         let prompt = match prompt {
             Ok(p) => p,
             Err(e) => {
                 let reply = Reply {
                     text: String::new(),
-                    error: Some(e.message.clone()),
+                    error: Some(e),
                     ..Reply::default()
                 };
                 self.finish(&job, reply, usage, started, &tx).await;
@@ -77,7 +83,7 @@ impl Completer {
         {
             Ok(s) => s,
             Err(e) => {
-                reply.error = Some(e.to_string());
+                reply.error = Some(model_error(e));
                 self.finish(&job, reply, usage, started, &tx).await;
                 return;
             }
@@ -93,7 +99,7 @@ impl Completer {
                     tokio::select! {
                         changed = control.changed() => if changed.is_err() { break },
                         () = self.shutdown.cancelled() => {
-                            reply.error = Some(INTERRUPTED.to_owned());
+                            reply.error = Some(interrupted());
                             break;
                         }
                     }
@@ -107,7 +113,7 @@ impl Completer {
             let next = tokio::select! {
                 biased;
                 () = self.shutdown.cancelled() => {
-                    reply.error = Some(INTERRUPTED.to_owned());
+                    reply.error = Some(interrupted());
                     break;
                 }
                 changed = control.changed() => {
@@ -121,7 +127,7 @@ impl Completer {
             match next {
                 None => break,
                 Some(Err(e)) => {
-                    reply.error = Some(e.to_string());
+                    reply.error = Some(model_error(e));
                     break;
                 }
                 Some(Ok(StreamEvent::Delta(text))) => {
@@ -174,11 +180,13 @@ impl Completer {
                             job.session.id
                         ),
                         message_id: None,
+                        status: u32::from(ErrorCode::NotFound.http_status()),
                     }),
-                    (Some(reply_id), Some(message)) => {
+                    (Some(reply_id), Some(error)) => {
                         pb::completion_event::Event::Error(pb::CompletionError {
-                            message,
+                            message: error.message,
                             message_id: Some(reply_id),
+                            status: u32::from(error.code.http_status()),
                         })
                     }
                     (Some(reply_id), None) => {
@@ -197,6 +205,7 @@ impl Completer {
                 pb::completion_event::Event::Error(pb::CompletionError {
                     message: format!("the reply could not be stored: {}", e.message),
                     message_id: None,
+                    status: u32::from(e.code.http_status()),
                 })
             }
         };

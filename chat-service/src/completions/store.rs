@@ -4,7 +4,7 @@
 //! metadata, the session's update, the slot's release).
 
 use docchat_common::Caller;
-use docchat_common::error::ApiResult;
+use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::outbox;
 use docchat_common::time::now;
 use docchat_proto::events::v1::LlmUsage;
@@ -59,7 +59,8 @@ impl UsageLog {
 #[derive(Default)]
 pub(super) struct Reply {
     pub(super) text: String,
-    pub(super) error: Option<String>,
+    /// Why the reply ended early (its message is stored with it).
+    pub(super) error: Option<ApiError>,
     pub(super) references: Vec<SearchHit>,
     pub(super) prompt_raw: String,
     pub(super) first_token: Option<f64>,
@@ -296,7 +297,7 @@ fn reply_statements(
             votes: Set(0),
             has_references: Set(!reply.references.is_empty()),
             total_references: Set(reply.references.len() as i64),
-            error: Set(reply.error.clone()),
+            error: Set(reply.error.as_ref().map(|e| e.message.clone())),
             created_at: Set(at),
         })
         .into_query(),

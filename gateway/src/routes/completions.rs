@@ -174,10 +174,14 @@ pub async fn get_completion(
             let line = match item {
                 Ok(pb::CompletionEvent { event: Some(e) }) => StreamLine::of(e),
                 Ok(pb::CompletionEvent { event: None }) => return Ok(Bytes::new()),
-                Err(status) => StreamLine::of(Event::Error(pb::CompletionError {
-                    message: ApiError::from(status).message,
-                    message_id: None,
-                })),
+                Err(status) => {
+                    let error = ApiError::from(status);
+                    StreamLine::of(Event::Error(pb::CompletionError {
+                        message: error.message,
+                        message_id: None,
+                        status: u32::from(error.code.http_status()),
+                    }))
+                }
             };
             Ok::<_, actix_web::Error>(line.bytes())
         });
@@ -198,7 +202,13 @@ pub async fn get_completion(
                 }));
             }
             Some(Event::Error(e)) => {
-                return Err(ApiError::new(ErrorCode::Unavailable, e.message).into());
+                // The cause's status (the model's 429, its timeout's 504, a broken
+                // upstream's 502 …); 503 when the service named none.
+                let code = u16::try_from(e.status)
+                    .ok()
+                    .and_then(ErrorCode::from_http)
+                    .unwrap_or(ErrorCode::Unavailable);
+                return Err(ApiError::new(code, e.message).into());
             }
             Some(Event::QuestionId(_)) | None => {}
         }

@@ -24,3 +24,4 @@ mod slice;
 mod startup;
 mod tags_extractors;
 mod tags_per_user;
+mod upstream_errors;

@@ -18,7 +18,11 @@ pub enum ErrorCode {
     UnsupportedMediaType,
     TooManyRequests,
     Internal,
+    /// An upstream this service calls (a model server) answered wrongly or not at all.
+    BadGateway,
     Unavailable,
+    /// An upstream this service calls (a model server) did not answer in time.
+    GatewayTimeout,
 }
 
 impl ErrorCode {
@@ -35,7 +39,9 @@ impl ErrorCode {
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::TooManyRequests => 429,
             ErrorCode::Internal => 500,
+            ErrorCode::BadGateway => 502,
             ErrorCode::Unavailable => 503,
+            ErrorCode::GatewayTimeout => 504,
         }
     }
 
@@ -52,7 +58,10 @@ impl ErrorCode {
             ErrorCode::UnsupportedMediaType => Code::InvalidArgument,
             ErrorCode::TooManyRequests => Code::ResourceExhausted,
             ErrorCode::Internal => Code::Internal,
+            // The detail carries 502/504; a peer without it reads Unavailable/DeadlineExceeded.
+            ErrorCode::BadGateway => Code::Unavailable,
             ErrorCode::Unavailable => Code::Unavailable,
+            ErrorCode::GatewayTimeout => Code::DeadlineExceeded,
         }
     }
 
@@ -78,7 +87,8 @@ impl ErrorCode {
         }
     }
 
-    fn from_http(status: u16) -> Option<ErrorCode> {
+    /// The code of an HTTP status docchat answers with, if it is one.
+    pub fn from_http(status: u16) -> Option<ErrorCode> {
         Some(match status {
             400 => ErrorCode::BadRequest,
             401 => ErrorCode::Unauthenticated,
@@ -90,7 +100,9 @@ impl ErrorCode {
             415 => ErrorCode::UnsupportedMediaType,
             429 => ErrorCode::TooManyRequests,
             500 => ErrorCode::Internal,
+            502 => ErrorCode::BadGateway,
             503 => ErrorCode::Unavailable,
+            504 => ErrorCode::GatewayTimeout,
             _ => return None,
         })
     }
@@ -211,7 +223,9 @@ mod tests {
             ErrorCode::PayloadTooLarge,
             ErrorCode::UnsupportedMediaType,
             ErrorCode::TooManyRequests,
+            ErrorCode::BadGateway,
             ErrorCode::Unavailable,
+            ErrorCode::GatewayTimeout,
         ] {
             let status: Status = ApiError::new(code, "boom").into();
             let back = ApiError::from_status(&status);

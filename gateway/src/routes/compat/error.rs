@@ -119,7 +119,10 @@ impl From<ApiError> for CompatError {
             | ErrorCode::Conflict
             | ErrorCode::UnsupportedMediaType
             | ErrorCode::Timeout => ("invalid_request_error", None, None),
-            ErrorCode::Internal | ErrorCode::Unavailable => ("server_error", None, None),
+            ErrorCode::Internal
+            | ErrorCode::BadGateway
+            | ErrorCode::Unavailable
+            | ErrorCode::GatewayTimeout => ("server_error", None, None),
         };
         CompatError {
             status,

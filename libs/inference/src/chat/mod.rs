@@ -19,6 +19,8 @@ pub enum ChatError {
     MissingKey(String),
     #[error("cannot reach the model: {0}")]
     Unreachable(String),
+    #[error("the model did not answer in time: {0}")]
+    Timeout(String),
     #[error("the model answered {status}: {message}")]
     Upstream { status: u16, message: String },
     #[error("the model's answer is malformed: {0}")]

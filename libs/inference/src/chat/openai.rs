@@ -128,7 +128,7 @@ impl OpenAiChat {
                         message: text.chars().take(200).collect(),
                     }
                 }
-                Err(e) => ChatError::Unreachable(e.to_string()),
+                Err(e) => transport(e),
             };
             let retryable = match &failure {
                 ChatError::Upstream { status, .. } => *status == 429 || *status >= 500,
@@ -176,12 +176,7 @@ impl OpenAiChat {
             tool_choice: None,
             parallel_tool_calls: None,
         };
-        let text = self
-            .send(&body)
-            .await?
-            .text()
-            .await
-            .map_err(|e| ChatError::Unreachable(e.to_string()))?;
+        let text = self.send(&body).await?.text().await.map_err(transport)?;
         let parsed: Response =
             serde_json::from_str(&text).map_err(|e| ChatError::Malformed(e.to_string()))?;
         let usage = parsed.usage.unwrap_or_default();
@@ -382,9 +377,11 @@ impl EventSource for SseStream {
                 Some(Ok(bytes)) => self.buffer.extend_from_slice(&bytes),
                 Some(Err(e)) => {
                     self.done = true;
-                    return Some(Err(ChatError::Unreachable(format!(
-                        "the model's stream broke off: {e}"
-                    ))));
+                    return Some(Err(if e.is_timeout() {
+                        ChatError::Timeout(e.to_string())
+                    } else {
+                        ChatError::Unreachable(format!("the model's stream broke off: {e}"))
+                    }));
                 }
                 None => {
                     if self.buffer.iter().any(|b| !b.is_ascii_whitespace()) {
@@ -467,5 +464,14 @@ fn find_event_end(buffer: &[u8]) -> Option<(usize, usize)> {
     match (lf, crlf) {
         (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
         (a, b) => a.or(b),
+    }
+}
+
+/// A failed request or body read: a timeout, or an upstream that cannot be reached.
+fn transport(e: reqwest::Error) -> ChatError {
+    if e.is_timeout() {
+        ChatError::Timeout(e.to_string())
+    } else {
+        ChatError::Unreachable(e.to_string())
     }
 }
