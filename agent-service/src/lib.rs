@@ -1,14 +1,22 @@
-//! agent-service. Its RPCs land with the agent issue; today it migrates its store, relays its
-//! outbox and answers gRPC health, so deployments and readiness already include it.
+//! agent-service: the agent loop ([`run`]), its tools ([`tools`]), tool preferences and the
+//! built-in agents over gRPC ([`grpc`]); see ARCHITECTURE.md §7 "Agent".
 
+pub mod grpc;
 pub mod migrations;
+pub mod preferences;
+pub mod run;
+pub mod tools;
 
 use std::sync::Arc;
 
+use docchat_common::budget::CostGuard;
+use docchat_common::clients::Clients;
 use docchat_common::config::{Config, Service};
 use docchat_common::grpc::{Background, ServiceContext};
 use docchat_common::host::Host;
 use docchat_common::outbox::OutboxRelay;
+use docchat_common::settings::SettingsClient;
+use docchat_proto::agent::v1::agent_service_server::AgentServiceServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -17,20 +25,79 @@ pub async fn migrate(_config: Arc<Config>, url: String) -> anyhow::Result<()> {
     docchat_common::db::migrate::<migrations::Migrator>(&db, "agent").await
 }
 
+/// fetch_url is on unless DOCCHAT_AGENT_FETCH is `off` (or `false`, `0`).
+pub fn fetch_enabled() -> bool {
+    !std::env::var("DOCCHAT_AGENT_FETCH").is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "off" | "false" | "0"
+        )
+    })
+}
+
 /// Runs agent-service on `listener` until `shutdown`.
 pub async fn serve(
     ctx: ServiceContext,
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    serve_with(
+        ctx,
+        listener,
+        shutdown,
+        tools::Catalog::builtin(),
+        Vec::new(),
+    )
+    .await
+}
+
+/// As [`serve`], with a tool catalogue of the caller's (tests add tools) and hosts fetch_url
+/// may reach on private addresses.
+pub async fn serve_with(
+    ctx: ServiceContext,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+    catalog: tools::Catalog,
+    fetch_allow: Vec<String>,
+) -> anyhow::Result<()> {
     let db = docchat_common::db::connect(&ctx.database_url(Service::Agent)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "agent").await?;
     let background = Background::new();
+    let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
     background
         .tracker
-        .spawn(OutboxRelay::new(db.clone(), ctx.bus.clone()).run(background.token.clone()));
+        .spawn(relay.clone().run(background.token.clone()));
 
+    let registry = docchat_inference::Registry::load(ctx.config.models_file.as_deref())?;
+    let clients = Clients::new(&ctx.config, ctx.keys.clone())?;
+    let budget = run::budget::CostBudget {
+        settings: SettingsClient::new(ctx.channel(Service::Admin)?, ctx.keys.clone()),
+        guard: CostGuard::new(ctx.channel(Service::Admin)?, ctx.keys.clone()),
+        db: db.clone(),
+        relay,
+    };
+    let engine = run::Engine {
+        catalog,
+        deps: Arc::new(tools::ToolDeps {
+            // Model code never runs outside a sandbox; the sandbox is wired in when it lands.
+            code: Arc::new(tools::NoSandbox(
+                "no sandbox backend is configured on this replica".into(),
+            )),
+            clients: Some(clients),
+            fetch: fetch_enabled(),
+            fetch_allow,
+        }),
+        budget: Arc::new(budget),
+    };
+    let api = grpc::AgentGrpc {
+        db: db.clone(),
+        engine,
+        models: Arc::new(grpc::AgentModels::new(registry)),
+        workspaces: ctx.config.data_dir.join("agent").join("workspaces"),
+        tracker: background.tracker.clone(),
+    };
     Host::new(&ctx)
+        .api(AgentServiceServer::new(api))
         .serve(listener, shutdown, background, db)
         .await
 }

@@ -4,9 +4,7 @@
 //! user as a `usage.llm` event, written through the outbox in the transaction that stores
 //! what the call produced.
 
-use docchat_common::budget::{CostGuard, call_cost};
-use docchat_common::bus::envelope;
-use docchat_common::bus::topics;
+use docchat_common::budget::{CostGuard, llm_usage, usage_events};
 use docchat_common::error::ApiResult;
 use docchat_common::settings::SettingsClient;
 use docchat_inference::ModelEntry;
@@ -61,28 +59,18 @@ impl<M> Metered<M> {
         prompt_tokens: u64,
         completion_tokens: u64,
     ) -> LlmUsage {
-        LlmUsage {
-            user_id: user_id.to_owned(),
-            model: self.name.clone(),
+        llm_usage(
+            user_id,
+            &self.name,
+            (self.input_price, self.output_price),
+            purpose,
             prompt_tokens,
             completion_tokens,
-            cost: call_cost(
-                self.input_price,
-                self.output_price,
-                prompt_tokens,
-                completion_tokens,
-            ),
-            purpose: purpose.to_owned(),
-            message_id: String::new(),
-            calls: 1,
-        }
+        )
     }
 }
 
 /// The `usage.llm` events booking `calls`.
 pub fn events(calls: &[LlmUsage]) -> Vec<Envelope> {
-    calls
-        .iter()
-        .map(|usage| envelope(topics::USAGE_LLM, &usage.user_id, usage))
-        .collect()
+    usage_events(calls)
 }

@@ -1,13 +1,17 @@
-//! Schema of agent-service (SQLite and PostgreSQL). Its domain tables arrive with the agent
-//! issue; the outbox is here from the start because every service publishes `job.*`.
+//! Schema of agent-service (SQLite and PostgreSQL). Tool preferences (issue 15); the outbox is here from the start because every service publishes `job.*`.
 
 use sea_orm_migration::prelude::*;
+
+mod m20261124_000001_tool_preferences;
 
 pub struct Migrator;
 
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(docchat_common::outbox::CreateOutbox)]
+        vec![
+            Box::new(docchat_common::outbox::CreateOutbox),
+            Box::new(m20261124_000001_tool_preferences::Migration),
+        ]
     }
 }

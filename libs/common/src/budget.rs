@@ -190,6 +190,37 @@ pub fn call_cost(
     (prompt_tokens as f64 * input_price + completion_tokens as f64 * output_price) / 1_000_000.0
 }
 
+/// One model call of `user_id` as a `usage.llm` record (`message_id` empty).
+pub fn llm_usage(
+    user_id: &str,
+    model: &str,
+    prices: (f64, f64),
+    purpose: &str,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+) -> docchat_proto::events::v1::LlmUsage {
+    docchat_proto::events::v1::LlmUsage {
+        user_id: user_id.to_owned(),
+        model: model.to_owned(),
+        prompt_tokens,
+        completion_tokens,
+        cost: call_cost(prices.0, prices.1, prompt_tokens, completion_tokens),
+        purpose: purpose.to_owned(),
+        message_id: String::new(),
+        calls: 1,
+    }
+}
+
+/// The `usage.llm` events booking `calls` (for the outbox).
+pub fn usage_events(
+    calls: &[docchat_proto::events::v1::LlmUsage],
+) -> Vec<docchat_proto::events::v1::Envelope> {
+    calls
+        .iter()
+        .map(|usage| crate::bus::envelope(crate::bus::topics::USAGE_LLM, &usage.user_id, usage))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,403 @@
+//! AgentService over gRPC: Run (start, then control; events until finished), CheckRun,
+//! the tool catalogue and preferences, the built-in agents. Session files and directory
+//! stats answer UNIMPLEMENTED until the file→document path lands.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use docchat_common::Caller;
+use docchat_common::auth::caller;
+use docchat_common::error::{ApiError, ApiResult};
+use docchat_inference::{ChatModel, ModelEntry, Registry};
+use docchat_proto::agent::v1 as pb;
+use docchat_proto::agent::v1::agent_service_server::AgentService;
+use docchat_proto::common::v1::Empty;
+use sea_orm::DatabaseConnection;
+use tokio_util::task::TaskTracker;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::preferences;
+use crate::run::agents::AgentType;
+use crate::run::args::{self, RunArgs, ToolSelection};
+use crate::run::control::Control;
+use crate::run::{Engine, RunRequest};
+
+/// Tool-capable chat models, ready to call.
+pub struct AgentModels {
+    registry: Registry,
+    models: HashMap<String, Arc<ChatModel>>,
+}
+
+impl AgentModels {
+    pub fn new(registry: Registry) -> AgentModels {
+        let models = registry
+            .chat_models()
+            .filter(|e| ChatModel::calls_tools(e))
+            .filter_map(|e| {
+                match ChatModel::from_entry(e, &docchat_inference::LocalOptions::default()) {
+                    Ok(m) => Some((e.name.clone(), Arc::new(m))),
+                    Err(err) => {
+                        tracing::warn!(model = %e.name, error = %err, "agent model unusable");
+                        None
+                    }
+                }
+            })
+            .collect();
+        AgentModels { registry, models }
+    }
+
+    /// `requested` (empty or `auto`: the default model when it calls tools, else the first
+    /// that does) as a tool-capable model, or why not (400).
+    pub fn pick(&self, requested: &str) -> ApiResult<(ModelEntry, Arc<ChatModel>)> {
+        let entry = if requested.is_empty() || requested == "auto" {
+            self.registry
+                .default_chat_model()
+                .filter(|e| ChatModel::calls_tools(e))
+                .or_else(|| self.registry.chat_models().find(|e| ChatModel::calls_tools(e)))
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "no configured model can call tools, so the agent cannot run; mark a tool-calling model with tools = true in the models file",
+                    )
+                })?
+        } else {
+            let entry = self
+                .registry
+                .resolve(requested)
+                .ok_or_else(|| ApiError::bad_request(format!("model {requested} not found")))?;
+            if !ChatModel::calls_tools(entry) {
+                let why = if entry.provider == "local" {
+                    "it is a local model, and local models cannot call tools"
+                } else {
+                    "the models file does not mark it tools = true"
+                };
+                return Err(ApiError::bad_request(format!(
+                    "model {} cannot be used by the agent: {why}; choose a tool-calling model or llm \"auto\"",
+                    entry.name
+                )));
+            }
+            entry
+        };
+        let model = self.models.get(&entry.name).cloned().ok_or_else(|| {
+            ApiError::new(
+                docchat_common::error::ErrorCode::Unavailable,
+                format!("model {} is not usable (see the service log)", entry.name),
+            )
+        })?;
+        Ok((entry.clone(), model))
+    }
+}
+
+#[derive(Clone)]
+pub struct AgentGrpc {
+    pub db: DatabaseConnection,
+    pub engine: Engine,
+    pub models: Arc<AgentModels>,
+    /// data_dir/agent/workspaces
+    pub workspaces: PathBuf,
+    pub tracker: TaskTracker,
+}
+
+impl AgentGrpc {
+    /// The tools of a run: checked names, the caller's preference or the agent's defaults.
+    async fn tools_for(
+        &self,
+        caller: &Caller,
+        args: &RunArgs,
+        has_collection: bool,
+    ) -> ApiResult<Vec<String>> {
+        let catalog = &self.engine.catalog;
+        let mut names: Vec<String> = match &args.tools {
+            ToolSelection::All => catalog.names().map(str::to_owned).collect(),
+            ToolSelection::Names(names) => {
+                let unknown = catalog.unknown(names);
+                if !unknown.is_empty() {
+                    return Err(ApiError::bad_request(format!(
+                        "unknown agent tool(s): {}; the tools are: {}",
+                        unknown.join(", "),
+                        catalog.names().collect::<Vec<_>>().join(", ")
+                    )));
+                }
+                names.clone()
+            }
+            ToolSelection::Auto => match preferences::get(&self.db, &caller.user_id).await? {
+                Some(pref) if !pref.is_empty() => pref
+                    .into_iter()
+                    .filter(|n| catalog.get(n).is_some())
+                    .collect(),
+                _ => args
+                    .agent_type
+                    .default_tools()
+                    .iter()
+                    .filter(|n| enabled(&self.engine, n))
+                    .map(|n| (*n).to_owned())
+                    .collect(),
+            },
+        };
+        if !has_collection && args.tools != ToolSelection::All {
+            names.retain(|n| {
+                n != "search_documents" || matches!(args.tools, ToolSelection::Names(_))
+            });
+        }
+        names.dedup();
+        Ok(names)
+    }
+
+    async fn check(
+        &self,
+        caller: &Caller,
+        model: &str,
+        args_json: &str,
+        has_collection: bool,
+    ) -> ApiResult<(RunArgs, Vec<String>, ModelEntry, Arc<ChatModel>)> {
+        let args = args::parse(args_json)?;
+        let tools = self.tools_for(caller, &args, has_collection).await?;
+        let (entry, model) = self.models.pick(model)?;
+        Ok((args, tools, entry, model))
+    }
+}
+
+fn enabled(engine: &Engine, name: &str) -> bool {
+    match name {
+        "fetch_url" => engine.deps.fetch,
+        "search_documents" => engine.deps.clients.is_some(),
+        _ => true,
+    }
+}
+
+fn accepted(args: &RunArgs, tools: &[String]) -> pb::RunAccepted {
+    pb::RunAccepted {
+        max_turns: args.max_turns,
+        total_timeout_seconds: args.total_timeout.as_secs().min(u64::from(u32::MAX)) as u32,
+        tools: tools.to_vec(),
+    }
+}
+
+/// A session id usable as a directory name.
+fn session_dir(root: &std::path::Path, session_id: &str) -> ApiResult<PathBuf> {
+    if session_id.is_empty()
+        || session_id.len() > 128
+        || !session_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(ApiError::bad_request("invalid session_id"));
+    }
+    Ok(root.join(session_id))
+}
+
+type EventStream =
+    std::pin::Pin<Box<dyn futures::Stream<Item = Result<pb::RunEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl AgentService for AgentGrpc {
+    type RunStream = EventStream;
+
+    async fn run(
+        &self,
+        request: Request<Streaming<pb::RunInput>>,
+    ) -> Result<Response<EventStream>, Status> {
+        let caller = caller(&request)?;
+        let mut input = request.into_inner();
+        let start = match input.message().await? {
+            Some(pb::RunInput {
+                input: Some(pb::run_input::Input::Start(start)),
+            }) => start,
+            _ => {
+                return Err(
+                    ApiError::bad_request("the first input of a run must be `start`").into(),
+                );
+            }
+        };
+        let (args, tools, entry, model) = self
+            .check(
+                &caller,
+                &start.model,
+                &start.agent_args_json,
+                !start.collection_id.is_empty(),
+            )
+            .await?;
+        let workspace = session_dir(&self.workspaces, &start.session_id)?;
+        tokio::fs::create_dir_all(&workspace)
+            .await
+            .map_err(|e| ApiError::internal("creating the workspace", e))?;
+        let (tx, rx) = tokio::sync::mpsc::channel::<pb::RunEvent>(64);
+        let first = pb::RunEvent {
+            event: Some(pb::run_event::Event::Accepted(accepted(&args, &tools))),
+        };
+        let _ = tx.send(first).await;
+        let control = Arc::new(Control::default());
+        // Control inputs until the input closes (which stops the run, as agent.proto says).
+        let reader = control.clone();
+        self.tracker.spawn(async move {
+            loop {
+                match input.message().await {
+                    Ok(Some(pb::RunInput {
+                        input: Some(pb::run_input::Input::Control(word)),
+                    })) => {
+                        if let Err(e) = reader.apply(&word) {
+                            tracing::debug!(error = %e, "control ignored");
+                        }
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => {
+                        let _ = reader.apply("stop");
+                        return;
+                    }
+                }
+                if reader.stopped() {
+                    return;
+                }
+            }
+        });
+        let engine = self.engine.clone();
+        let req = RunRequest {
+            caller,
+            start,
+            args,
+            tools,
+            workspace,
+            model,
+            entry,
+        };
+        self.tracker.spawn(async move {
+            let finished = engine.run(req, &control, &tx).await;
+            let _ = tx
+                .send(pb::RunEvent {
+                    event: Some(pb::run_event::Event::Finished(finished)),
+                })
+                .await;
+            // The reader ends with the input; stop it if the caller keeps the input open.
+            control.stop_token().cancel();
+        });
+        let stream =
+            futures::stream::unfold(
+                rx,
+                |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) },
+            );
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn check_run(
+        &self,
+        request: Request<pb::RunCheck>,
+    ) -> Result<Response<pb::RunAccepted>, Status> {
+        let caller = caller(&request)?;
+        let r = request.into_inner();
+        let (args, tools, _, _) = self
+            .check(&caller, &r.model, &r.agent_args_json, r.has_collection)
+            .await?;
+        Ok(Response::new(accepted(&args, &tools)))
+    }
+
+    async fn list_tools(&self, request: Request<Empty>) -> Result<Response<pb::ToolList>, Status> {
+        caller(&request)?;
+        let defaults = AgentType::General.default_tools();
+        let tools = self
+            .engine
+            .catalog
+            .iter()
+            .map(|t| pb::Tool {
+                name: t.name().to_owned(),
+                description: t.description().to_owned(),
+                enabled: enabled(&self.engine, t.name()),
+                default: defaults.contains(&t.name()),
+                extendable: false,
+                api_keys: Some(pb::ApiKeys::default()),
+            })
+            .collect();
+        Ok(Response::new(pb::ToolList { tools }))
+    }
+
+    async fn get_tool_preference(
+        &self,
+        request: Request<Empty>,
+    ) -> Result<Response<pb::ToolPreference>, Status> {
+        let caller = caller(&request)?;
+        let tools = preferences::get(&self.db, &caller.user_id)
+            .await?
+            .unwrap_or_default();
+        Ok(Response::new(pb::ToolPreference { tools }))
+    }
+
+    async fn set_tool_preference(
+        &self,
+        request: Request<pb::ToolPreference>,
+    ) -> Result<Response<Empty>, Status> {
+        let caller = caller(&request)?;
+        let mut tools = request.into_inner().tools;
+        let unknown = self.engine.catalog.unknown(&tools);
+        if !unknown.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "unknown agent tool(s): {}",
+                unknown.join(", ")
+            ))
+            .into());
+        }
+        let mut seen = std::collections::HashSet::new();
+        tools.retain(|t| seen.insert(t.clone()));
+        preferences::set(&self.db, &caller.user_id, &tools).await?;
+        Ok(Response::new(Empty {}))
+    }
+
+    async fn delete_tool_preference(
+        &self,
+        request: Request<Empty>,
+    ) -> Result<Response<Empty>, Status> {
+        let caller = caller(&request)?;
+        preferences::delete(&self.db, &caller.user_id).await?;
+        Ok(Response::new(Empty {}))
+    }
+
+    async fn list_agents(
+        &self,
+        request: Request<Empty>,
+    ) -> Result<Response<pb::AgentList>, Status> {
+        caller(&request)?;
+        let agents = AgentType::ALL
+            .iter()
+            .map(|a| pb::Agent {
+                id: a.name().to_owned(),
+                value: a.name().to_owned(),
+                label: a.label().to_owned(),
+                enabled: true,
+                r#type: "built_in".into(),
+                owner: String::new(),
+                description: a.description().to_owned(),
+            })
+            .collect();
+        Ok(Response::new(pb::AgentList { agents }))
+    }
+
+    async fn list_session_files(
+        &self,
+        _: Request<pb::SessionRef>,
+    ) -> Result<Response<pb::SessionFileList>, Status> {
+        Err(Status::unimplemented("session files are not available yet"))
+    }
+
+    async fn delete_session_files(
+        &self,
+        _: Request<pb::SessionRef>,
+    ) -> Result<Response<Empty>, Status> {
+        Err(Status::unimplemented("session files are not available yet"))
+    }
+
+    async fn session_directory_stats(
+        &self,
+        _: Request<pb::DirectoryStatsRequest>,
+    ) -> Result<Response<pb::DirectoryStatsList>, Status> {
+        Err(Status::unimplemented(
+            "directory stats are not available yet",
+        ))
+    }
+
+    async fn global_directory_stats(
+        &self,
+        _: Request<pb::GlobalDirectoryStatsRequest>,
+    ) -> Result<Response<pb::GlobalDirectoryStatsList>, Status> {
+        Err(Status::unimplemented(
+            "directory stats are not available yet",
+        ))
+    }
+}

@@ -1,0 +1,320 @@
+//! The agent loop: one turn = cost-cap check → stream the model (text out as deltas) →
+//! tool calls? run them (bounded concurrency, per-call timeout, arguments validated against
+//! the tool's schema; a failure is a tool result) → append → next. Budgets: agent_max_turns
+//! (model calls), agent_total_timeout, agent_timeout per model call and per tool call.
+//! Control: see [`control`].
+
+pub mod agents;
+pub mod args;
+mod asker;
+pub mod budget;
+mod calls;
+pub mod control;
+mod history;
+mod prompt;
+pub mod schema;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use docchat_common::Caller;
+use docchat_inference::{
+    ChatMessage, ChatModel, ModelEntry, Sampling, StreamEvent, ToolChoice, ToolSpec, Tools,
+};
+use docchat_proto::agent::v1 as pb;
+use tokio::sync::mpsc;
+
+use crate::tools::{Catalog, ToolDeps};
+use args::RunArgs;
+use budget::{Budget, usage_of};
+use control::Control;
+use history::History;
+
+/// Concurrent tool calls of one turn.
+const TOOL_CONCURRENCY: usize = 4;
+
+/// What runs share on a replica.
+#[derive(Clone)]
+pub struct Engine {
+    pub catalog: Catalog,
+    pub deps: Arc<ToolDeps>,
+    pub budget: Arc<dyn Budget>,
+}
+
+/// One run, validated.
+pub struct RunRequest {
+    pub caller: Caller,
+    pub start: pb::RunStart,
+    pub args: RunArgs,
+    /// The tools offered (names in the catalogue).
+    pub tools: Vec<String>,
+    pub workspace: PathBuf,
+    pub model: Arc<ChatModel>,
+    pub entry: ModelEntry,
+}
+
+/// How a run ended early.
+struct End {
+    reason: String,
+    failed: bool,
+}
+
+impl End {
+    fn ok(reason: impl Into<String>) -> End {
+        End {
+            reason: reason.into(),
+            failed: false,
+        }
+    }
+    fn failed(reason: impl Into<String>) -> End {
+        End {
+            reason: reason.into(),
+            failed: true,
+        }
+    }
+}
+
+/// The run's state the steps share.
+struct State<'a> {
+    req: &'a RunRequest,
+    control: &'a Control,
+    events: &'a mpsc::Sender<pb::RunEvent>,
+    deadline: tokio::time::Instant,
+    started: Instant,
+    text: String,
+    ttft: Option<f64>,
+    calls: Arc<Mutex<Vec<pb::ModelCall>>>,
+    references: Vec<pb::Excerpt>,
+    history: History,
+}
+
+impl State<'_> {
+    /// Sends an event; a caller that went away stops the run.
+    async fn emit(&self, event: pb::run_event::Event) {
+        if self
+            .events
+            .send(pb::RunEvent { event: Some(event) })
+            .await
+            .is_err()
+        {
+            let _ = self.control.apply("stop");
+        }
+    }
+
+    async fn delta(&mut self, piece: &str) {
+        if self.ttft.is_none() {
+            self.ttft = Some(self.started.elapsed().as_secs_f64());
+        }
+        self.text.push_str(piece);
+        self.emit(pb::run_event::Event::Delta(piece.to_owned()))
+            .await;
+    }
+}
+
+impl Engine {
+    /// Runs `req` to its end; the result is what RunFinished carries (also when the run was
+    /// stopped, ran out of budget or failed: `text` keeps what was said).
+    pub async fn run(
+        &self,
+        req: RunRequest,
+        control: &Control,
+        events: &mpsc::Sender<pb::RunEvent>,
+    ) -> pb::RunFinished {
+        let has_collection = !req.start.collection_id.is_empty();
+        let rag = pb::RagKind::try_from(req.start.rag_kind).unwrap_or(pb::RagKind::None);
+        let mut messages = prompt::messages(req.args.agent_type, rag, &req.start, has_collection);
+        let prompt_raw = serde_json::to_string(&messages).unwrap_or_default();
+        let specs: Vec<ToolSpec> = req
+            .tools
+            .iter()
+            .filter_map(|n| self.catalog.get(n))
+            .map(|t| ToolSpec {
+                name: t.name().into(),
+                description: t.description().into(),
+                parameters: t.parameters(),
+            })
+            .collect();
+        let mut st = State {
+            req: &req,
+            control,
+            events,
+            deadline: tokio::time::Instant::now() + req.args.total_timeout,
+            started: Instant::now(),
+            text: String::new(),
+            ttft: None,
+            calls: Arc::new(Mutex::new(Vec::new())),
+            references: Vec::new(),
+            history: History::default(),
+        };
+        let mut turns = 0u32;
+        let mut tool_runs = 0usize;
+        let end = loop {
+            if control.stopped() {
+                break End::ok("stopped by the user");
+            }
+            tokio::select! {
+                () = control.wait_while_paused() => {}
+                () = tokio::time::sleep_until(st.deadline) => break End::ok(timeout_reason(&req.args)),
+            }
+            if control.stopped() {
+                break End::ok("stopped by the user");
+            }
+            if turns >= req.args.max_turns {
+                break End::ok(format!(
+                    "the turn budget ran out (agent_max_turns = {})",
+                    req.args.max_turns
+                ));
+            }
+            let last = control.finishing();
+            if let Err(e) = self.budget.check(&req.caller).await {
+                break End::failed(e.message);
+            }
+            turns += 1;
+            let tools = if specs.is_empty() {
+                Tools::default()
+            } else {
+                Tools {
+                    tools: specs.clone(),
+                    choice: if last {
+                        ToolChoice::None
+                    } else {
+                        ToolChoice::Auto
+                    },
+                    parallel: Some(true),
+                }
+            };
+            let (turn_text, tool_calls) =
+                match self.model_turn(&mut st, turns, &messages, &tools).await {
+                    Ok(r) => r,
+                    Err(end) => break end,
+                };
+            if tool_calls.is_empty() || last {
+                if !tool_calls.is_empty() {
+                    st.history
+                        .note(turns, "tool calls after finish were not run");
+                }
+                break End::ok("");
+            }
+            messages.push(ChatMessage::assistant_calls(turn_text, tool_calls.clone()));
+            if control.finishing() {
+                for c in &tool_calls {
+                    messages.push(ChatMessage::tool(
+                        c.id.clone(),
+                        "not run: the user asked to finish; answer now with what you have",
+                    ));
+                }
+                continue;
+            }
+            tool_runs += tool_calls.len();
+            match calls::run_all(self, &mut st, turns, tool_calls).await {
+                Ok(results) => messages.extend(results),
+                Err(end) => break end,
+            }
+        };
+        if !end.reason.is_empty() {
+            st.history.note(turns, &end.reason);
+        }
+        let calls = st.calls.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let analysis = format!(
+            "{turns} model call(s), {tool_runs} tool call(s){}",
+            if end.reason.is_empty() {
+                String::new()
+            } else {
+                format!("; ended: {}", end.reason)
+            }
+        );
+        pb::RunFinished {
+            text: st.text.clone(),
+            stop_reason: end.reason,
+            failed: end.failed,
+            files: Vec::new(),
+            files_old: Vec::new(),
+            history_json: st.history.json(),
+            history_md: st.history.markdown(),
+            analysis,
+            prompt_raw,
+            calls,
+            references: std::mem::take(&mut st.references),
+            turns,
+            time_to_first_token: st.ttft.unwrap_or(0.0),
+        }
+    }
+
+    /// One model call: streams its text out, books it, answers its text and tool calls.
+    async fn model_turn(
+        &self,
+        st: &mut State<'_>,
+        turn: u32,
+        messages: &[ChatMessage],
+        tools: &Tools,
+    ) -> Result<(String, Vec<docchat_inference::ToolCall>), End> {
+        let req = st.req;
+        let turn_deadline = st
+            .deadline
+            .min(tokio::time::Instant::now() + req.args.turn_timeout);
+        let sampling = Sampling {
+            max_tokens: (req.start.max_new_tokens > 0).then_some(req.start.max_new_tokens),
+            temperature: Some(req.start.temperature as f32),
+        };
+        let stop = st.control.stop_token().clone();
+        let mut stream = tokio::select! {
+            r = req.model.stream_tools(messages, sampling, tools) => r.map_err(|e| End::failed(format!("the model failed: {e}")))?,
+            () = stop.cancelled() => return Err(End::ok("stopped by the user")),
+            () = tokio::time::sleep_until(turn_deadline) => return Err(End::ok(turn_timeout_reason(st))),
+        };
+        let mut turn_text = String::new();
+        let mut separated = st.text.is_empty();
+        let outcome: Result<(), End> = loop {
+            tokio::select! {
+                ev = stream.next() => match ev {
+                    None => break Ok(()),
+                    Some(Ok(StreamEvent::Delta(d))) => {
+                        if !separated {
+                            st.delta("\n\n").await;
+                            separated = true;
+                        }
+                        turn_text.push_str(&d);
+                        st.delta(&d).await;
+                    }
+                    Some(Err(e)) => break Err(End::failed(format!("the model failed: {e}"))),
+                },
+                () = stop.cancelled() => break Err(End::ok("stopped by the user")),
+                () = tokio::time::sleep_until(turn_deadline) => break Err(End::ok(turn_timeout_reason(st))),
+            }
+        };
+        let usage = usage_of(
+            &req.caller,
+            &req.entry,
+            "agent",
+            &req.start.question_id,
+            stream.usage(),
+        );
+        asker::record(&st.calls, &usage);
+        self.budget.book(usage).await;
+        outcome?;
+        let calls = stream
+            .take_tool_calls()
+            .map_err(|e| End::failed(format!("the model failed: {e}")))?;
+        st.history.model(turn, &turn_text, &calls, stream.usage());
+        Ok((turn_text, calls))
+    }
+}
+
+fn timeout_reason(args: &RunArgs) -> String {
+    format!(
+        "the time budget ran out (agent_total_timeout = {} s)",
+        args.total_timeout.as_secs()
+    )
+}
+
+fn turn_timeout_reason(st: &State<'_>) -> String {
+    if tokio::time::Instant::now() >= st.deadline {
+        timeout_reason(&st.req.args)
+    } else {
+        format!(
+            "the model took longer than agent_timeout ({} s)",
+            st.req.args.turn_timeout.as_secs()
+        )
+    }
+}

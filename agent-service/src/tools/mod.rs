@@ -1,0 +1,156 @@
+//! The built-in tools, one file each, behind [`Tool`]; [`Catalog`] holds them by name.
+//! A tool's failure is a message the model reads (`Err(String)`), never an abort of the run.
+
+mod ask_model;
+mod fetch_url;
+mod list_files;
+mod python;
+mod read_file;
+mod search_documents;
+mod shell;
+pub mod workspace;
+mod write_file;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use docchat_common::Caller;
+use docchat_common::clients::Clients;
+use docchat_proto::agent::v1 as pb;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub use python::{CodeOutput, CodeRunner, CodeSpec, NoSandbox};
+
+/// What a tool gave back.
+#[derive(Debug, Clone, Default)]
+pub struct ToolOutput {
+    /// What the model is shown.
+    pub text: String,
+    /// Document excerpts the answer may cite (search hits).
+    pub references: Vec<pb::Excerpt>,
+}
+
+impl ToolOutput {
+    pub fn text(text: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            text: text.into(),
+            references: Vec::new(),
+        }
+    }
+}
+
+/// Asks the run's model about a piece of text (booked like every model call of the run).
+#[async_trait::async_trait]
+pub trait Asker: Send + Sync {
+    async fn ask(&self, question: &str, text: &str) -> Result<String, String>;
+}
+
+/// What every tool call of a run gets.
+#[derive(Clone)]
+pub struct ToolCtx {
+    pub caller: Caller,
+    /// The session's workspace (exists).
+    pub workspace: PathBuf,
+    /// Empty without a collection.
+    pub collection_id: String,
+    /// Stop, the run's deadline or the call's timeout.
+    pub cancel: CancellationToken,
+    pub timeout: Duration,
+    pub max_memory: Option<u64>,
+    pub deps: Arc<ToolDeps>,
+    pub asker: Option<Arc<dyn Asker>>,
+}
+
+/// Services the tools use, shared by every run of the replica.
+pub struct ToolDeps {
+    pub code: Arc<dyn CodeRunner>,
+    /// ingest-service (document search); `None` in tests without it.
+    pub clients: Option<Clients>,
+    /// fetch_url is on (DOCCHAT_AGENT_FETCH is not `off`).
+    pub fetch: bool,
+    /// Hosts fetch_url may reach although they resolve to loopback or private addresses
+    /// (tests); empty in production.
+    pub fetch_allow: Vec<String>,
+}
+
+#[async_trait::async_trait]
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn description(&self) -> &'static str;
+    /// The JSON schema of the arguments.
+    fn parameters(&self) -> Value;
+    async fn call(&self, ctx: &ToolCtx, args: Value) -> Result<ToolOutput, String>;
+}
+
+/// Every tool by name, in catalogue order.
+#[derive(Clone)]
+pub struct Catalog {
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl Catalog {
+    /// The built-in tools.
+    pub fn builtin() -> Catalog {
+        Catalog {
+            tools: vec![
+                Arc::new(python::Python),
+                Arc::new(shell::Shell),
+                Arc::new(read_file::ReadFile),
+                Arc::new(write_file::WriteFile),
+                Arc::new(list_files::ListFiles),
+                Arc::new(search_documents::SearchDocuments),
+                Arc::new(fetch_url::FetchUrl),
+                Arc::new(ask_model::AskModel),
+            ],
+        }
+    }
+
+    /// Adds (or replaces) a tool: tests add slow or failing ones.
+    pub fn with(mut self, tool: Arc<dyn Tool>) -> Catalog {
+        self.tools.retain(|t| t.name() != tool.name());
+        self.tools.push(tool);
+        self
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.name() == name)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.tools.iter().map(|t| t.name())
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.iter()
+    }
+
+    /// Names not in the catalogue.
+    pub fn unknown<'a>(&self, names: &'a [String]) -> Vec<&'a str> {
+        names
+            .iter()
+            .filter(|n| self.get(n).is_none())
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+/// Cuts `text` to at most `max` bytes (on a character boundary), saying so.
+pub fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}\n… [cut: {} more bytes]", &text[..cut], text.len() - cut)
+}
+
+/// A string argument.
+pub fn arg<'a>(args: &'a Value, key: &str) -> Result<&'a str, String> {
+    args.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("missing string argument {key:?}"))
+}

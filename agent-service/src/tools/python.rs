@@ -1,0 +1,110 @@
+//! python: runs Python code in the sandbox, in the session's workspace. Model code never
+//! runs outside a sandbox: without one, the tool answers that code execution is
+//! unavailable. [`CodeRunner`] is the small face of the sandbox this module needs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{Tool, ToolCtx, ToolOutput, arg, clip};
+
+/// One program for the sandbox.
+#[derive(Debug, Clone)]
+pub struct CodeSpec {
+    pub argv: Vec<String>,
+    /// Writable, the working directory.
+    pub workspace: PathBuf,
+    pub stdin: Option<Vec<u8>>,
+    pub wall_clock: Duration,
+    pub memory_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct CodeOutput {
+    pub exit_code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub timed_out: bool,
+    pub cancelled: bool,
+}
+
+/// The sandbox, as the code tools see it.
+#[async_trait::async_trait]
+pub trait CodeRunner: Send + Sync {
+    async fn run(&self, spec: CodeSpec, cancel: &CancellationToken) -> Result<CodeOutput, String>;
+}
+
+/// No sandbox: every run is refused.
+pub struct NoSandbox(pub String);
+
+#[async_trait::async_trait]
+impl CodeRunner for NoSandbox {
+    async fn run(&self, _: CodeSpec, _: &CancellationToken) -> Result<CodeOutput, String> {
+        Err(format!("code execution is unavailable: {}", self.0))
+    }
+}
+
+/// Bytes of stdout/stderr shown to the model.
+const SHOWN: usize = 20_000;
+
+/// What the model reads of a run.
+pub fn report(out: &CodeOutput) -> Result<ToolOutput, String> {
+    let mut text = String::new();
+    if !out.stdout.is_empty() {
+        text.push_str(&clip(&out.stdout, SHOWN));
+    }
+    if !out.stderr.is_empty() {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str("[stderr]\n");
+        text.push_str(&clip(&out.stderr, SHOWN));
+    }
+    if out.timed_out {
+        return Err(format!("timed out; output so far:\n{text}"));
+    }
+    if out.cancelled {
+        return Err("stopped".into());
+    }
+    match out.exit_code {
+        Some(0) => Ok(ToolOutput::text(if text.is_empty() {
+            "(no output)".into()
+        } else {
+            text
+        })),
+        Some(code) => Err(format!("exit code {code}\n{text}")),
+        None => Err(format!("killed\n{text}")),
+    }
+}
+
+pub struct Python;
+
+#[async_trait::async_trait]
+impl Tool for Python {
+    fn name(&self) -> &'static str {
+        "python"
+    }
+
+    fn description(&self) -> &'static str {
+        "Runs Python 3 code in a sandbox whose working directory is the workspace (numpy, pandas, matplotlib available; no network). Print what you want to see; save files to keep them."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {"code": {"type": "string"}},
+               "required": ["code"], "additionalProperties": false})
+    }
+
+    async fn call(&self, ctx: &ToolCtx, args: Value) -> Result<ToolOutput, String> {
+        let code = arg(&args, "code")?;
+        let spec = CodeSpec {
+            argv: vec!["python3".into(), "-".into()],
+            workspace: ctx.workspace.clone(),
+            stdin: Some(code.as_bytes().to_vec()),
+            wall_clock: ctx.timeout,
+            memory_bytes: ctx.max_memory,
+        };
+        report(&ctx.deps.code.run(spec, &ctx.cancel).await?)
+    }
+}
