@@ -14,7 +14,7 @@ use std::time::Duration;
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use docchat_common::JwtKeys;
 use docchat_common::config::Config;
-use docchat_common::error::ApiError;
+use docchat_common::error::{ApiError, ErrorCode};
 use tokio_util::sync::CancellationToken;
 use utoipa::OpenApi;
 use utoipa_actix_web::{AppExt, scope};
@@ -36,6 +36,24 @@ async fn not_found(req: HttpRequest) -> Result<HttpResponse, HttpError> {
         req.method(),
         req.path()
     ))))
+}
+
+/// A JSON body the extractor refused: 413 over the body limit (declared or read), 400
+/// otherwise.
+fn json_error(err: actix_web::error::JsonPayloadError) -> HttpError {
+    use actix_web::error::{JsonPayloadError, PayloadError};
+    match err {
+        JsonPayloadError::OverflowKnownLength { limit, .. }
+        | JsonPayloadError::Overflow { limit } => HttpError(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("the request body is larger than {limit} bytes"),
+        )),
+        JsonPayloadError::Payload(PayloadError::Overflow) => HttpError(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            "the request body is larger than this server accepts",
+        )),
+        other => bad_request(format!("invalid JSON body: {other}")),
+    }
 }
 
 /// `/api-spec.yaml`, rendered once at start from the registered routes.
@@ -69,7 +87,7 @@ fn app(
     let max_body = state.config.max_body_bytes;
     let json = web::JsonConfig::default()
         .limit(max_body)
-        .error_handler(|err, _| bad_request(format!("invalid JSON body: {err}")).into());
+        .error_handler(|err, _| json_error(err).into());
     let query = web::QueryConfig::default()
         .error_handler(|err, _| bad_request(format!("invalid query: {err}")).into());
     let path = web::PathConfig::default()

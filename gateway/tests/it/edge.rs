@@ -1,10 +1,11 @@
 //! What the gateway refuses before any service sees it: list offsets and limits storage
 //! cannot hold, and bodies over the size limit.
 
+use docchat_common::testing::Backend;
 use reqwest::Method;
 use serde_json::json;
 
-use crate::harness::{ADMIN_KEY, TestApp, assert_error};
+use crate::harness::{ADMIN_KEY, TestApp, assert_error, read};
 
 docchat_common::backend_tests! {
     /// `offset`/`limit` of 2^63 and more, negative or not numbers: 400 with the error
@@ -59,4 +60,99 @@ docchat_common::backend_tests! {
         }
         app.stop().await;
     }
+}
+
+/// A JSON body over the body limit is a 413 with the API's error shape, on the main API
+/// (it was a 400) and on the compat API (in the vendor's shape), whether its length is
+/// declared or only found while reading.
+#[tokio::test]
+async fn a_json_body_over_the_limit_is_413() {
+    let app = TestApp::start_with(&Backend::sqlite(), |c| c.max_body_bytes = 1_000_000).await;
+    let (_, alice) = app.user("alice").await;
+    let description = "x".repeat(1_200_000);
+    let (s, b) = app
+        .call(
+            Method::POST,
+            "/api/v1/collections",
+            &alice,
+            Some(json!({"name": "big", "description": description})),
+        )
+        .await;
+    assert_error(s, &b, 413);
+    // No Content-Length: the limit holds while the body streams in.
+    let body = serde_json::to_vec(&json!({"name": "big", "description": description})).unwrap();
+    let chunks = futures::stream::iter(
+        body.chunks(64 * 1024)
+            .map(|c| Ok::<_, std::io::Error>(c.to_vec()))
+            .collect::<Vec<_>>(),
+    );
+    let response = app
+        .req(Method::POST, "/api/v1/collections", Some(&alice))
+        .header("content-type", "application/json")
+        .body(reqwest::Body::wrap_stream(chunks))
+        .send()
+        .await
+        .unwrap();
+    let (s, b) = read(response).await;
+    assert_error(s, &b, 413);
+    let (s, b) = app
+        .call(
+            Method::POST,
+            "/compat_api/v1/chat/completions",
+            &alice,
+            Some(json!({"model": "auto", "messages": [{"role": "user", "content": description}]})),
+        )
+        .await;
+    assert_eq!(s, 413, "{b}");
+    assert_eq!(b["error"]["type"], "invalid_request_error", "{b}");
+    assert_eq!(b["error"]["code"], "payload_too_large", "{b}");
+    // Under the limit is still fine.
+    let (s, b) = app
+        .call(
+            Method::POST,
+            "/api/v1/collections",
+            &alice,
+            Some(json!({"name": "small", "description": "x".repeat(90_000)})),
+        )
+        .await;
+    assert_eq!(s, 201, "{b}");
+    app.stop().await;
+}
+
+/// A JSON body between gRPC's default 4 MiB and the body limit reaches its service and
+/// comes back whole (it used to be refused with tonic's "decoded message length too large").
+#[tokio::test]
+async fn json_bodies_over_four_mebibytes_reach_the_services() {
+    let app = TestApp::start(&Backend::sqlite()).await;
+    let (_, erin) = app.user("erin").await;
+    let description = "d".repeat(6 * 1024 * 1024);
+    let (s, e) = app
+        .call(
+            Method::POST,
+            "/api/v1/extractors",
+            &erin,
+            Some(json!({"name": "big", "description": description, "llm": "auto", "schema": "{\"type\": \"object\"}"})),
+        )
+        .await;
+    assert_eq!(
+        s,
+        200,
+        "{}",
+        e.to_string().chars().take(300).collect::<String>()
+    );
+    let id = e["id"].as_str().unwrap();
+    let (s, got) = app
+        .call(
+            Method::GET,
+            &format!("/api/v1/extractors/{id}"),
+            &erin,
+            None,
+        )
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        got["description"].as_str().unwrap().len(),
+        description.len()
+    );
+    app.stop().await;
 }

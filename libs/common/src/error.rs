@@ -87,6 +87,25 @@ impl ErrorCode {
         }
     }
 
+    /// What a caller is told when the only text there is is internal.
+    pub fn plain_message(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "the request was refused",
+            ErrorCode::Unauthenticated => "not authenticated",
+            ErrorCode::Forbidden => "not allowed",
+            ErrorCode::NotFound => "not found",
+            ErrorCode::Timeout => "a service did not answer in time",
+            ErrorCode::Conflict => "the request conflicts with the current state",
+            ErrorCode::PayloadTooLarge => "the request is larger than the services accept",
+            ErrorCode::UnsupportedMediaType => "unsupported media type",
+            ErrorCode::TooManyRequests => "too many requests",
+            ErrorCode::Internal => "internal error",
+            ErrorCode::BadGateway => "the model upstream failed",
+            ErrorCode::Unavailable => "service unavailable",
+            ErrorCode::GatewayTimeout => "the model upstream did not answer in time",
+        }
+    }
+
     /// The code of an HTTP status docchat answers with, if it is one.
     pub fn from_http(status: u16) -> Option<ErrorCode> {
         Some(match status {
@@ -150,14 +169,29 @@ impl ApiError {
         Self::new(ErrorCode::Internal, "internal error")
     }
 
-    /// Recovers the error from a gRPC status received from another service.
+    /// Recovers the error from a gRPC status received from another service. A status
+    /// without docchat's [`ErrorDetail`] did not come from a service's own error but from
+    /// tonic, HTTP/2 or the transport (a message over the size limit, a refused connection):
+    /// its text is internal, so it is logged and the caller gets a plain message for its code.
     pub fn from_status(status: &Status) -> ApiError {
-        let code = ErrorDetail::decode(status.details())
+        let ours = ErrorDetail::decode(status.details())
             .ok()
-            .and_then(|d| ErrorCode::from_http(d.http_status as u16))
-            .unwrap_or_else(|| ErrorCode::from_grpc(status.code()));
+            .and_then(|d| ErrorCode::from_http(d.http_status as u16));
+        let Some(code) = ours else {
+            let code = match status.code() {
+                // tonic's answer to a message over the configured size.
+                Code::OutOfRange => ErrorCode::PayloadTooLarge,
+                other => ErrorCode::from_grpc(other),
+            };
+            tracing::warn!(
+                grpc_code = ?status.code(),
+                message = status.message(),
+                "a service call failed outside the service"
+            );
+            return ApiError::new(code, code.plain_message());
+        };
         let message = match code {
-            // A transport failure or a peer's panic must not leak its text.
+            // A peer's panic or a bug must not leak its text.
             ErrorCode::Internal => "internal error".to_owned(),
             ErrorCode::Unavailable if status.message().is_empty() => {
                 "service unavailable".to_owned()
@@ -240,6 +274,22 @@ mod tests {
         let err = ApiError::from_status(&status);
         assert_eq!(err.code.http_status(), 500);
         assert_eq!(err.message, "internal error");
+    }
+
+    #[test]
+    fn statuses_not_from_a_service_show_no_text() {
+        let too_large = Status::out_of_range(
+            "Error, decoded message length too large: found 5000000 bytes, the limit is: 4194304 bytes",
+        );
+        let err = ApiError::from_status(&too_large);
+        assert_eq!(err.code.http_status(), 413);
+        assert!(!err.message.contains("4194304"), "{}", err.message);
+        let refused = ApiError::from_status(&Status::unavailable("tcp connect error: refused"));
+        assert_eq!(refused.code.http_status(), 503);
+        assert_eq!(refused.message, "service unavailable");
+        let bad = ApiError::from_status(&Status::invalid_argument("h2 protocol error: xyz"));
+        assert_eq!(bad.code.http_status(), 400);
+        assert!(!bad.message.contains("h2"), "{}", bad.message);
     }
 
     #[test]
