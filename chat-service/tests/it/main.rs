@@ -10,70 +10,32 @@
 
 use std::time::Duration;
 
-use docchat_common::auth::authorized;
 use docchat_common::config::Service;
-use docchat_common::testing::{Spawned, bind, context, user};
+use docchat_common::testing::user;
 use docchat_proto::chat::v1 as pb;
-use docchat_proto::chat::v1::chat_service_client::ChatServiceClient;
 use docchat_proto::common::v1::{Empty, PageRequest};
-use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
 use docchat_proto::ingest::v1::{CollectionRef, CreateCollectionRequest};
+use docchat_test_stack::Stack;
 use tonic::Code;
 
 mod lifecycle;
 
-fn req<T>(
-    keys: &docchat_common::JwtKeys,
-    service: Service,
-    who: &docchat_common::Caller,
-    msg: T,
-) -> tonic::Request<T> {
-    authorized(keys, who, service, msg).unwrap()
-}
-
 docchat_common::backend_tests! {
     async fn sessions_link_collections_and_announce_themselves(backend) {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = backend.config(dir.path());
-        let (ingest_listener, ingest_url) = bind().await;
-        let (chat_listener, chat_url) = bind().await;
-        let (admin_listener, admin_url) = bind().await;
-        config.ingest_url = ingest_url.clone();
-        config.admin_url = admin_url.clone();
-        let models = dir.path().join("models.toml");
-        std::fs::write(&models, "[[models]]\nname = \"m1\"\ndisplay_name = \"Model One\"\nbase_url = \"http://127.0.0.1:1/v1\"\ndefault = true\n").unwrap();
-        config.models_file = Some(models);
-        let ctx = context(config);
-        let keys = ctx.keys.clone();
         // ingest-service reads its limits from admin-service.
-        let admin = Spawned::start(
-            ctx.clone(),
-            admin_listener,
-            admin_url,
-            docchat_admin_service::serve,
-        )
-        .await
-        .unwrap();
-        let ingest = Spawned::start(
-            ctx.clone(),
-            ingest_listener,
-            ingest_url,
-            docchat_ingest_service::serve,
-        )
-        .await
-        .unwrap();
-        let chat = Spawned::start(ctx, chat_listener, chat_url, docchat_chat_service::serve)
-            .await
-            .unwrap();
-        let mut ic = IngestServiceClient::new(ingest.channel());
-        let mut cc = ChatServiceClient::new(chat.channel());
+        let stack = Stack::builder(&backend)
+            .ingest()
+            .chat_replicas(1)
+            .models("[[models]]\nname = \"m1\"\ndisplay_name = \"Model One\"\nbase_url = \"http://127.0.0.1:1/v1\"\ndefault = true\n")
+            .start()
+            .await;
+        let mut ic = stack.ingest_client();
+        let mut cc = stack.chat_client(stack.chat());
         let alice = user("alice", false);
         let bob = user("bob", false);
 
         let col = ic
-            .create_collection(req(
-                &keys,
-                Service::Ingest,
+            .create_collection(stack.req(Service::Ingest,
                 &alice,
                 CreateCollectionRequest {
                     name: "c".into(),
@@ -85,9 +47,7 @@ docchat_common::backend_tests! {
             .unwrap()
             .into_inner();
         let denied = cc
-            .create_session(req(
-                &keys,
-                Service::Chat,
+            .create_session(stack.req(Service::Chat,
                 &bob,
                 pb::CreateSessionRequest {
                     collection_id: Some(col.id.clone()),
@@ -102,9 +62,7 @@ docchat_common::backend_tests! {
             backend.name
         );
         let s = cc
-            .create_session(req(
-                &keys,
-                Service::Chat,
+            .create_session(stack.req(Service::Chat,
                 &alice,
                 pb::CreateSessionRequest {
                     collection_id: Some(col.id.clone()),
@@ -118,9 +76,7 @@ docchat_common::backend_tests! {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
             let got = ic
-                .get_collection(req(
-                    &keys,
-                    Service::Ingest,
+                .get_collection(stack.req(Service::Ingest,
                     &alice,
                     CollectionRef { id: col.id.clone() },
                 ))
@@ -139,15 +95,13 @@ docchat_common::backend_tests! {
         }
 
         let listed = cc
-            .list_sessions(req(&keys, Service::Chat, &bob, PageRequest::default()))
+            .list_sessions(stack.req(Service::Chat, &bob, PageRequest::default()))
             .await
             .unwrap()
             .into_inner();
         assert!(listed.sessions.is_empty());
         let msgs = cc
-            .list_messages(req(
-                &keys,
-                Service::Chat,
+            .list_messages(stack.req(Service::Chat,
                 &alice,
                 pb::ListMessagesRequest {
                     session_id: s.id.clone(),
@@ -160,7 +114,7 @@ docchat_common::backend_tests! {
             .into_inner();
         assert!(msgs.messages.is_empty());
         let models = cc
-            .list_models(req(&keys, Service::Chat, &alice, Empty {}))
+            .list_models(stack.req(Service::Chat, &alice, Empty {}))
             .await
             .unwrap()
             .into_inner();
@@ -176,9 +130,7 @@ docchat_common::backend_tests! {
         assert!(models.models.iter().filter(|m| m.is_default).count() == 1);
 
         let deleted = cc
-            .delete_session(req(
-                &keys,
-                Service::Chat,
+            .delete_session(stack.req(Service::Chat,
                 &alice,
                 pb::SessionRef { id: s.id.clone() },
             ))
@@ -187,9 +139,7 @@ docchat_common::backend_tests! {
             .into_inner();
         assert_eq!(deleted.id, s.id);
         assert_eq!(
-            cc.get_session(req(
-                &keys,
-                Service::Chat,
+            cc.get_session(stack.req(Service::Chat,
                 &alice,
                 pb::SessionRef { id: s.id.clone() }
             ))
@@ -198,8 +148,6 @@ docchat_common::backend_tests! {
             .code(),
             Code::NotFound
         );
-        chat.stop().await.unwrap();
-        ingest.stop().await.unwrap();
-        admin.stop().await.unwrap();
+        stack.stop().await;
     }
 }

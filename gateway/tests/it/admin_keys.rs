@@ -6,10 +6,10 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::harness::{ADMIN_KEY, TestApp, assert_error};
+use crate::harness::{ADMIN_KEY, Stack, assert_error};
 
 /// Ids of the keys `username` holds.
-async fn keys_of(app: &TestApp, key: &str, username: &str) -> Vec<String> {
+async fn keys_of(app: &Stack, key: &str, username: &str) -> Vec<String> {
     let (s, keys) = app
         .call(Method::GET, "/api/v1/admin/api_keys", key, None)
         .await;
@@ -23,7 +23,7 @@ async fn keys_of(app: &TestApp, key: &str, username: &str) -> Vec<String> {
 }
 
 /// A new key of `user_id`, made with `admin_key`: (key id, secret).
-async fn new_key(app: &TestApp, admin_key: &str, user_id: &str) -> (String, String) {
+async fn new_key(app: &Stack, admin_key: &str, user_id: &str) -> (String, String) {
     let (s, key) = app
         .call(
             Method::POST,
@@ -47,7 +47,7 @@ docchat_common::backend_tests! {
     /// The last key of an administrator stays; a spare one can go. Another administrator's
     /// key, or the admin role, can go only while some administrator keeps a usable key.
     async fn the_last_administrator_key_cannot_be_deleted(backend) {
-        let app = TestApp::start(&backend).await;
+        let app = Stack::docchat(&backend).await;
         let (_, me) = app
             .call(Method::GET, "/api/v1/users/current", ADMIN_KEY, None)
             .await;

@@ -8,7 +8,7 @@ use docchat_common::testing::Backend;
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::harness::{ADMIN_KEY, TestApp, read};
+use crate::harness::{ADMIN_KEY, Stack, read};
 
 /// Every endpoint table row of SPEC.md, and the routes the h2oGPTe client needs beyond it.
 const SPEC_ROUTES: &[(&str, &str)] = &[
@@ -154,10 +154,10 @@ fn covers(documented: &str, spec: &str) -> bool {
             .all(|(d, s)| d == s || (param(d) && (param(s) || !s.is_empty())))
 }
 
-async fn answers(app: &TestApp, method: &str, template: &str) -> bool {
+async fn answers(app: &Stack, method: &str, template: &str) -> bool {
     let method = Method::from_bytes(method.as_bytes()).unwrap();
     let response = app
-        .req(method.clone(), &concrete(template), Some(ADMIN_KEY))
+        .http(method.clone(), &concrete(template), Some(ADMIN_KEY))
         .send()
         .await
         .unwrap();
@@ -168,9 +168,9 @@ async fn answers(app: &TestApp, method: &str, template: &str) -> bool {
 
 #[tokio::test]
 async fn the_api_spec_lists_every_routed_endpoint_and_only_those() {
-    let app = TestApp::start(&Backend::sqlite()).await;
+    let app = Stack::docchat(&Backend::sqlite()).await;
     let text = app
-        .req(Method::GET, "/api-spec.yaml", None)
+        .http(Method::GET, "/api-spec.yaml", None)
         .send()
         .await
         .unwrap()

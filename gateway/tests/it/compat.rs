@@ -10,16 +10,13 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::completions::{ANSWER, upstream};
-use crate::harness::{ADMIN_KEY, TestApp, eventually};
+use crate::harness::{ADMIN_KEY, Stack, eventually};
 
 /// Three models: `scripted` (the default, "Scripted One", base `shared-base`), `seer`
 /// (vision, base `shared-base`) and `solo` (base `solo-base`).
-fn models_file(dir: &std::path::Path, base_url: &str) -> std::path::PathBuf {
-    let path = dir.join("models.toml");
-    std::fs::write(
-        &path,
-        format!(
-            r#"
+fn models(base_url: &str) -> String {
+    format!(
+        r#"
 [[models]]
 name = "scripted"
 display_name = "Scripted One"
@@ -41,28 +38,23 @@ base_url = "{base_url}/v1"
 upstream_model = "solo-upstream"
 base_model = "solo-base"
 "#
-        ),
     )
-    .unwrap();
-    path
 }
 
 async fn start(
     backend: &docchat_common::testing::Backend,
     model: &ScriptedHttp,
     tweak: impl FnOnce(&mut docchat_common::Config),
-) -> (TestApp, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = models_file(dir.path(), &model.base_url);
-    let app = TestApp::start_with(backend, |c| {
-        c.models_file = Some(file);
-        tweak(c);
-    })
-    .await;
-    (app, dir)
+) -> Stack {
+    Stack::builder(backend)
+        .everything()
+        .models(&models(&model.base_url))
+        .configure(tweak)
+        .start()
+        .await
 }
 
-async fn post(app: &TestApp, key: &str, path: &str, body: Value) -> (u16, Value) {
+async fn post(app: &Stack, key: &str, path: &str, body: Value) -> (u16, Value) {
     app.call(
         Method::POST,
         &format!("/compat_api/v1{path}"),
@@ -73,9 +65,9 @@ async fn post(app: &TestApp, key: &str, path: &str, body: Value) -> (u16, Value)
 }
 
 /// The events of a whole SSE body: (event name, data).
-async fn events(app: &TestApp, key: &str, path: &str, body: Value) -> Vec<(String, String)> {
+async fn events(app: &Stack, key: &str, path: &str, body: Value) -> Vec<(String, String)> {
     let response = app
-        .req(Method::POST, &format!("/compat_api/v1{path}"), Some(key))
+        .http(Method::POST, &format!("/compat_api/v1{path}"), Some(key))
         .json(&body)
         .send()
         .await
@@ -119,7 +111,7 @@ fn assert_vendor_error(status: u16, body: &Value, want: u16) {
 docchat_common::backend_tests! {
     async fn chat_completions_answer_plain_and_streamed_in_the_vendor_format(backend) {
         let model = upstream(Duration::ZERO).await;
-        let (app, _dir) = start(&backend, &model, |_| {}).await;
+        let app = start(&backend, &model, |_| {}).await;
         let (_, key) = app.user("ada").await;
 
         let (s, b) = post(
@@ -246,7 +238,7 @@ docchat_common::backend_tests! {
     }
 }
 
-async fn events_of(app: &TestApp, key: &str, question: &str) -> Vec<(String, String)> {
+async fn events_of(app: &Stack, key: &str, question: &str) -> Vec<(String, String)> {
     events(
         app,
         key,
@@ -263,7 +255,7 @@ async fn events_of(app: &TestApp, key: &str, question: &str) -> Vec<(String, Str
 docchat_common::backend_tests! {
     async fn models_resolve_in_the_spec_order_and_unknown_ones_fail_in_the_vendor_shape(backend) {
         let model = upstream(Duration::ZERO).await;
-        let (app, _dir) = start(&backend, &model, |_| {}).await;
+        let app = start(&backend, &model, |_| {}).await;
         let (_, key) = app.user("ada").await;
         let ask = |model: &'static str| {
             let (app, key) = (&app, &key);
@@ -355,7 +347,7 @@ docchat_common::backend_tests! {
 docchat_common::backend_tests! {
     async fn images_go_to_vision_models_and_audio_and_files_are_refused(backend) {
         let model = upstream(Duration::ZERO).await;
-        let (app, _dir) = start(&backend, &model, |_| {}).await;
+        let app = start(&backend, &model, |_| {}).await;
         let (_, key) = app.user("ada").await;
         let image =
             json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}});
@@ -408,7 +400,7 @@ docchat_common::backend_tests! {
 
         // No key, a wrong key: 401 in the vendor's shape.
         let r = app
-            .req(Method::GET, "/compat_api/v1/models", None)
+            .http(Method::GET, "/compat_api/v1/models", None)
             .send()
             .await
             .unwrap();
@@ -429,7 +421,7 @@ docchat_common::backend_tests! {
 docchat_common::backend_tests! {
     async fn responses_answer_plain_and_streamed_as_the_vendor_event_sequence(backend) {
         let model = upstream(Duration::ZERO).await;
-        let (app, _dir) = start(&backend, &model, |_| {}).await;
+        let app = start(&backend, &model, |_| {}).await;
         let (_, key) = app.user("ada").await;
 
         let (s, b) = post(
@@ -531,7 +523,7 @@ docchat_common::backend_tests! {
     }
 }
 
-async fn ask(app: &TestApp, key: &str) -> (u16, Value) {
+async fn ask(app: &Stack, key: &str) -> (u16, Value) {
     post(
         app,
         key,
@@ -544,7 +536,7 @@ async fn ask(app: &TestApp, key: &str) -> (u16, Value) {
 docchat_common::backend_tests! {
     async fn compat_usage_is_booked_against_the_cost_caps(backend) {
         let model = upstream(Duration::ZERO).await;
-        let (app, _dir) = start(&backend, &model, |_| {}).await;
+        let app = start(&backend, &model, |_| {}).await;
         let (s, b) = app
             .call(
                 Method::PUT,
@@ -593,7 +585,7 @@ docchat_common::backend_tests! {
 docchat_common::backend_tests! {
     async fn the_chat_rate_limit_applies_to_compat_calls(backend) {
         let model = upstream(Duration::ZERO).await;
-        let (app, _dir) = start(&backend, &model, |c| {
+        let app = start(&backend, &model, |c| {
             c.chat_fairness_enabled = true;
             c.chat_rate_limit_per_minute = 8;
         })

@@ -10,7 +10,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::documents::upload;
-use crate::harness::{TestApp, eventually};
+use crate::harness::{Stack, eventually};
 
 /// The reply the scripted model streams, one word a token.
 pub(crate) const ANSWER: &str = "Paris is the capital of France. It lies on the Seine. The city has many bridges and museums to visit.";
@@ -72,26 +72,16 @@ pub(crate) async fn upstream(delay: Duration) -> ScriptedHttp {
     .await
 }
 
-pub(crate) fn models_file(dir: &std::path::Path, base_url: &str) -> std::path::PathBuf {
-    let path = dir.join("models.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[[models]]\nname = \"scripted\"\nprovider = \"openai\"\nbase_url = \"{base_url}/v1\"\ncontext_length = 8192\ninput_price = 1.0\noutput_price = 2.0\ndefault = true\n"
-        ),
-    )
-    .unwrap();
-    path
-}
-
+/// docchat with the `scripted` model served by `upstream`.
 pub(crate) async fn app_with(
     backend: &docchat_common::testing::Backend,
     upstream: &ScriptedHttp,
-) -> (TestApp, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = models_file(dir.path(), &upstream.base_url);
-    let app = TestApp::start_with(backend, |c| c.models_file = Some(file)).await;
-    (app, dir)
+) -> Stack {
+    Stack::builder(backend)
+        .everything()
+        .scripted_model(&upstream.base_url)
+        .start()
+        .await
 }
 
 /// The JSON lines of a streamed answer, read as they come.
@@ -135,9 +125,9 @@ impl Lines {
     }
 }
 
-pub(crate) async fn stream(app: &TestApp, key: &str, session: &str, body: Value) -> Lines {
+pub(crate) async fn stream(app: &Stack, key: &str, session: &str, body: Value) -> Lines {
     let response = app
-        .req(
+        .http(
             Method::POST,
             &format!("/api/v1/chats/{session}/completions"),
             Some(key),
@@ -154,7 +144,7 @@ pub(crate) async fn stream(app: &TestApp, key: &str, session: &str, body: Value)
     }
 }
 
-pub(crate) async fn session(app: &TestApp, key: &str, collection: Option<&str>) -> String {
+pub(crate) async fn session(app: &Stack, key: &str, collection: Option<&str>) -> String {
     let path = match collection {
         Some(c) => format!("/api/v1/chats?collection_id={c}"),
         None => "/api/v1/chats".to_owned(),
@@ -165,7 +155,7 @@ pub(crate) async fn session(app: &TestApp, key: &str, collection: Option<&str>) 
 }
 
 /// A new collection of `key`'s holding one document, ingested: its id.
-async fn collection_with(app: &TestApp, key: &str, name: &str, bytes: Vec<u8>) -> String {
+async fn collection_with(app: &Stack, key: &str, name: &str, bytes: Vec<u8>) -> String {
     let (_, col) = app
         .call(
             Method::POST,
@@ -206,7 +196,7 @@ async fn collection_with(app: &TestApp, key: &str, name: &str, bytes: Vec<u8>) -
 docchat_common::backend_tests! {
     async fn answers_are_stored_with_metadata_and_rag_cites_its_documents(backend) {
         let model = upstream(Duration::ZERO).await;
-        let (app, _dir) = app_with(&backend, &model).await;
+        let app = app_with(&backend, &model).await;
         let (_, alice) = app.user("alice").await;
         let (_, bob) = app.user("bob").await;
 
@@ -433,7 +423,7 @@ docchat_common::backend_tests! {
     async fn running_replies_pause_resume_stop_and_finish(backend) {
         let backend = &backend;
         let model = upstream(Duration::from_millis(40)).await;
-        let (app, _dir) = app_with(backend, &model).await;
+        let app = app_with(backend, &model).await;
         let (_, alice) = app.user("alice").await;
         let chat = session(&app, &alice, None).await;
         let control = |question: String, action: &'static str| {
@@ -589,18 +579,15 @@ docchat_common::backend_tests! {
 docchat_common::backend_tests! {
     async fn rag_plus_and_all_data_summarize_what_does_not_fit(backend) {
         let model = upstream(Duration::ZERO).await;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("models.toml");
         // A small context: a long document cannot fit and must be summarized.
-        std::fs::write(
-            &path,
-            format!(
+        let app = Stack::builder(&backend)
+            .everything()
+            .models(&format!(
                 "[[models]]\nname = \"small\"\nprovider = \"openai\"\nbase_url = \"{}/v1\"\ncontext_length = 1024\ndefault = true\n",
                 model.base_url
-            ),
-        )
-        .unwrap();
-        let app = TestApp::start_with(&backend, |c| c.models_file = Some(path)).await;
+            ))
+            .start()
+            .await;
         let (_, alice) = app.user("alice").await;
         let mut text = String::from("# Atlas\n\n");
         for i in 0..40 {
@@ -713,7 +700,7 @@ docchat_common::backend_tests! {
         if docchat_common::testing::model_file(docchat_common::testing::GEMMA_GGUF).is_none() {
             return;
         }
-        let app = TestApp::start_with(&backend, |c| c.llm_threads = 1).await;
+        let app = Stack::docchat_with(&backend, |c| c.llm_threads = 1).await;
         let (_, alice) = app.user("alice").await;
         let chat = session(&app, &alice, None).await;
         let mut lines = stream(
@@ -755,7 +742,7 @@ docchat_common::backend_tests! {
 }
 
 /// How many messages the session `chat` holds.
-async fn message_count(app: &TestApp, chat: &str, key: &str) -> usize {
+async fn message_count(app: &Stack, chat: &str, key: &str) -> usize {
     let (s, messages) = app
         .call(
             Method::GET,

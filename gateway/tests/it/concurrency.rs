@@ -7,9 +7,9 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::documents::upload;
-use crate::harness::{ADMIN_KEY, TestApp, eventually};
+use crate::harness::{ADMIN_KEY, Stack, eventually};
 
-async fn set_global(app: &TestApp, name: &str, value: &str) {
+async fn set_global(app: &Stack, name: &str, value: &str) {
     let (s, b) = app
         .call(
             Method::PUT,
@@ -22,7 +22,7 @@ async fn set_global(app: &TestApp, name: &str, value: &str) {
 }
 
 /// `n` collection creates of `key`, all at once: their statuses.
-async fn create_collections(app: &TestApp, key: &str, n: usize) -> Vec<u16> {
+async fn create_collections(app: &Stack, key: &str, n: usize) -> Vec<u16> {
     join_all((0..n).map(|i| async move {
         let (s, b) = app
             .call(
@@ -38,7 +38,7 @@ async fn create_collections(app: &TestApp, key: &str, n: usize) -> Vec<u16> {
     .await
 }
 
-async fn collection_count(app: &TestApp, key: &str) -> usize {
+async fn collection_count(app: &Stack, key: &str) -> usize {
     let (s, list) = app
         .call(Method::GET, "/api/v1/collections?limit=1000", key, None)
         .await;
@@ -50,7 +50,7 @@ fn count(statuses: &[u16], status: u16) -> usize {
     statuses.iter().filter(|s| **s == status).count()
 }
 
-async fn collection(app: &TestApp, key: &str) -> String {
+async fn collection(app: &Stack, key: &str) -> String {
     let (s, col) = app
         .call(
             Method::POST,
@@ -64,7 +64,7 @@ async fn collection(app: &TestApp, key: &str) -> String {
 }
 
 /// Upload ids of `n` small text files.
-async fn uploads(app: &TestApp, key: &str, n: usize) -> Vec<String> {
+async fn uploads(app: &Stack, key: &str, n: usize) -> Vec<String> {
     let mut ids = Vec::new();
     for i in 0..n {
         let text = format!("Document {i} is about topic number {i} and nothing else.");
@@ -75,7 +75,7 @@ async fn uploads(app: &TestApp, key: &str, n: usize) -> Vec<String> {
     ids
 }
 
-async fn ingest_all(app: &TestApp, key: &str, collection: &str, ids: &[String]) -> Vec<u16> {
+async fn ingest_all(app: &Stack, key: &str, collection: &str, ids: &[String]) -> Vec<u16> {
     join_all(ids.iter().map(|id| async move {
         let (s, b) = app
             .call(
@@ -91,7 +91,7 @@ async fn ingest_all(app: &TestApp, key: &str, collection: &str, ids: &[String]) 
     .await
 }
 
-async fn document_count(app: &TestApp, key: &str) -> i64 {
+async fn document_count(app: &Stack, key: &str) -> i64 {
     let (s, n) = app
         .call(Method::GET, "/api/v1/documents/count", key, None)
         .await;
@@ -103,7 +103,7 @@ docchat_common::backend_tests! {
     /// Twenty creates at once against collection_limit_per_user = 5 make exactly five
     /// collections; against collection_limit (system-wide) exactly what is left of it.
     async fn parallel_creates_stop_exactly_at_the_collection_limits(backend) {
-        let app = TestApp::start(&backend).await;
+        let app = Stack::docchat(&backend).await;
         set_global(&app, "collection_limit_per_user", "5").await;
         let (_, alice) = app.user("alice").await;
         let statuses = create_collections(&app, &alice, 20).await;
@@ -129,7 +129,7 @@ docchat_common::backend_tests! {
     /// Twenty ingestions at once against document_limit_per_user = 5 queue exactly five
     /// jobs and store exactly five documents.
     async fn parallel_ingests_stop_exactly_at_the_document_limit(backend) {
-        let app = TestApp::start(&backend).await;
+        let app = Stack::docchat(&backend).await;
         set_global(&app, "document_limit_per_user", "5").await;
         let (_, alice) = app.user("alice").await;
         let cid = collection(&app, &alice).await;
@@ -151,7 +151,7 @@ docchat_common::backend_tests! {
     /// and document deletions, all at once while ingestion workers write: every request
     /// succeeds and every write is kept.
     async fn concurrent_writers_all_succeed(backend) {
-        let app = TestApp::start(&backend).await;
+        let app = Stack::docchat(&backend).await;
         let (s, b) = app
             .call(
                 Method::POST,

@@ -7,12 +7,12 @@ use reqwest::Method;
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 
-use crate::harness::{TestApp, assert_error, eventually, read};
+use crate::harness::{Stack, assert_error, eventually, read};
 
-pub async fn upload(app: &TestApp, key: &str, name: &str, bytes: Vec<u8>) -> (u16, Value) {
+pub async fn upload(app: &Stack, key: &str, name: &str, bytes: Vec<u8>) -> (u16, Value) {
     let form = Form::new().part("file", Part::bytes(bytes).file_name(name.to_owned()));
     read(
-        app.req(Method::PUT, "/api/v1/uploads", Some(key))
+        app.http(Method::PUT, "/api/v1/uploads", Some(key))
             .multipart(form)
             .send()
             .await
@@ -25,7 +25,7 @@ const VTT: &str = "WEBVTT\n\n00:00:01.000 --> 00:00:04.500\n<v Alice Smith>Welco
 
 docchat_common::backend_tests! {
     async fn upload_ingest_and_read_documents(backend) {
-        let app = TestApp::start(&backend).await;
+        let app = Stack::docchat(&backend).await;
         let name = app.backend;
         let (_, alice) = app.user("alice").await;
         let (_, bob) = app.user("bob").await;
@@ -270,11 +270,11 @@ docchat_common::backend_tests! {
 
 docchat_common::backend_tests! {
     async fn uploads_without_a_file_or_too_large_are_refused(backend) {
-        let app = TestApp::start(&backend).await;
+        let app = Stack::docchat(&backend).await;
         let (_, key) = app.user("carol").await;
         let form = Form::new().text("not_file", "x");
         let (s, b) = read(
-            app.req(Method::PUT, "/api/v1/uploads", Some(&key))
+            app.http(Method::PUT, "/api/v1/uploads", Some(&key))
                 .multipart(form)
                 .send()
                 .await
@@ -284,7 +284,7 @@ docchat_common::backend_tests! {
         assert_error(s, &b, 400);
         assert_eq!(b["message"], "The request does not contain a file.");
         let (s, b) = read(
-            app.req(Method::PUT, "/api/v1/uploads", Some(&key))
+            app.http(Method::PUT, "/api/v1/uploads", Some(&key))
                 .header("content-type", "application/json")
                 .body("{}")
                 .send()
@@ -304,7 +304,7 @@ docchat_common::backend_tests! {
 
 docchat_common::backend_tests! {
     async fn runtime_limits_refuse_and_change_nothing(backend) {
-        let app = TestApp::start(&backend).await;
+        let app = Stack::docchat(&backend).await;
         let (uid, key) = app.user("gail").await;
         // Resolved settings are cached for config_cache_ttl_seconds: shorten it to 1 s.
         let (s, _) = app

@@ -5,13 +5,13 @@ use docchat_common::testing::Backend;
 use reqwest::Method;
 use serde_json::json;
 
-use crate::harness::{ADMIN_KEY, TestApp, assert_error, read};
+use crate::harness::{ADMIN_KEY, Stack, assert_error, read};
 
 docchat_common::backend_tests! {
     /// `offset`/`limit` of 2^63 and more, negative or not numbers: 400 with the error
     /// shape on every list endpoint (2^63 used to reach SQLite's binding and panic: a 500).
     async fn list_offsets_and_limits_are_bounded_at_the_edge(backend) {
-        let app = TestApp::start(&backend).await;
+        let app = Stack::docchat(&backend).await;
         let (_, alice) = app.user("alice").await;
         let (s, c) = app
             .call(Method::POST, "/api/v1/collections", &alice, Some(json!({"name": "c"})))
@@ -67,7 +67,7 @@ docchat_common::backend_tests! {
 /// declared or only found while reading.
 #[tokio::test]
 async fn a_json_body_over_the_limit_is_413() {
-    let app = TestApp::start_with(&Backend::sqlite(), |c| c.max_body_bytes = 1_000_000).await;
+    let app = Stack::docchat_with(&Backend::sqlite(), |c| c.max_body_bytes = 1_000_000).await;
     let (_, alice) = app.user("alice").await;
     let description = "x".repeat(1_200_000);
     let (s, b) = app
@@ -87,7 +87,7 @@ async fn a_json_body_over_the_limit_is_413() {
             .collect::<Vec<_>>(),
     );
     let response = app
-        .req(Method::POST, "/api/v1/collections", Some(&alice))
+        .http(Method::POST, "/api/v1/collections", Some(&alice))
         .header("content-type", "application/json")
         .body(reqwest::Body::wrap_stream(chunks))
         .send()
@@ -123,7 +123,7 @@ async fn a_json_body_over_the_limit_is_413() {
 /// comes back whole (it used to be refused with tonic's "decoded message length too large").
 #[tokio::test]
 async fn json_bodies_over_four_mebibytes_reach_the_services() {
-    let app = TestApp::start(&Backend::sqlite()).await;
+    let app = Stack::docchat(&Backend::sqlite()).await;
     let (_, erin) = app.user("erin").await;
     let description = "d".repeat(6 * 1024 * 1024);
     let (s, e) = app

@@ -5,21 +5,21 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::json;
 
-use crate::harness::{ADMIN_KEY, TestApp, assert_error, read};
+use crate::harness::{ADMIN_KEY, Stack, assert_error, read};
 
 docchat_common::backend_tests! {
     async fn missing_bad_and_deleted_keys_are_401_before_any_service(backend) {
-        let app = TestApp::start(&backend).await;
+        let app = Stack::docchat(&backend).await;
         for path in [
             "/api/v1/collections",
             "/rpc/health/liveness",
             "/rpc/health/readiness",
             "/api/v1/models",
         ] {
-            let (s, b) = read(app.req(Method::GET, path, None).send().await.unwrap()).await;
+            let (s, b) = read(app.http(Method::GET, path, None).send().await.unwrap()).await;
             assert_error(s, &b, 401);
             let (s, b) = read(
-                app.req(Method::GET, path, Some("sk-wrong"))
+                app.http(Method::GET, path, Some("sk-wrong"))
                     .send()
                     .await
                     .unwrap(),
@@ -28,7 +28,7 @@ docchat_common::backend_tests! {
             assert_error(s, &b, 401);
         }
         let (s, b) = read(
-            app.req(Method::GET, "/api/v1/collections", None)
+            app.http(Method::GET, "/api/v1/collections", None)
                 .header("authorization", "Basic Zm9vOmJhcg==")
                 .send()
                 .await
@@ -89,7 +89,7 @@ docchat_common::backend_tests! {
 
 docchat_common::backend_tests! {
     async fn identity_management_is_for_administrators(backend) {
-        let app = TestApp::start(&backend).await;
+        let app = Stack::docchat(&backend).await;
         let (uid, key) = app.user("dave").await;
         let (s, b) = app
             .call(
@@ -213,7 +213,7 @@ docchat_common::backend_tests! {
 
 docchat_common::backend_tests! {
     async fn runtime_settings_are_validated_and_resolved(backend) {
-        let app = TestApp::start(&backend).await;
+        let app = Stack::docchat(&backend).await;
         let (uid, key) = app.user("frank").await;
         let put = |k: &'static str, v: &'static str| json!({"string_value": v, "can_overwrite": true, "is_public": false, "k": k});
 

@@ -8,9 +8,9 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::completions::{ANSWER, app_with, session, stream, upstream};
-use crate::harness::{ADMIN_KEY, TestApp, assert_error, eventually};
+use crate::harness::{ADMIN_KEY, Stack, assert_error, eventually};
 
-async fn set(app: &TestApp, path: &str, value: &str) {
+async fn set(app: &Stack, path: &str, value: &str) {
     let (s, b) = app
         .call(
             Method::PUT,
@@ -22,7 +22,7 @@ async fn set(app: &TestApp, path: &str, value: &str) {
     assert_eq!(s, 200, "{path}: {b}");
 }
 
-async fn ask(app: &TestApp, key: &str, chat: &str, message: &str) -> (u16, Value) {
+async fn ask(app: &Stack, key: &str, chat: &str, message: &str) -> (u16, Value) {
     app.call(
         Method::POST,
         &format!("/api/v1/chats/{chat}/completions"),
@@ -35,7 +35,7 @@ async fn ask(app: &TestApp, key: &str, chat: &str, message: &str) -> (u16, Value
 docchat_common::backend_tests! {
     async fn cost_caps_refuse_once_reached_until_an_administrator_raises_them(backend) {
         let model = upstream(Duration::ZERO).await;
-        let (app, _dir) = app_with(&backend, &model).await;
+        let app = app_with(&backend, &model).await;
         // Settings reach the services at once (no cache), so the test sees edits directly.
         set(&app, "/api/v1/configurations/config_cache_ttl_seconds", "0").await;
         let (alice_id, alice) = app.user("alice").await;
@@ -154,7 +154,7 @@ docchat_common::backend_tests! {
     async fn the_concurrency_cap_holds_while_a_reply_streams(backend) {
         // Slow enough that the first reply is still streaming while the second is asked.
         let model = upstream(Duration::from_millis(40)).await;
-        let (app, _dir) = app_with(&backend, &model).await;
+        let app = app_with(&backend, &model).await;
         set(&app, "/api/v1/configurations/config_cache_ttl_seconds", "0").await;
         let (alice_id, alice) = app.user("alice").await;
         set(
@@ -196,7 +196,7 @@ docchat_common::backend_tests! {
 docchat_common::backend_tests! {
     async fn a_session_deleted_while_its_reply_streams_frees_the_slot_and_books_the_cost(backend) {
         let model = upstream(Duration::from_millis(40)).await;
-        let (app, _dir) = app_with(&backend, &model).await;
+        let app = app_with(&backend, &model).await;
         set(&app, "/api/v1/configurations/config_cache_ttl_seconds", "0").await;
         let (alice_id, alice) = app.user("alice").await;
         let user_setting = |name: &str| format!("/api/v1/users/{alice_id}/configurations/{name}");
@@ -278,14 +278,15 @@ docchat_common::backend_tests! {
 docchat_common::backend_tests! {
     async fn the_chat_rate_limit_answers_429_when_fairness_is_on(backend) {
         let model = upstream(Duration::ZERO).await;
-        let dir = tempfile::tempdir().unwrap();
-        let file = crate::completions::models_file(dir.path(), &model.base_url);
-        let app = TestApp::start_with(&backend, |c| {
-            c.models_file = Some(file);
-            c.chat_fairness_enabled = true;
-            c.chat_rate_limit_per_minute = 3;
-        })
-        .await;
+        let app = Stack::builder(&backend)
+            .everything()
+            .scripted_model(&model.base_url)
+            .configure(|c| {
+                c.chat_fairness_enabled = true;
+                c.chat_rate_limit_per_minute = 3;
+            })
+            .start()
+            .await;
         let (_, alice) = app.user("alice").await;
         let (_, bob) = app.user("bob").await;
         let chat = session(&app, &alice, None).await;

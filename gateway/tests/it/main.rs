@@ -1,5 +1,5 @@
-//! End-to-end REST tests: the gateway in standalone mode (every service in-process, real
-//! gRPC on loopback), on SQLite + in-process bus and on PostgreSQL + RabbitMQ.
+//! End-to-end REST tests: the gateway in front of every service (each its own `serve()` on real
+//! loopback gRPC, docchat_test_stack), on SQLite + in-process bus and on PostgreSQL + RabbitMQ.
 
 #![allow(
     clippy::unwrap_used,

@@ -4,7 +4,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::harness::{ADMIN_KEY, TestApp, assert_error, eventually};
+use crate::harness::{ADMIN_KEY, Stack, assert_error, eventually};
 
 const COLLECTION_FIELDS: [&str; 14] = [
     "id",
@@ -25,7 +25,7 @@ const COLLECTION_FIELDS: [&str; 14] = [
 
 docchat_common::backend_tests! {
     async fn collections_and_sessions_end_to_end(backend) {
-        let app = TestApp::start(&backend).await;
+        let app = Stack::docchat(&backend).await;
         let name = app.backend;
         let (_, alice) = app.user("alice").await;
         let (_, bob) = app.user("bob").await;
@@ -333,17 +333,17 @@ docchat_common::backend_tests! {
 docchat_common::backend_tests! {
     async fn unknown_routes_and_families_answer_the_error_shape(backend) {
         let backend = &backend;
-        let app = TestApp::start(backend).await;
+        let app = Stack::docchat(backend).await;
         // (/compat_api/v1 answers in the vendor's error shape: tests/it/compat.rs.)
         for path in ["/api/v1/no_such_thing", "/file?id=x&name=y"] {
             let (s, b) = app.call(Method::GET, path, ADMIN_KEY, None).await;
             assert_error(s, &b, 404);
             let (s, b) =
-                crate::harness::read(app.req(Method::GET, path, None).send().await.unwrap()).await;
+                crate::harness::read(app.http(Method::GET, path, None).send().await.unwrap()).await;
             assert_error(s, &b, 401);
         }
         let (s, b) = crate::harness::read(
-            app.req(Method::POST, "/api/v1/collections", Some(ADMIN_KEY))
+            app.http(Method::POST, "/api/v1/collections", Some(ADMIN_KEY))
                 .header("content-type", "application/json")
                 .body("{not json")
                 .send()
@@ -358,9 +358,9 @@ docchat_common::backend_tests! {
 
 docchat_common::backend_tests! {
     async fn api_spec_and_swagger_are_served(backend) {
-        let app = TestApp::start(&backend).await;
+        let app = Stack::docchat(&backend).await;
         let spec = app
-            .req(Method::GET, "/api-spec.yaml", None)
+            .http(Method::GET, "/api-spec.yaml", None)
             .send()
             .await
             .unwrap();
@@ -385,7 +385,7 @@ docchat_common::backend_tests! {
             );
         }
         let ui = app
-            .req(Method::GET, "/swagger-ui/", None)
+            .http(Method::GET, "/swagger-ui/", None)
             .send()
             .await
             .unwrap();

@@ -4,7 +4,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::documents::upload;
-use crate::harness::{ADMIN_KEY, TestApp, assert_error, eventually};
+use crate::harness::{ADMIN_KEY, Stack, assert_error, eventually};
 
 fn names(v: &Value) -> Vec<String> {
     let mut n: Vec<String> = v
@@ -19,7 +19,7 @@ fn names(v: &Value) -> Vec<String> {
 
 docchat_common::backend_tests! {
     async fn tags_on_documents_and_their_scopes(backend) {
-        let app = TestApp::start(&backend).await;
+        let app = Stack::docchat(&backend).await;
         let (_, alice) = app.user("alice").await;
         let (_, bob) = app.user("bob").await;
         let (_, col) = app
@@ -219,7 +219,7 @@ docchat_common::backend_tests! {
 
 docchat_common::backend_tests! {
     async fn extractors_follow_the_update_rules(backend) {
-        let app = TestApp::start(&backend).await;
+        let app = Stack::docchat(&backend).await;
         let (uid, key) = app.user("erin").await;
         let (s, e) = app
             .call(Method::POST, "/api/v1/extractors", &key, Some(json!({"name": "invoice", "description": "totals", "llm": "auto", "schema": "{\"type\": \"object\"}"})))

@@ -5,7 +5,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::documents::upload;
-use crate::harness::{TestApp, assert_error, eventually};
+use crate::harness::{Stack, assert_error, eventually};
 
 /// (name, description) of each tag, sorted by name.
 fn tags(v: &Value) -> Vec<(String, Option<String>)> {
@@ -29,7 +29,7 @@ fn tag(name: &str, description: Option<&str>) -> (String, Option<String>) {
 }
 
 /// A document of `key`'s, ingested: its id.
-async fn document(app: &TestApp, key: &str) -> String {
+async fn document(app: &Stack, key: &str) -> String {
     let (_, col) = app
         .call(
             Method::POST,
@@ -73,7 +73,7 @@ docchat_common::backend_tests! {
     /// Alice's tag names and descriptions stay hers: Bob does not see them, may use the
     /// same names for his own tags, and deleting his tag leaves hers on her document.
     async fn tags_belong_to_their_creator(backend) {
-        let app = TestApp::start(&backend).await;
+        let app = Stack::docchat(&backend).await;
         let (_, alice) = app.user("alice").await;
         let (_, bob) = app.user("bob").await;
         let doc = document(&app, &alice).await;

@@ -43,7 +43,7 @@ async fn failing_upstream() -> ScriptedHttp {
 docchat_common::backend_tests! {
     async fn upstream_failures_keep_their_status(backend) {
         let model = failing_upstream().await;
-        let (app, _dir) = app_with(&backend, &model).await;
+        let app = app_with(&backend, &model).await;
         let (_, alice) = app.user("alice").await;
         let chat = session(&app, &alice, None).await;
         for (question, want) in [

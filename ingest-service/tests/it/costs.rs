@@ -13,7 +13,7 @@ use docchat_proto::admin::v1 as admin_pb;
 use docchat_proto::admin::v1::admin_service_client::AdminServiceClient;
 use docchat_proto::ingest::v1 as pb;
 
-use crate::pipeline::Stack;
+use crate::pipeline::{Stack, stack};
 
 /// Tokens each kind of call reports: (prompt, completion). At the prices of
 /// [`models_file`] (1 and 2 per million) a call costs prompt + 2 × completion millionths.
@@ -80,7 +80,7 @@ struct Admin {
 impl Admin {
     fn of(stack: &Stack) -> Admin {
         Admin {
-            client: AdminServiceClient::new(stack.admin.channel()),
+            client: AdminServiceClient::new(stack.admin().channel()),
             keys: stack.keys.clone(),
         }
     }
@@ -199,9 +199,9 @@ async fn ingest_with_extras(
 ) -> pb::Job {
     let up = s.upload(who, name, bytes).await.unwrap();
     let job = s
-        .client
-        .clone()
+        .ingest_client()
         .ingest_upload(s.req(
+            Service::Ingest,
             who,
             pb::IngestUploadRequest {
                 upload_id: up.id,
@@ -238,7 +238,7 @@ docchat_common::backend_tests! {
         let model = upstream().await;
         let dir = tempfile::tempdir().unwrap();
         let file = models_file(dir.path(), &model.base_url);
-        let s = Stack::start(&backend, |c| {
+        let s = stack(&backend, |c| {
             c.models_file = Some(file.clone());
             c.description_interval_seconds = 3600;
         })
@@ -263,9 +263,8 @@ docchat_common::backend_tests! {
         assert_eq!(done.status, "completed", "the document itself costs nothing");
         assert_cap_errors(&done, "max_llm_cost_per_user", 2);
         let doc = s
-            .client
-            .clone()
-            .get_document(s.req(&alice, pb::DocumentRef { id: done.document_id.clone().unwrap() }))
+            .ingest_client()
+            .get_document(s.req(Service::Ingest, &alice, pb::DocumentRef { id: done.document_id.clone().unwrap() }))
             .await
             .unwrap()
             .into_inner();
@@ -286,7 +285,7 @@ docchat_common::backend_tests! {
         let model = upstream().await;
         let dir = tempfile::tempdir().unwrap();
         let file = models_file(dir.path(), &model.base_url);
-        let s = Stack::start(&backend, |c| {
+        let s = stack(&backend, |c| {
             c.models_file = Some(file.clone());
             c.description_interval_seconds = 1;
         })
@@ -307,8 +306,8 @@ docchat_common::backend_tests! {
         let job = s.ingest(&bob, &up.id, &bobs.id).await.unwrap();
         assert_eq!(s.finished(&bob, &job.id).await.status, "completed");
         let get = |who: &Caller, id: &str| {
-            let request = s.req(who, pb::CollectionRef { id: id.into() });
-            let mut c = s.client.clone();
+            let request = s.req(Service::Ingest, who, pb::CollectionRef { id: id.into() });
+            let mut c = s.ingest_client();
             async move { c.get_collection(request).await.unwrap().into_inner() }
         };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);

@@ -33,9 +33,9 @@ fn req<T>(
 docchat_common::vector_backend_tests! {
     async fn collections_are_scoped_to_their_owner(backend) {
         // ingest-service reads limits from admin-service, so both run.
-        let stack = pipeline::Stack::start(&backend, |_| {}).await;
+        let stack = pipeline::stack(&backend, |_| {}).await;
         let keys = stack.keys.clone();
-        let mut c = stack.client.clone();
+        let mut c = stack.ingest_client();
         let (alice, bob) = (user("alice", false), user("bob", false));
 
         let created = c
@@ -220,13 +220,11 @@ docchat_common::vector_backend_tests! {
     /// the host sets the server's message limits from `max_message_bytes`, as the clients do,
     /// so a body the gateway accepts is never refused with tonic's internal text.
     async fn requests_over_four_mebibytes_reach_the_service(backend) {
-        let stack = pipeline::Stack::start(&backend, |_| {}).await;
+        let stack = pipeline::stack(&backend, |_| {}).await;
         let alice = user("alice", false);
         let status = stack
-            .client
-            .clone()
-            .create_collection(stack.req(
-                &alice,
+            .ingest_client()
+            .create_collection(stack.req(Service::Ingest, &alice,
                 pb::CreateCollectionRequest {
                     name: "big".into(),
                     description: "x".repeat(5 << 20),

@@ -4,209 +4,43 @@
 
 use std::time::Duration;
 
-use docchat_common::Caller;
-use docchat_common::auth::authorized;
 use docchat_common::config::Service;
 use docchat_common::testing::{Backend, Spawned, bind, context, user};
 use docchat_proto::ingest::v1 as pb;
-use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
-use docchat_proto::ingest::v1::upload_chunk::Part;
+pub use docchat_test_stack::Stack;
 use tonic::Code;
-use tonic::transport::Channel;
 
-pub struct Stack {
-    pub ingest: Spawned,
-    pub admin: Spawned,
-    pub keys: std::sync::Arc<docchat_common::JwtKeys>,
-    pub client: IngestServiceClient<Channel>,
-    pub config: docchat_common::Config,
-    _dir: tempfile::TempDir,
+/// admin-service and ingest-service on `backend` (short job leases), configured by `tweak`.
+pub async fn stack(backend: &Backend, tweak: impl FnOnce(&mut docchat_common::Config)) -> Stack {
+    Stack::builder(backend)
+        .ingest()
+        .configure(|c| {
+            c.job_lease_seconds = 3;
+            tweak(c);
+        })
+        .start()
+        .await
 }
 
-impl Stack {
-    pub async fn start(
-        backend: &Backend,
-        tweak: impl FnOnce(&mut docchat_common::Config),
-    ) -> Stack {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = backend.config(dir.path());
-        let (admin_listener, admin_url) = bind().await;
-        let (ingest_listener, ingest_url) = bind().await;
-        config.admin_url = admin_url.clone();
-        config.ingest_url = ingest_url.clone();
-        config.job_lease_seconds = 3;
-        tweak(&mut config);
-        let ctx = context(config.clone());
-        let keys = ctx.keys.clone();
-        let admin = Spawned::start(
-            ctx.clone(),
-            admin_listener,
-            admin_url,
-            docchat_admin_service::serve,
-        )
-        .await
-        .unwrap();
-        let ingest = Spawned::start(
-            ctx,
-            ingest_listener,
-            ingest_url,
-            docchat_ingest_service::serve,
-        )
-        .await
-        .unwrap();
-        let client = IngestServiceClient::new(ingest.channel());
-        Stack {
-            ingest,
-            admin,
-            keys,
-            client,
-            config,
-            _dir: dir,
-        }
-    }
-
-    pub fn req<T>(&self, who: &Caller, msg: T) -> tonic::Request<T> {
-        authorized(&self.keys, who, Service::Ingest, msg).unwrap()
-    }
-
-    pub async fn upload(
-        &self,
-        who: &Caller,
-        name: &str,
-        bytes: &[u8],
-    ) -> Result<pb::UploadedFile, tonic::Status> {
-        let mut parts = vec![pb::UploadChunk {
-            part: Some(Part::Meta(pb::UploadMeta {
-                filename: name.into(),
-            })),
-        }];
-        for piece in bytes.chunks(4096) {
-            parts.push(pb::UploadChunk {
-                part: Some(Part::Data(piece.to_vec())),
-            });
-        }
-        let request =
-            authorized(&self.keys, who, Service::Ingest, tokio_stream::iter(parts)).unwrap();
-        self.client
-            .clone()
-            .upload(request)
-            .await
-            .map(|r| r.into_inner())
-    }
-
-    pub async fn collection(&self, who: &Caller, name: &str) -> pb::Collection {
-        self.client
-            .clone()
-            .create_collection(self.req(
-                who,
-                pb::CreateCollectionRequest {
-                    name: name.into(),
-                    description: String::new(),
-                    embedding_model: String::new(),
-                },
-            ))
-            .await
-            .unwrap()
-            .into_inner()
-    }
-
-    pub async fn ingest(
-        &self,
-        who: &Caller,
-        upload: &str,
-        collection: &str,
-    ) -> Result<pb::Job, tonic::Status> {
-        self.client
-            .clone()
-            .ingest_upload(self.req(
-                who,
-                pb::IngestUploadRequest {
-                    upload_id: upload.into(),
-                    collection_id: collection.into(),
-                    gen_doc_summaries: false,
-                    gen_doc_questions: false,
-                },
-            ))
-            .await
-            .map(|r| r.into_inner())
-    }
-
-    /// Hybrid search in one collection.
-    pub async fn search(
-        &self,
-        who: &Caller,
-        collection: &str,
-        query: &str,
-        top_k: u32,
-    ) -> Result<Vec<pb::SearchHit>, tonic::Status> {
-        let request = pb::SearchRequest {
-            collection_ids: vec![collection.to_owned()],
-            document_ids: vec![],
-            query: query.to_owned(),
-            top_k,
-        };
-        self.client
-            .clone()
-            .search(self.req(who, request))
-            .await
-            .map(|r| r.into_inner().hits)
-    }
-
-    /// Waits for a job to finish (completed, failed or canceled).
-    pub async fn finished(&self, who: &Caller, job: &str) -> pb::Job {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-        loop {
-            let j = self
-                .client
-                .clone()
-                .get_job(self.req(who, pb::JobRef { id: job.into() }))
+/// Stored chunks, and pgvector rows when that table exists.
+pub async fn stored_vectors(s: &Stack) -> (i64, Option<i64>) {
+    use sea_orm::{ConnectionTrait, Statement};
+    let db = s.database(Service::Ingest).await;
+    let count = |table: &str| {
+        let db = db.clone();
+        let sql = format!("SELECT COUNT(*) FROM {table}");
+        async move {
+            let row = db
+                .query_one(Statement::from_string(db.get_database_backend(), sql))
                 .await
-                .unwrap()
-                .into_inner();
-            if matches!(j.status.as_str(), "completed" | "failed" | "canceled") {
-                return j;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "job {job} stuck in {}",
-                j.status
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
+                .ok()??;
+            row.try_get_by_index::<i64>(0).ok()
         }
-    }
-
-    /// The ingest database, opened beside the service.
-    pub async fn ingest_db(&self) -> sea_orm::DatabaseConnection {
-        docchat_common::db::connect(&self.config.database_url_for(Service::Ingest, true))
-            .await
-            .unwrap()
-    }
-
-    /// Stored chunks, and pgvector rows when that table exists.
-    pub async fn stored_vectors(&self) -> (i64, Option<i64>) {
-        use sea_orm::{ConnectionTrait, Statement};
-        let db = self.ingest_db().await;
-        let count = |table: &str| {
-            let db = db.clone();
-            let sql = format!("SELECT COUNT(*) FROM {table}");
-            async move {
-                let row = db
-                    .query_one(Statement::from_string(db.get_database_backend(), sql))
-                    .await
-                    .ok()??;
-                row.try_get_by_index::<i64>(0).ok()
-            }
-        };
-        let chunks = count("chunks").await.unwrap();
-        let vectors = count("chunk_vectors").await;
-        db.close().await.unwrap();
-        (chunks, vectors)
-    }
-
-    pub async fn stop(self) {
-        self.ingest.stop().await.unwrap();
-        self.admin.stop().await.unwrap();
-    }
+    };
+    let chunks = count("chunks").await.unwrap();
+    let vectors = count("chunk_vectors").await;
+    db.close().await.unwrap();
+    (chunks, vectors)
 }
 
 /// Whether the MiniLM embedder was fetched; its absence fails the test in CI and is a loud
@@ -224,7 +58,7 @@ docchat_common::vector_backend_tests! {
         if !model_present() {
             return;
         }
-        let s = Stack::start(&backend, |_| {}).await;
+        let s = stack(&backend, |_| {}).await;
         let alice = user("alice", false);
         let col = s.collection(&alice, "kb").await;
         assert_eq!(col.embedding_model, "all-MiniLM-L6-v2");
@@ -246,9 +80,8 @@ docchat_common::vector_backend_tests! {
             assert!(done.document_id.is_some());
         }
         let got = s
-            .client
-            .clone()
-            .get_collection(s.req(&alice, pb::CollectionRef { id: col.id.clone() }))
+            .ingest_client()
+            .get_collection(s.req(Service::Ingest, &alice, pb::CollectionRef { id: col.id.clone() }))
             .await
             .unwrap()
             .into_inner();
@@ -260,10 +93,8 @@ docchat_common::vector_backend_tests! {
         );
 
         let docs = s
-            .client
-            .clone()
-            .list_documents(s.req(
-                &alice,
+            .ingest_client()
+            .list_documents(s.req(Service::Ingest, &alice,
                 pb::ListDocumentsRequest {
                     sort_column: "name".into(),
                     ascending: true,
@@ -297,7 +128,7 @@ docchat_common::vector_backend_tests! {
             .unwrap();
         assert_eq!(bread[0].document_name, "bread.txt");
 
-        let (chunk_rows, vector_rows) = s.stored_vectors().await;
+        let (chunk_rows, vector_rows) = stored_vectors(&s).await;
         assert!(chunk_rows > 0);
         if backend.name.starts_with("pgvector") {
             assert_eq!(
@@ -313,14 +144,12 @@ docchat_common::vector_backend_tests! {
         assert_eq!(denied.code(), Code::NotFound);
         let doc_id = docs.documents[1].id.clone();
         for status in [
-            s.client
-                .clone()
-                .get_document(s.req(&bob, pb::DocumentRef { id: doc_id.clone() }))
+            s.ingest_client()
+                .get_document(s.req(Service::Ingest, &bob, pb::DocumentRef { id: doc_id.clone() }))
                 .await
                 .unwrap_err(),
-            s.client
-                .clone()
-                .delete_document(s.req(&bob, pb::DocumentRef { id: doc_id.clone() }))
+            s.ingest_client()
+                .delete_document(s.req(Service::Ingest, &bob, pb::DocumentRef { id: doc_id.clone() }))
                 .await
                 .unwrap_err(),
         ] {
@@ -328,9 +157,8 @@ docchat_common::vector_backend_tests! {
         }
 
         // Deleting a document removes its chunks from both search paths.
-        s.client
-            .clone()
-            .delete_document(s.req(&alice, pb::DocumentRef { id: doc_id.clone() }))
+        s.ingest_client()
+            .delete_document(s.req(Service::Ingest, &alice, pb::DocumentRef { id: doc_id.clone() }))
             .await
             .unwrap();
         let after = s
@@ -342,7 +170,7 @@ docchat_common::vector_backend_tests! {
             "{}",
             backend.name
         );
-        let (chunk_rows_after, vector_rows_after) = s.stored_vectors().await;
+        let (chunk_rows_after, vector_rows_after) = stored_vectors(&s).await;
         assert!(chunk_rows_after < chunk_rows);
         if backend.name.starts_with("pgvector") {
             assert_eq!(
@@ -352,9 +180,8 @@ docchat_common::vector_backend_tests! {
             );
         }
         let got = s
-            .client
-            .clone()
-            .get_collection(s.req(&alice, pb::CollectionRef { id: col.id.clone() }))
+            .ingest_client()
+            .get_collection(s.req(Service::Ingest, &alice, pb::CollectionRef { id: col.id.clone() }))
             .await
             .unwrap()
             .into_inner();
@@ -368,7 +195,7 @@ docchat_common::vector_backend_tests! {
 
 docchat_common::vector_backend_tests! {
     async fn bad_files_fail_their_job_and_store_nothing(backend) {
-        let s = Stack::start(&backend, |_| {}).await;
+        let s = stack(&backend, |_| {}).await;
         let alice = user("alice", false);
         let col = s.collection(&alice, "kb").await;
         for (name, bytes, expect) in [
@@ -391,9 +218,8 @@ docchat_common::vector_backend_tests! {
             assert!(done.errors[0].len() <= 300 && !done.errors[0].contains('\n'));
         }
         let got = s
-            .client
-            .clone()
-            .get_collection(s.req(&alice, pb::CollectionRef { id: col.id.clone() }))
+            .ingest_client()
+            .get_collection(s.req(Service::Ingest, &alice, pb::CollectionRef { id: col.id.clone() }))
             .await
             .unwrap()
             .into_inner();
@@ -403,9 +229,8 @@ docchat_common::vector_backend_tests! {
             backend.name
         );
         let n = s
-            .client
-            .clone()
-            .count_documents(s.req(&alice, Default::default()))
+            .ingest_client()
+            .count_documents(s.req(Service::Ingest, &alice, Default::default()))
             .await
             .unwrap()
             .into_inner()
@@ -418,7 +243,7 @@ docchat_common::vector_backend_tests! {
 docchat_common::vector_backend_tests! {
     async fn uploads_and_collections_of_others_are_404_and_limits_refuse(backend) {
         let backend = &backend;
-        let s = Stack::start(backend, |c| c.max_body_bytes = 10_000).await;
+        let s = stack(backend, |c| c.max_body_bytes = 10_000).await;
         let (alice, bob) = (user("alice", false), user("bob", false));
         let col = s.collection(&alice, "kb").await;
         let up = s.upload(&alice, "a.txt", b"hello world").await.unwrap();
@@ -466,7 +291,7 @@ docchat_common::vector_backend_tests! {
             return;
         }
         // No workers at first: the job stays queued while we play the dying worker.
-        let s = Stack::start(&backend, |c| c.ingest_workers = 0).await;
+        let mut s = stack(&backend, |c| c.ingest_workers = 0).await;
         let alice = user("alice", false);
         let col = s.collection(&alice, "kb").await;
         let up = s
@@ -474,9 +299,7 @@ docchat_common::vector_backend_tests! {
             .await
             .unwrap();
         let job = s.ingest(&alice, &up.id, &col.id).await.unwrap();
-        let db = docchat_common::db::connect(&s.config.database_url_for(Service::Ingest, true))
-            .await
-            .unwrap();
+        let db = s.database(Service::Ingest).await;
         let row = docchat_ingest_service::entities::jobs::Entity::find_by_id(job.id.clone());
         use sea_orm::EntityTrait;
         let model = row.one(&db).await.unwrap().unwrap();
@@ -491,38 +314,11 @@ docchat_common::vector_backend_tests! {
             .await
             .unwrap()
         );
-        let config = s.config.clone();
-        s.ingest.stop().await.unwrap();
+        s.ingest.take().unwrap().stop().await.unwrap();
 
         // A new replica with workers picks the job up once the lease has lapsed.
-        let (listener, url) = bind().await;
-        let mut config = config;
-        config.ingest_workers = 2;
-        config.ingest_url = url.clone();
-        let ctx = context(config);
-        let ingest = Spawned::start(ctx, listener, url, docchat_ingest_service::serve)
-            .await
-            .unwrap();
-        let client = IngestServiceClient::new(ingest.channel());
-        let req = |m| authorized(&s.keys, &alice, Service::Ingest, m).unwrap();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-        let done = loop {
-            let j = client
-                .clone()
-                .get_job(req(pb::JobRef { id: job.id.clone() }))
-                .await
-                .unwrap()
-                .into_inner();
-            if j.status == "completed" || j.status == "failed" {
-                break j;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{}: job never finished",
-                backend.name
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
+        s.ingest = Some(s.replica(Service::Ingest, |c| c.ingest_workers = 2).await);
+        let done = s.finished(&alice, &job.id).await;
         assert_eq!(
             done.status, "completed",
             "{}: {:?}",
@@ -542,8 +338,7 @@ docchat_common::vector_backend_tests! {
             .await
             .unwrap();
         assert_eq!(docs.len(), 1, "{}: exactly one document", backend.name);
-        ingest.stop().await.unwrap();
-        s.admin.stop().await.unwrap();
+        s.stop().await;
     }
 }
 
@@ -578,7 +373,7 @@ docchat_common::vector_backend_tests! {
             ),
         )
         .unwrap();
-        let s = Stack::start(backend, |c| c.models_file = Some(file.clone())).await;
+        let s = stack(backend, |c| c.models_file = Some(file.clone())).await;
         let alice = user("alice", false);
         let col = s.collection(&alice, "meetings").await;
         let up = s
@@ -590,9 +385,8 @@ docchat_common::vector_backend_tests! {
         assert_eq!(done.status, "completed", "{:?}", done.errors);
         let doc = done.document_id.unwrap();
         let segments = s
-            .client
-            .clone()
-            .get_audio_timestamps(s.req(&alice, pb::DocumentRef { id: doc }))
+            .ingest_client()
+            .get_audio_timestamps(s.req(Service::Ingest, &alice, pb::DocumentRef { id: doc }))
             .await
             .unwrap()
             .into_inner()
@@ -637,7 +431,7 @@ docchat_common::vector_backend_tests! {
         )
         .unwrap();
         calls.store(0, std::sync::atomic::Ordering::SeqCst);
-        let s = Stack::start(&backend, |c| {
+        let s = stack(&backend, |c| {
             c.models_file = Some(file.clone());
             c.description_interval_seconds = 1;
         })
@@ -645,9 +439,8 @@ docchat_common::vector_backend_tests! {
         let alice = user("alice", false);
         let col = s.collection(&alice, "kb").await;
         let get = || async {
-            s.client
-                .clone()
-                .get_collection(s.req(&alice, pb::CollectionRef { id: col.id.clone() }))
+            s.ingest_client()
+                .get_collection(s.req(Service::Ingest, &alice, pb::CollectionRef { id: col.id.clone() }))
                 .await
                 .unwrap()
                 .into_inner()
@@ -706,10 +499,8 @@ docchat_common::vector_backend_tests! {
 
         // A user's description ends automatic generation.
         let c = s
-            .client
-            .clone()
-            .update_collection(s.req(
-                &alice,
+            .ingest_client()
+            .update_collection(s.req(Service::Ingest, &alice,
                 pb::UpdateCollectionRequest {
                     id: col.id.clone(),
                     name: None,
@@ -775,7 +566,7 @@ docchat_common::vector_backend_tests! {
         )
         .unwrap();
         let backend = &backend;
-        let s = Stack::start(backend, |c| c.models_file = Some(file.clone())).await;
+        let s = stack(backend, |c| c.models_file = Some(file.clone())).await;
         let alice = user("alice", false);
         let col = s.collection(&alice, "kb").await;
         let up = s
@@ -783,10 +574,8 @@ docchat_common::vector_backend_tests! {
             .await
             .unwrap();
         let job = s
-            .client
-            .clone()
-            .ingest_upload(s.req(
-                &alice,
+            .ingest_client()
+            .ingest_upload(s.req(Service::Ingest, &alice,
                 pb::IngestUploadRequest {
                     upload_id: up.id.clone(),
                     collection_id: col.id.clone(),
@@ -801,10 +590,8 @@ docchat_common::vector_backend_tests! {
         assert_eq!(done.status, "completed", "{:?}", done.errors);
         assert!(done.errors.is_empty(), "{:?}", done.errors);
         let doc = s
-            .client
-            .clone()
-            .get_document(s.req(
-                &alice,
+            .ingest_client()
+            .get_document(s.req(Service::Ingest, &alice,
                 pb::DocumentRef {
                     id: done.document_id.clone().unwrap(),
                 },
@@ -816,9 +603,7 @@ docchat_common::vector_backend_tests! {
             doc.summary.as_deref(),
             Some("Paris is France's capital; Rust prevents data races.")
         );
-        let db = docchat_common::db::connect(&s.config.database_url_for(Service::Ingest, true))
-            .await
-            .unwrap();
+        let db = s.database(Service::Ingest).await;
         use sea_orm::EntityTrait;
         let row = docchat_ingest_service::entities::documents::Entity::find_by_id(doc.id.clone())
             .one(&db)
@@ -831,17 +616,15 @@ docchat_common::vector_backend_tests! {
         s.stop().await;
 
         // Without a chat model the document is still ingested; the job says what is missing.
-        let s = Stack::start(backend, |_| {}).await;
+        let s = stack(backend, |_| {}).await;
         let col = s.collection(&alice, "kb").await;
         let up = s
             .upload(&alice, "notes.md", NOTES.as_bytes())
             .await
             .unwrap();
         let job = s
-            .client
-            .clone()
-            .ingest_upload(s.req(
-                &alice,
+            .ingest_client()
+            .ingest_upload(s.req(Service::Ingest, &alice,
                 pb::IngestUploadRequest {
                     upload_id: up.id,
                     collection_id: col.id,
@@ -863,10 +646,8 @@ docchat_common::vector_backend_tests! {
     async fn claims_respect_the_per_user_cap_and_heavy_users_queue_last(backend) {
         use docchat_ingest_service::jobs::{self, Fairness, IngestParams};
         use sea_orm::EntityTrait;
-        let s = Stack::start(&backend, |c| c.ingest_workers = 0).await;
-        let db = docchat_common::db::connect(&s.config.database_url_for(Service::Ingest, true))
-            .await
-            .unwrap();
+        let s = stack(&backend, |c| c.ingest_workers = 0).await;
+        let db = s.database(Service::Ingest).await;
         let (alice, bob) = (user("alice", false), user("bob", false));
         let col = s.collection(&alice, "kb").await;
         let fairness = Fairness {
@@ -1100,7 +881,7 @@ async fn pgvector_takes_over_earlier_vectors_and_honours_document_filters() {
         return;
     };
     // Written while vectors lived in memory only...
-    let s = Stack::start(&backend, |c| c.vector_backend = "memory".into()).await;
+    let mut s = stack(&backend, |c| c.vector_backend = "memory".into()).await;
     let alice = user("alice", false);
     let col = s.collection(&alice, "kb").await;
     let mut docs = Vec::new();
@@ -1112,32 +893,18 @@ async fn pgvector_takes_over_earlier_vectors_and_honours_document_filters() {
         docs.push(done.document_id.unwrap());
     }
     assert_eq!(
-        s.stored_vectors().await.1,
+        stored_vectors(&s).await.1,
         None,
         "memory mode makes no pgvector table"
     );
-    let config = s.config.clone();
-    s.ingest.stop().await.unwrap();
+    s.ingest.take().unwrap().stop().await.unwrap();
 
     // ...are copied into pgvector when a replica starts with it.
-    let (listener, url) = bind().await;
-    let mut config = config;
-    config.vector_backend = "pgvector".into();
-    config.ingest_url = url.clone();
-    let ingest = Spawned::start(
-        context(config),
-        listener,
-        url,
-        docchat_ingest_service::serve,
-    )
-    .await
-    .unwrap();
-    let s = Stack {
-        client: IngestServiceClient::new(ingest.channel()),
-        ingest,
-        ..s
-    };
-    let (chunk_rows, vector_rows) = s.stored_vectors().await;
+    s.ingest = Some(
+        s.replica(Service::Ingest, |c| c.vector_backend = "pgvector".into())
+            .await,
+    );
+    let (chunk_rows, vector_rows) = stored_vectors(&s).await;
     assert_eq!(vector_rows, Some(chunk_rows));
 
     let hits = s
@@ -1159,9 +926,9 @@ async fn pgvector_takes_over_earlier_vectors_and_honours_document_filters() {
     assert_eq!(semantic[0].document_name, "notes.md", "{semantic:?}");
     // A document filter keeps to that document even when another matches better.
     let only_bread = s
-        .client
-        .clone()
+        .ingest_client()
         .search(s.req(
+            Service::Ingest,
             &alice,
             pb::SearchRequest {
                 collection_ids: vec![col.id.clone()],

@@ -263,6 +263,8 @@ pub struct Spawned {
     pub url: String,
     pub shutdown: tokio_util::sync::CancellationToken,
     handle: tokio::task::JoinHandle<anyhow::Result<()>>,
+    /// One connection for every client of this service (see [`Spawned::channel`]).
+    channel: tonic::transport::Channel,
 }
 
 impl Spawned {
@@ -301,17 +303,16 @@ impl Spawned {
             tokio::time::sleep(std::time::Duration::from_millis(25)).await;
         }
         Ok(Spawned {
+            channel: crate::grpc::channel(&url)?,
             url,
             shutdown,
             handle,
         })
     }
 
+    /// A channel to the service: clones of one connection.
     pub fn channel(&self) -> tonic::transport::Channel {
-        match crate::grpc::channel(&self.url) {
-            Ok(c) => c,
-            Err(e) => panic_free_abort(&format!("channel to {}: {e}", self.url)),
-        }
+        self.channel.clone()
     }
 
     /// Cancels and waits for a clean exit.
