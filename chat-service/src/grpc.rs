@@ -96,15 +96,28 @@ fn message_pb(m: messages::Model) -> pb::Message {
 }
 
 fn reference_pb(r: message_references::Model) -> pb::Reference {
+    let message_references::Model {
+        id: _,
+        message_id: _,
+        rank: _,
+        document_id,
+        document_name,
+        collection_id,
+        chunk_id,
+        pages,
+        score,
+        content,
+        document_deleted,
+    } = r;
     pb::Reference {
-        document_id: r.document_id,
-        document_name: r.document_name,
-        chunk_id: r.chunk_id,
-        pages: r.pages.split(',').filter_map(|p| p.parse().ok()).collect(),
-        score: r.score,
-        collection_id: r.collection_id,
-        content: r.content,
-        were_references_deleted: false,
+        document_id,
+        document_name,
+        chunk_id,
+        pages: pages.split(',').filter_map(|p| p.parse().ok()).collect(),
+        score,
+        collection_id,
+        content,
+        were_references_deleted: document_deleted,
     }
 }
 

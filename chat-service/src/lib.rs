@@ -73,6 +73,17 @@ pub async fn serve(
             background.token.clone(),
         )
         .await?;
+    ctx.bus
+        .subscribe(
+            Subscription::new(
+                events::DOCUMENT_EVENTS_GROUP,
+                &[topics::INGEST_DOCUMENT_DELETED],
+            ),
+            Arc::new(events::DocumentCleanup { db: db.clone() }),
+            &background.tracker,
+            background.token.clone(),
+        )
+        .await?;
     // Every completion writes a usage.llm event: under load they go out in batches.
     let relay = OutboxRelay::new(db.clone(), ctx.bus.clone()).with_min_interval(RELAY_MIN_INTERVAL);
     background

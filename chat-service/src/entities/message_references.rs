@@ -16,6 +16,8 @@ pub struct Model {
     pub pages: String,
     pub score: f64,
     pub content: String,
+    /// The document was deleted after the reply was stored (`ingest.document.deleted`).
+    pub document_deleted: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

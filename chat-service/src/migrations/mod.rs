@@ -6,6 +6,7 @@ mod m20261121_000001_sessions;
 mod m20261122_000002_replies;
 mod m20261122_000003_active;
 mod m20261123_000004_message_indexes;
+mod m20261124_000005_reference_deleted;
 
 pub struct Migrator;
 
@@ -18,6 +19,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000002_replies::Migration),
             Box::new(m20261122_000003_active::Migration),
             Box::new(m20261123_000004_message_indexes::Migration),
+            Box::new(m20261124_000005_reference_deleted::Migration),
         ]
     }
 }

@@ -155,7 +155,7 @@ pub(crate) async fn session(app: &Stack, key: &str, collection: Option<&str>) ->
 }
 
 /// A new collection of `key`'s holding one document, ingested: its id.
-async fn collection_with(app: &Stack, key: &str, name: &str, bytes: Vec<u8>) -> String {
+pub(crate) async fn collection_with(app: &Stack, key: &str, name: &str, bytes: Vec<u8>) -> String {
     let (_, col) = app
         .call(
             Method::POST,

@@ -20,6 +20,7 @@ mod harness;
 mod identity;
 mod limits;
 mod readiness;
+mod references;
 mod slice;
 mod startup;
 mod tags_extractors;
