@@ -95,7 +95,7 @@ impl Compat {
     }
 
     async fn prepare(&self, caller: &Caller, r: pb::CompatRequest) -> ApiResult<Call> {
-        let priority = self.gate.count(caller)?;
+        let priority = self.gate.count(caller).await?;
         let admitted = self
             .gate
             .clear(caller, &r.model, |name| {

@@ -1,5 +1,6 @@
-//! Deployment-time chat fairness (SPEC.md): a per-user rate limit and priority queues in
-//! front of the model calls of this replica.
+//! Deployment-time chat fairness (SPEC.md): priority queues in front of the model calls of
+//! this replica. The per-user rate limit is shared by every replica (rate.rs); the priority
+//! is a scheduling hint of the replica that runs the request, so it stays local.
 //!
 //! A request is classified when it arrives, by what its user asked within
 //! `chat_fresh_user_window_minutes`: nothing → high priority, fewer than
@@ -14,13 +15,11 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use docchat_common::error::{ApiError, ErrorCode};
 use tokio::sync::oneshot;
 
 /// The deployment's fairness settings.
 #[derive(Debug, Clone)]
 pub struct FairnessConfig {
-    pub rate_limit_per_minute: u32,
     pub fresh_window: Duration,
     pub heavy_threshold: u32,
     pub starvation_interval: u32,
@@ -30,7 +29,6 @@ pub struct FairnessConfig {
 impl FairnessConfig {
     pub fn from_config(c: &docchat_common::Config) -> FairnessConfig {
         FairnessConfig {
-            rate_limit_per_minute: c.chat_rate_limit_per_minute,
             fresh_window: Duration::from_secs(c.chat_fresh_user_window_minutes.saturating_mul(60)),
             heavy_threshold: c.chat_heavy_user_threshold,
             starvation_interval: c.chat_fairness_starvation_interval.max(1),
@@ -58,8 +56,6 @@ impl Clock for SystemClock {
         Instant::now()
     }
 }
-
-const MINUTE: Duration = Duration::from_secs(60);
 
 struct Waiter {
     tx: oneshot::Sender<Permit>,
@@ -108,10 +104,11 @@ impl Fairness {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Counts a request of `user_id`: refused (429) above the rate limit, else its priority.
-    pub fn admit(&self, user_id: &str) -> Result<Priority, ApiError> {
+    /// Counts a request of `user_id` (the rate limit was checked before, see rate.rs): the
+    /// priority it queues with.
+    pub fn admit(&self, user_id: &str) -> Priority {
         let now = self.clock.now();
-        let keep = self.config.fresh_window.max(MINUTE);
+        let keep = self.config.fresh_window;
         let mut state = self.lock();
         let arrivals = state.arrivals.entry(user_id.to_owned()).or_default();
         while arrivals
@@ -120,33 +117,7 @@ impl Fairness {
         {
             arrivals.pop_front();
         }
-        let within = |window: Duration| {
-            arrivals
-                .iter()
-                .filter(|t| now.saturating_duration_since(**t) < window)
-                .count()
-        };
-        let last_minute = within(MINUTE);
-        let limit = self.config.rate_limit_per_minute as usize;
-        if last_minute >= limit {
-            let retry = arrivals
-                .iter()
-                .find(|t| now.saturating_duration_since(**t) < MINUTE)
-                .map(|t| {
-                    MINUTE
-                        .saturating_sub(now.saturating_duration_since(*t))
-                        .as_secs()
-                        + 1
-                })
-                .unwrap_or(60);
-            return Err(ApiError::new(
-                ErrorCode::TooManyRequests,
-                format!(
-                    "chat rate limit reached: at most {limit} requests per minute; retry in {retry} s"
-                ),
-            ));
-        }
-        let recent = within(self.config.fresh_window);
+        let recent = arrivals.len();
         arrivals.push_back(now);
         // Forget users who went quiet, so the map does not grow without bound.
         if state.arrivals.len() > 10_000 {
@@ -155,13 +126,13 @@ impl Fairness {
                     .is_some_and(|t| now.saturating_duration_since(*t) < keep)
             });
         }
-        Ok(if recent == 0 {
+        if recent == 0 {
             Priority::High
         } else if recent < self.config.heavy_threshold as usize {
             Priority::Normal
         } else {
             Priority::Low
-        })
+        }
     }
 
     /// Waits for a slot. Dropping the future gives up the place in the queue.
@@ -249,7 +220,6 @@ mod tests {
 
     fn config(slots: usize, interval: u32) -> FairnessConfig {
         FairnessConfig {
-            rate_limit_per_minute: 5,
             fresh_window: Duration::from_secs(600),
             heavy_threshold: 3,
             starvation_interval: interval,
@@ -258,32 +228,16 @@ mod tests {
     }
 
     #[test]
-    fn rate_limit_refuses_within_the_minute_then_recovers() {
-        let clock = Arc::new(FakeClock::default());
-        let gate = Fairness::new(config(1, 30), clock.clone());
-        for _ in 0..5 {
-            gate.admit("u").unwrap();
-        }
-        let e = gate.admit("u").unwrap_err();
-        assert_eq!(e.code, ErrorCode::TooManyRequests);
-        assert!(e.message.contains("5 requests per minute"), "{}", e.message);
-        // Another user is not affected.
-        gate.admit("v").unwrap();
-        clock.advance(Duration::from_secs(61));
-        gate.admit("u").unwrap();
-    }
-
-    #[test]
     fn users_are_classified_by_recent_activity() {
         let clock = Arc::new(FakeClock::default());
         let gate = Fairness::new(config(1, 30), clock.clone());
-        assert_eq!(gate.admit("u").unwrap(), Priority::High);
-        assert_eq!(gate.admit("u").unwrap(), Priority::Normal);
-        assert_eq!(gate.admit("u").unwrap(), Priority::Normal);
-        assert_eq!(gate.admit("u").unwrap(), Priority::Low);
+        assert_eq!(gate.admit("u"), Priority::High);
+        assert_eq!(gate.admit("u"), Priority::Normal);
+        assert_eq!(gate.admit("u"), Priority::Normal);
+        assert_eq!(gate.admit("u"), Priority::Low);
         // Quiet for longer than the fresh window: high again.
         clock.advance(Duration::from_secs(601));
-        assert_eq!(gate.admit("u").unwrap(), Priority::High);
+        assert_eq!(gate.admit("u"), Priority::High);
     }
 
     /// Fills the queues while one slot is held, then records the order they are served in.

@@ -13,6 +13,7 @@ use docchat_common::settings::{Resolved, SettingsClient};
 use docchat_inference::{ChatError, ChatModel, LocalOptions, ModelEntry, Registry};
 
 use crate::fairness::{Fairness, Permit, Priority};
+use crate::rate::RateLimiter;
 use crate::usage::UsageBook;
 
 /// The chat models of the registry, each ready to call (or why it is not).
@@ -64,8 +65,8 @@ pub struct ModelGate {
     models: Arc<Models>,
     settings: SettingsClient,
     costs: CostGuard,
-    /// Rate limit and priority queues, when chat fairness is on.
-    fairness: Option<Fairness>,
+    /// Priority queues and the shared rate limit, when chat fairness is on.
+    fairness: Option<(Fairness, RateLimiter)>,
     usage: UsageBook,
 }
 
@@ -75,7 +76,7 @@ impl ModelGate {
         models: Arc<Models>,
         settings: SettingsClient,
         costs: CostGuard,
-        fairness: Option<Fairness>,
+        fairness: Option<(Fairness, RateLimiter)>,
         usage: UsageBook,
     ) -> ModelGate {
         ModelGate {
@@ -95,18 +96,19 @@ impl ModelGate {
         requested: &str,
         unknown: impl FnOnce(&str) -> ApiError,
     ) -> ApiResult<(Option<Priority>, Admitted)> {
-        let priority = self.count(caller)?;
+        let priority = self.count(caller).await?;
         let admitted = self.clear(caller, requested, unknown).await?;
         Ok((priority, admitted))
     }
 
-    /// Counts a request of `caller` against chat fairness's rate limit (429 above it); the
-    /// priority its model call queues with, when fairness is on.
-    pub fn count(&self, caller: &Caller) -> ApiResult<Option<Priority>> {
-        self.fairness
-            .as_ref()
-            .map(|fairness| fairness.admit(&caller.user_id))
-            .transpose()
+    /// Counts a request of `caller` against chat fairness's rate limit, shared by every
+    /// replica (429 above it); the priority its model call queues with, when fairness is on.
+    pub async fn count(&self, caller: &Caller) -> ApiResult<Option<Priority>> {
+        let Some((fairness, rate)) = &self.fairness else {
+            return Ok(None);
+        };
+        rate.check(&caller.user_id).await?;
+        Ok(Some(fairness.admit(&caller.user_id)))
     }
 
     /// Resolves `requested` (empty or `auto`: the default model; `unknown` words the error
@@ -139,7 +141,7 @@ impl ModelGate {
     /// frees the slot.
     pub async fn slot(&self, priority: Option<Priority>) -> Option<Permit> {
         match (&self.fairness, priority) {
-            (Some(fairness), Some(priority)) => Some(fairness.acquire(priority).await),
+            (Some((fairness, _)), Some(priority)) => Some(fairness.acquire(priority).await),
             _ => None,
         }
     }

@@ -11,6 +11,7 @@ pub mod gate;
 pub mod grpc;
 pub mod limits;
 pub mod migrations;
+pub mod rate;
 pub mod replies;
 pub mod sessions;
 pub mod usage;
@@ -107,9 +108,12 @@ pub async fn serve(
     let clients = Clients::new(&ctx.config, ctx.keys.clone())?;
     let admin = clients.channel(Service::Admin).clone();
     let fairness = ctx.config.chat_fairness_enabled.then(|| {
-        fairness::Fairness::new(
-            fairness::FairnessConfig::from_config(&ctx.config),
-            Arc::new(fairness::SystemClock),
+        (
+            fairness::Fairness::new(
+                fairness::FairnessConfig::from_config(&ctx.config),
+                Arc::new(fairness::SystemClock),
+            ),
+            rate::RateLimiter::new(db.clone(), ctx.config.chat_rate_limit_per_minute),
         )
     });
     let usage = usage::UsageBook::default();

@@ -88,7 +88,7 @@ impl Completer {
         caller: &Caller,
         request: pb::CompletionRequest,
     ) -> ApiResult<mpsc::Receiver<Result<pb::CompletionEvent, Status>>> {
-        let priority = self.gate.count(caller)?;
+        let priority = self.gate.count(caller).await?;
         let job = self.prepare(caller, request, priority).await?;
         let (control, registration) = self.controls.register(&job.question.id);
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);

@@ -19,6 +19,7 @@ use docchat_test_stack::Stack;
 use tonic::Code;
 
 mod lifecycle;
+mod rate;
 
 docchat_common::backend_tests! {
     async fn sessions_link_collections_and_announce_themselves(backend) {
