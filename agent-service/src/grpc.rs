@@ -14,6 +14,7 @@ use docchat_proto::agent::v1 as pb;
 use docchat_proto::agent::v1::agent_service_server::AgentService;
 use docchat_proto::common::v1::Empty;
 use sea_orm::DatabaseConnection;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -96,6 +97,8 @@ pub struct AgentGrpc {
     /// data_dir/agent/workspaces
     pub workspaces: PathBuf,
     pub tracker: TaskTracker,
+    /// The service's shutdown: running runs stop.
+    pub shutdown: CancellationToken,
 }
 
 impl AgentGrpc {
@@ -165,11 +168,12 @@ fn enabled(engine: &Engine, name: &str) -> bool {
     }
 }
 
-fn accepted(args: &RunArgs, tools: &[String]) -> pb::RunAccepted {
+fn accepted(args: &RunArgs, tools: &[String], model: &ModelEntry) -> pb::RunAccepted {
     pb::RunAccepted {
         max_turns: args.max_turns,
         total_timeout_seconds: args.total_timeout.as_secs().min(u64::from(u32::MAX)) as u32,
         tools: tools.to_vec(),
+        model: model.name.clone(),
     }
 }
 
@@ -223,15 +227,28 @@ impl AgentService for AgentGrpc {
             .map_err(|e| ApiError::internal("creating the workspace", e))?;
         let (tx, rx) = tokio::sync::mpsc::channel::<pb::RunEvent>(64);
         let first = pb::RunEvent {
-            event: Some(pb::run_event::Event::Accepted(accepted(&args, &tools))),
+            event: Some(pb::run_event::Event::Accepted(accepted(
+                &args, &tools, &entry,
+            ))),
         };
         let _ = tx.send(first).await;
         let control = Arc::new(Control::default());
-        // Control inputs until the input closes (which stops the run, as agent.proto says).
+        // Control inputs until the input closes (which stops the run, as agent.proto says),
+        // the run ends, or the service shuts down (which stops the run: it ends, says so
+        // and its stream closes, so the server can drain).
         let reader = control.clone();
+        let shutdown = self.shutdown.clone();
         self.tracker.spawn(async move {
             loop {
-                match input.message().await {
+                let next = tokio::select! {
+                    next = input.message() => next,
+                    () = reader.stop_token().cancelled() => return,
+                    () = shutdown.cancelled() => {
+                        let _ = reader.apply("stop");
+                        return;
+                    }
+                };
+                match next {
                     Ok(Some(pb::RunInput {
                         input: Some(pb::run_input::Input::Control(word)),
                     })) => {
@@ -284,10 +301,10 @@ impl AgentService for AgentGrpc {
     ) -> Result<Response<pb::RunAccepted>, Status> {
         let caller = caller(&request)?;
         let r = request.into_inner();
-        let (args, tools, _, _) = self
+        let (args, tools, entry, _) = self
             .check(&caller, &r.model, &r.agent_args_json, r.has_collection)
             .await?;
-        Ok(Response::new(accepted(&args, &tools)))
+        Ok(Response::new(accepted(&args, &tools, &entry)))
     }
 
     async fn list_tools(&self, request: Request<Empty>) -> Result<Response<pb::ToolList>, Status> {

@@ -95,6 +95,7 @@ pub async fn serve_with(
         models: Arc::new(grpc::AgentModels::new(registry)),
         workspaces: ctx.config.data_dir.join("agent").join("workspaces"),
         tracker: background.tracker.clone(),
+        shutdown: shutdown.clone(),
     };
     Host::new(&ctx)
         .api(AgentServiceServer::new(api))

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use docchat_common::Caller;
+use docchat_common::error::ErrorCode;
 use docchat_inference::{
     ChatMessage, ChatModel, ModelEntry, Sampling, StreamEvent, ToolChoice, ToolSpec, Tools,
 };
@@ -57,21 +58,26 @@ pub struct RunRequest {
 /// How a run ended early.
 struct End {
     reason: String,
-    failed: bool,
+    /// The HTTP status of a failure's cause; None when the run did not fail.
+    failed: Option<ErrorCode>,
 }
 
 impl End {
     fn ok(reason: impl Into<String>) -> End {
         End {
             reason: reason.into(),
-            failed: false,
+            failed: None,
         }
     }
-    fn failed(reason: impl Into<String>) -> End {
+    fn failed(reason: impl Into<String>, code: ErrorCode) -> End {
         End {
             reason: reason.into(),
-            failed: true,
+            failed: Some(code),
         }
+    }
+    /// The model (or its upstream) failed.
+    fn model(e: impl std::fmt::Display) -> End {
+        End::failed(format!("the model failed: {e}"), ErrorCode::BadGateway)
     }
 }
 
@@ -168,7 +174,7 @@ impl Engine {
             }
             let last = control.finishing();
             if let Err(e) = self.budget.check(&req.caller).await {
-                break End::failed(e.message);
+                break End::failed(e.message, e.code);
             }
             turns += 1;
             let tools = if specs.is_empty() {
@@ -227,7 +233,8 @@ impl Engine {
         pb::RunFinished {
             text: st.text.clone(),
             stop_reason: end.reason,
-            failed: end.failed,
+            failed: end.failed.is_some(),
+            status: end.failed.map_or(0, |c| u32::from(c.http_status())),
             files: Vec::new(),
             files_old: Vec::new(),
             history_json: st.history.json(),
@@ -259,7 +266,7 @@ impl Engine {
         };
         let stop = st.control.stop_token().clone();
         let mut stream = tokio::select! {
-            r = req.model.stream_tools(messages, sampling, tools) => r.map_err(|e| End::failed(format!("the model failed: {e}")))?,
+            r = req.model.stream_tools(messages, sampling, tools) => r.map_err(End::model)?,
             () = stop.cancelled() => return Err(End::ok("stopped by the user")),
             () = tokio::time::sleep_until(turn_deadline) => return Err(End::ok(turn_timeout_reason(st))),
         };
@@ -277,7 +284,7 @@ impl Engine {
                         turn_text.push_str(&d);
                         st.delta(&d).await;
                     }
-                    Some(Err(e)) => break Err(End::failed(format!("the model failed: {e}"))),
+                    Some(Err(e)) => break Err(End::model(e)),
                 },
                 () = stop.cancelled() => break Err(End::ok("stopped by the user")),
                 () = tokio::time::sleep_until(turn_deadline) => break Err(End::ok(turn_timeout_reason(st))),
@@ -293,9 +300,7 @@ impl Engine {
         asker::record(&st.calls, &usage);
         self.budget.book(usage).await;
         outcome?;
-        let calls = stream
-            .take_tool_calls()
-            .map_err(|e| End::failed(format!("the model failed: {e}")))?;
+        let calls = stream.take_tool_calls().map_err(End::model)?;
         st.history.model(turn, &turn_text, &calls, stream.usage());
         Ok((turn_text, calls))
     }

@@ -10,6 +10,8 @@
 
 use docchat_common::testing::{Spawned, bind, context};
 
+mod run;
+
 docchat_common::backend_tests! {
     async fn serves_health_and_stops_cleanly(backend) {
         let dir = tempfile::tempdir().unwrap();

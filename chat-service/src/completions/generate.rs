@@ -19,7 +19,7 @@ use docchat_inference::StreamEvent;
 /// After `finish`, the reply ends at the next sentence end, or after this many bytes.
 const FINISH_GRACE_BYTES: usize = 400;
 /// The error of a reply cut short by the service's shutdown.
-fn interrupted() -> ApiError {
+pub(super) fn interrupted() -> ApiError {
     ApiError::new(
         ErrorCode::Unavailable,
         "the reply was interrupted: chat-service shut down",
@@ -54,6 +54,13 @@ impl Completer {
             }
             _ => None,
         };
+        if let Some(plan) = &job.agent {
+            let (reply, usage) = self
+                .agent_reply(&job, plan, &tx, &mut control, started)
+                .await;
+            self.finish(&job, reply, usage, started, &tx).await;
+            return;
+        }
         let prompt = tokio::select! {
             prompt = self.prompt(&job, &mut usage) => prompt,
             () = self.shutdown.cancelled() => Err(interrupted()),

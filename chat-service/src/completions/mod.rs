@@ -12,8 +12,10 @@
 //! - [`retrieval`]: the excerpts an answer reads (search, HyDE drafts, neighbours, every
 //!   chunk) and their recursive summarization;
 //! - [`prompt`]: the messages sent to the model, fitted to its context;
-//! - [`store`]: the question's and the reply's transactions, each one batch.
+//! - [`store`]: the question's and the reply's transactions, each one batch;
+//! - [`agent`]: agent completions, answered by agent-service's runs.
 
+mod agent;
 mod generate;
 mod prompt;
 mod request;
@@ -60,6 +62,8 @@ struct Job {
     history: Vec<messages::Model>,
     temperature: f32,
     max_new_tokens: u32,
+    /// Set when agent-service answers (the mode is [`RagMode::Agent`]).
+    agent: Option<agent::AgentPlan>,
 }
 
 type Events = mpsc::Sender<Result<pb::CompletionEvent, Status>>;

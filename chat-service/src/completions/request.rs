@@ -2,9 +2,11 @@
 //! [`ModelGate`](crate::gate::ModelGate), and the question stored in the caller's session.
 
 use docchat_common::Caller;
-use docchat_common::error::{ApiError, ApiResult};
+use docchat_common::error::{ApiError, ApiResult, ErrorCode};
+use docchat_proto::agent::v1::RagKind;
 use docchat_proto::chat::v1 as pb;
 
+use super::agent::AgentPlan;
 use super::store::{Question, Stored, store_question};
 use super::{Completer, Job};
 use crate::fairness::Priority;
@@ -28,12 +30,16 @@ pub enum RagMode {
     RagPlus,
     /// Every chunk of the collection, summarized recursively to fit.
     AllData,
+    /// agent-service answers (see [`super::agent`]), using the collection as the kind says.
+    Agent(RagKind),
 }
 
 impl RagMode {
-    /// SPEC.md's rag_type rules: RAG types need a collection; agent_only without use_agent
-    /// falls back to rag (or to llm_only where there is no collection, as `auto` does); the
-    /// agentic types answer a clear error until agents exist.
+    /// SPEC.md's rag_type rules: RAG types need a collection; agentic_rag, fast_agentic_rag
+    /// and rlm_rag run the agent by themselves (and need a collection too); use_agent runs
+    /// it for every other type, with the collection's search among its tools; agent_only
+    /// without use_agent falls back to rag (or to llm_only where there is no collection,
+    /// as `auto` does).
     pub fn choose(rag_type: &str, use_agent: bool, has_collection: bool) -> ApiResult<RagMode> {
         let auto = if has_collection {
             RagMode::Rag
@@ -49,31 +55,32 @@ impl RagMode {
                 )))
             }
         };
-        if use_agent {
-            return Err(agent_unavailable("use_agent"));
-        }
-        match rag_type {
+        let mode = match rag_type {
             "" | "auto" | "agent_only" => Ok(auto),
             "llm_only" => Ok(RagMode::LlmOnly),
             "rag" => needs_collection(RagMode::Rag),
             "hyde1" => needs_collection(RagMode::Hyde1),
             "hyde2" => needs_collection(RagMode::Hyde2),
-            "agentic_rag" | "fast_agentic_rag" | "rlm_rag" => {
-                Err(agent_unavailable(&format!("rag_type {rag_type}")))
-            }
             "rag+" => needs_collection(RagMode::RagPlus),
             "all_data" => needs_collection(RagMode::AllData),
+            "agentic_rag" => return needs_collection(RagMode::Agent(RagKind::Agentic)),
+            "fast_agentic_rag" => return needs_collection(RagMode::Agent(RagKind::Fast)),
+            "rlm_rag" => return needs_collection(RagMode::Agent(RagKind::Rlm)),
             other => Err(ApiError::bad_request(format!(
                 "unknown rag_type {other}: use auto, llm_only, agent_only, rag, agentic_rag, rlm_rag, fast_agentic_rag, hyde1, hyde2, rag+ or all_data"
             ))),
+        };
+        match mode {
+            // The agent runs instead, with the collection (if any) among what it may search.
+            Ok(_) if use_agent => Ok(RagMode::Agent(RagKind::None)),
+            other => other,
         }
     }
-}
 
-fn agent_unavailable(what: &str) -> ApiError {
-    ApiError::bad_request(format!(
-        "{what} runs the agent, which this server does not offer yet; use rag or llm_only"
-    ))
+    /// Whether this mode runs the agent.
+    pub fn is_agent(self) -> bool {
+        matches!(self, RagMode::Agent(_))
+    }
 }
 
 impl Completer {
@@ -137,6 +144,7 @@ impl Completer {
                 ))
             })
             .await;
+        let agent = self.agent_plan(caller, &r).await?;
         let cap = admitted
             .as_ref()
             .ok()
@@ -149,6 +157,13 @@ impl Completer {
         };
         let (stored, (mode, admitted)) = store_question(&self.db, caller, asked, |session| {
             let mode = RagMode::choose(&r.rag_type, r.use_agent, session.collection_id.is_some())?;
+            if mode.is_agent() != agent.is_some() {
+                // The session's collection changed since the run was checked.
+                return Err(ApiError::new(
+                    ErrorCode::Conflict,
+                    "the chat session changed while the question was asked; ask again",
+                ));
+            }
             Ok((mode, admitted?))
         })
         .await?;
@@ -165,7 +180,9 @@ impl Completer {
             caller: caller.clone(),
             session,
             question,
-            model_name: entry.name.clone(),
+            model_name: agent
+                .as_ref()
+                .map_or_else(|| entry.name.clone(), |(_, model)| model.clone()),
             model: admitted.model,
             context_length: entry.context_length,
             prices: (entry.input_price, entry.output_price),
@@ -173,9 +190,39 @@ impl Completer {
             history,
             temperature: temperature as f32,
             max_new_tokens,
+            agent: agent.map(|(plan, _)| plan),
         })
     }
+
+    /// For a request the agent answers: the session read, the run checked by agent-service
+    /// (400s before anything is stored), and the model it will call. None otherwise.
+    async fn agent_plan(
+        &self,
+        caller: &Caller,
+        r: &pb::CompletionRequest,
+    ) -> ApiResult<Option<(AgentPlan, String)>> {
+        if !r.use_agent && !AGENTIC_TYPES.contains(&r.rag_type.as_str()) {
+            return Ok(None);
+        }
+        let session = crate::sessions::get(&self.db, caller, &r.session_id).await?;
+        let has_collection = session.collection_id.is_some();
+        let RagMode::Agent(kind) = RagMode::choose(&r.rag_type, r.use_agent, has_collection)?
+        else {
+            return Ok(None);
+        };
+        let accepted = self
+            .check_agent(caller, &r.llm, kind, has_collection, &r.agent_args_json)
+            .await?;
+        let plan = AgentPlan {
+            kind,
+            args_json: r.agent_args_json.clone(),
+        };
+        Ok(Some((plan, accepted.model)))
+    }
 }
+
+/// The rag types that run the agent without use_agent.
+const AGENTIC_TYPES: [&str; 3] = ["agentic_rag", "fast_agentic_rag", "rlm_rag"];
 
 #[cfg(test)]
 mod tests {
@@ -210,15 +257,31 @@ mod tests {
             RagMode::choose("all_data", false, true).unwrap(),
             RagMode::AllData
         );
+        for (rag_type, agent, collection, kind) in [
+            ("agentic_rag", false, true, RagKind::Agentic),
+            ("fast_agentic_rag", false, true, RagKind::Fast),
+            ("rlm_rag", true, true, RagKind::Rlm),
+            ("agent_only", true, false, RagKind::None),
+            ("", true, false, RagKind::None),
+            ("rag", true, true, RagKind::None),
+        ] {
+            assert_eq!(
+                RagMode::choose(rag_type, agent, collection).unwrap(),
+                RagMode::Agent(kind),
+                "{rag_type}"
+            );
+        }
         for (rag_type, agent, collection) in [
             ("rag", false, false),
             ("rag+", false, false),
             ("all_data", false, false),
             ("hyde1", false, false),
-            ("agentic_rag", false, true),
-            ("rlm_rag", false, true),
-            ("rag", true, true),
+            ("agentic_rag", false, false),
+            ("fast_agentic_rag", true, false),
+            ("rlm_rag", false, false),
+            ("rag", true, false),
             ("nonsense", false, true),
+            ("nonsense", true, true),
         ] {
             let e = RagMode::choose(rag_type, agent, collection).unwrap_err();
             assert_eq!(e.code, ErrorCode::BadRequest, "{rag_type}");

@@ -32,7 +32,8 @@ impl Completer {
     pub(super) async fn prompt(&self, job: &Job, usage: &mut UsageLog) -> ApiResult<Prompt> {
         let question = job.question.content.as_str();
         let (hits, notes) = match job.mode {
-            RagMode::LlmOnly => (Vec::new(), None),
+            // The agent builds its own prompt (see super::agent); nothing to retrieve here.
+            RagMode::LlmOnly | RagMode::Agent(_) => (Vec::new(), None),
             RagMode::Rag => (self.search(job, question).await?, None),
             RagMode::Hyde1 | RagMode::Hyde2 => {
                 let draft = self.draft(job, question, &[], usage).await?;
@@ -177,7 +178,7 @@ impl Completer {
         Ok(done.text)
     }
 
-    async fn search(&self, job: &Job, query: &str) -> ApiResult<Vec<SearchHit>> {
+    pub(super) async fn search(&self, job: &Job, query: &str) -> ApiResult<Vec<SearchHit>> {
         let Some(collection_id) = job.session.collection_id.clone() else {
             return Ok(Vec::new());
         };

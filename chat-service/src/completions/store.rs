@@ -32,10 +32,13 @@ pub(super) struct UsageLog {
 }
 
 pub(super) struct Call {
-    pub(super) purpose: &'static str,
+    pub(super) purpose: String,
     pub(super) prompt_tokens: u64,
     pub(super) completion_tokens: u64,
     pub(super) cost: f64,
+    /// Already booked as `usage.llm` by the service that made it (agent-service): counted
+    /// in usage_stats, not booked again.
+    pub(super) booked: bool,
 }
 
 impl UsageLog {
@@ -48,10 +51,11 @@ impl UsageLog {
     ) {
         let cost = cost(job.prices, prompt_tokens, completion_tokens);
         self.calls.push(Call {
-            purpose,
+            purpose: purpose.to_owned(),
             prompt_tokens,
             completion_tokens,
             cost,
+            booked: false,
         });
     }
 }
@@ -64,6 +68,8 @@ pub(super) struct Reply {
     pub(super) references: Vec<SearchHit>,
     pub(super) prompt_raw: String,
     pub(super) first_token: Option<f64>,
+    /// Further metadata entries (the agent's agent_* entries).
+    pub(super) meta: Vec<(&'static str, String)>,
 }
 
 /// Time-ordered ids, so a reply sorts after its question even within one clock tick.
@@ -247,6 +253,7 @@ async fn write_reply(
     let events: Vec<_> = usage
         .calls
         .iter()
+        .filter(|call| !call.booked)
         .map(|call| {
             usage_event(&LlmUsage {
                 user_id: job.caller.user_id.clone(),
@@ -254,7 +261,7 @@ async fn write_reply(
                 prompt_tokens: call.prompt_tokens,
                 completion_tokens: call.completion_tokens,
                 cost: call.cost,
-                purpose: call.purpose.to_owned(),
+                purpose: call.purpose.clone(),
                 message_id: id.to_owned(),
                 calls: 1,
             })
@@ -353,6 +360,7 @@ fn reply_statements(
     if !reply.prompt_raw.is_empty() {
         meta.push(("prompt_raw", reply.prompt_raw.clone()));
     }
+    meta.extend(reply.meta.iter().cloned());
     batch.push(
         &message_meta::Entity::insert_many(meta.into_iter().map(|(info_type, content)| {
             message_meta::ActiveModel {

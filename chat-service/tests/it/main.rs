@@ -18,6 +18,7 @@ use docchat_proto::ingest::v1::{CollectionRef, CreateCollectionRequest};
 use docchat_test_stack::Stack;
 use tonic::Code;
 
+mod agent;
 mod lifecycle;
 mod rate;
 

@@ -26,6 +26,29 @@ pub struct LlmArgs {
     pub use_agent: Option<bool>,
     pub memory_block_id: Option<String>,
     pub memory_block_name: Option<String>,
+    /// agent_accuracy, agent_max_turns, agent_tools, agent_type, agent_total_timeout,
+    /// agent_timeout, agent_stream_files, agent_max_memory_usage and any other agent_* key:
+    /// passed to the agent, which validates them (400 on a bad value).
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub rest: serde_json::Map<String, serde_json::Value>,
+}
+
+impl LlmArgs {
+    /// The agent_* keys as one JSON object (empty when there are none).
+    fn agent_args_json(&self) -> String {
+        let agent: serde_json::Map<_, _> = self
+            .rest
+            .iter()
+            .filter(|(k, _)| k.starts_with("agent_"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if agent.is_empty() {
+            String::new()
+        } else {
+            serde_json::Value::Object(agent).to_string()
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -156,6 +179,7 @@ pub async fn get_completion(
         rag_config,
     } = body.into_inner();
     let args = llm_args.unwrap_or_default();
+    let agent_args_json = args.agent_args_json();
     let request = pb::CompletionRequest {
         session_id: path.into_inner(),
         message,
@@ -167,6 +191,7 @@ pub async fn get_completion(
         memory_block_id: args.memory_block_id,
         memory_block_name: args.memory_block_name,
         rag_type: rag_config.and_then(|r| r.rag_type).unwrap_or_default(),
+        agent_args_json,
     };
     let mut events = api.chat().complete(request).await?.into_inner();
     if stream {

@@ -10,6 +10,7 @@
 )] // test code: fail loudly; its tasks end with the test's runtime
 
 mod admin_keys;
+mod agent;
 mod api_spec;
 mod compat;
 mod completions;

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use docchat_proto::admin::v1::admin_service_client::AdminServiceClient;
+use docchat_proto::agent::v1::agent_service_client::AgentServiceClient;
 use docchat_proto::chat::v1::chat_service_client::ChatServiceClient;
 use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
 use tonic::metadata::MetadataValue;
@@ -42,10 +43,11 @@ pub type Bound = InterceptedService<Channel, CallerAuth>;
 pub type AdminClient = AdminServiceClient<Bound>;
 pub type IngestClient = IngestServiceClient<Bound>;
 pub type ChatClient = ChatServiceClient<Bound>;
+pub type AgentClient = AgentServiceClient<Bound>;
 
 /// Lazily connecting channels to every service and the keys to sign for them; cheap to
-/// clone. Hand out clients bound to one caller with [`Clients::admin`], [`Clients::ingest`]
-/// and [`Clients::chat`].
+/// clone. Hand out clients bound to one caller with [`Clients::admin`], [`Clients::ingest`],
+/// [`Clients::chat`] and [`Clients::agent`].
 #[derive(Clone)]
 pub struct Clients {
     keys: Arc<JwtKeys>,
@@ -117,6 +119,13 @@ impl Clients {
     /// chat-service on behalf of `caller`.
     pub fn chat(&self, caller: &Caller) -> ChatClient {
         ChatServiceClient::new(self.bound(caller, Service::Chat))
+            .max_decoding_message_size(self.max_message_bytes)
+            .max_encoding_message_size(self.max_message_bytes)
+    }
+
+    /// agent-service on behalf of `caller`.
+    pub fn agent(&self, caller: &Caller) -> AgentClient {
+        AgentServiceClient::new(self.bound(caller, Service::Agent))
             .max_decoding_message_size(self.max_message_bytes)
             .max_encoding_message_size(self.max_message_bytes)
     }

@@ -52,6 +52,8 @@ pub struct StackBuilder {
     dir: tempfile::TempDir,
     ingest: bool,
     chat_replicas: usize,
+    #[cfg(feature = "agent")]
+    agent: bool,
     #[cfg(feature = "gateway")]
     agent_and_scheduler: bool,
     #[cfg(feature = "gateway")]
@@ -69,6 +71,13 @@ impl StackBuilder {
     /// `chat_url` names).
     pub fn chat_replicas(mut self, n: usize) -> Self {
         self.chat_replicas = n;
+        self
+    }
+
+    /// Adds agent-service (chat-service's agent completions call it).
+    #[cfg(feature = "agent")]
+    pub fn agent(mut self) -> Self {
+        self.agent = true;
         self
     }
 
@@ -124,6 +133,8 @@ impl StackBuilder {
             dir,
             ingest,
             chat_replicas,
+            #[cfg(feature = "agent")]
+            agent,
             #[cfg(feature = "gateway")]
             agent_and_scheduler,
             #[cfg(feature = "gateway")]
@@ -136,6 +147,10 @@ impl StackBuilder {
         #[cfg(feature = "gateway")]
         if agent_and_scheduler {
             wanted.extend([Service::Agent, Service::Scheduler]);
+        }
+        #[cfg(feature = "agent")]
+        if agent && !wanted.contains(&Service::Agent) {
+            wanted.push(Service::Agent);
         }
         let mut listeners = Vec::new();
         for service in wanted {
@@ -160,7 +175,7 @@ impl StackBuilder {
             admin: None,
             ingest: None,
             chats: Vec::new(),
-            #[cfg(feature = "gateway")]
+            #[cfg(feature = "agent")]
             others: Vec::new(),
             #[cfg(feature = "gateway")]
             gateway: None,
@@ -174,7 +189,7 @@ impl StackBuilder {
             match service {
                 Service::Admin => stack.admin = Some(spawned),
                 Service::Ingest => stack.ingest = Some(spawned),
-                #[cfg(feature = "gateway")]
+                #[cfg(feature = "agent")]
                 Service::Agent | Service::Scheduler => stack.others.push(spawned),
                 other => unreachable!("{other:?} is started apart"),
             }
@@ -218,7 +233,8 @@ pub struct Stack {
     pub ingest: Option<Spawned>,
     /// The chat-service replicas of [`StackBuilder::chat_replicas`].
     pub chats: Vec<Spawned>,
-    #[cfg(feature = "gateway")]
+    /// agent- and scheduler-service, when they run.
+    #[cfg(feature = "agent")]
     others: Vec<Spawned>,
     #[cfg(feature = "gateway")]
     gateway: Option<rest::Gateway>,
@@ -236,6 +252,8 @@ impl Stack {
             dir,
             ingest: false,
             chat_replicas: 0,
+            #[cfg(feature = "agent")]
+            agent: false,
             #[cfg(feature = "gateway")]
             agent_and_scheduler: false,
             #[cfg(feature = "gateway")]
@@ -355,7 +373,7 @@ impl Stack {
         for chat in self.chats {
             chat.stop().await.unwrap();
         }
-        #[cfg(feature = "gateway")]
+        #[cfg(feature = "agent")]
         for other in self.others {
             other.stop().await.unwrap();
         }
@@ -379,7 +397,7 @@ async fn start(
         Service::Admin => Spawned::start(ctx, listener, url, docchat_admin_service::serve).await,
         Service::Ingest => Spawned::start(ctx, listener, url, docchat_ingest_service::serve).await,
         Service::Chat => Spawned::start(ctx, listener, url, docchat_chat_service::serve).await,
-        #[cfg(feature = "gateway")]
+        #[cfg(feature = "agent")]
         Service::Agent => Spawned::start(ctx, listener, url, docchat_agent_service::serve).await,
         #[cfg(feature = "gateway")]
         Service::Scheduler => {
@@ -387,7 +405,7 @@ async fn start(
         }
         #[cfg(not(feature = "gateway"))]
         other => anyhow::bail!(
-            "{}-service needs docchat-test-stack's `gateway` feature",
+            "{}-service needs docchat-test-stack's `agent` or `gateway` feature",
             other.name()
         ),
     }

@@ -1,0 +1,293 @@
+//! Agent completions: agent-service answers the question (its Run stream), chat-service
+//! keeps the conversation. The run is checked (CheckRun) before the question is stored, so
+//! a bad agent_* argument or a model that cannot call tools is a 400 that changes nothing.
+//! The agent's text streams to the client like a model's; pause, resume, stop and finish
+//! (from any replica, through [`crate::control`]) are forwarded to the run; the reply is
+//! stored with the agent's metadata, references and model calls (booked by agent-service,
+//! so counted in usage_stats and not booked again).
+
+use std::time::Instant;
+
+use docchat_common::Caller;
+use docchat_common::error::{ApiError, ApiResult, ErrorCode};
+use docchat_proto::agent::v1::{self as apb, RagKind, run_event::Event, run_input::Input};
+use docchat_proto::chat::v1 as pb;
+use docchat_proto::ingest::v1::SearchHit;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::store::{Call, Reply, UsageLog};
+use super::{Completer, Events, Job, event};
+use crate::control::State;
+
+/// How long a run may take to finish after it was told to stop at shutdown.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What the agent run of a job was accepted with.
+#[derive(Debug, Clone)]
+pub(super) struct AgentPlan {
+    pub(super) kind: RagKind,
+    /// The agent_* keys of llm_args, JSON.
+    pub(super) args_json: String,
+}
+
+impl Completer {
+    /// Asks agent-service whether this run can start; answers the model it will call.
+    pub(super) async fn check_agent(
+        &self,
+        caller: &Caller,
+        llm: &str,
+        kind: RagKind,
+        has_collection: bool,
+        args_json: &str,
+    ) -> ApiResult<apb::RunAccepted> {
+        Ok(self
+            .clients
+            .agent(caller)
+            .check_run(apb::RunCheck {
+                model: llm.to_owned(),
+                rag_kind: kind as i32,
+                has_collection,
+                agent_args_json: args_json.to_owned(),
+            })
+            .await?
+            .into_inner())
+    }
+
+    /// Runs the agent for `job`, streaming its text to `tx`; answers the reply to store and
+    /// the model calls it made.
+    pub(super) async fn agent_reply(
+        &self,
+        job: &Job,
+        plan: &AgentPlan,
+        tx: &Events,
+        control: &mut watch::Receiver<State>,
+        started: Instant,
+    ) -> (Reply, UsageLog) {
+        let mut reply = Reply::default();
+        let start = match self.run_start(job, plan).await {
+            Ok(s) => s,
+            Err(e) => {
+                reply.error = Some(e);
+                return (reply, UsageLog::default());
+            }
+        };
+        let (input, inputs) = mpsc::channel(4);
+        let _ = input
+            .send(apb::RunInput {
+                input: Some(Input::Start(start)),
+            })
+            .await;
+        let mut events = match self
+            .clients
+            .agent(&job.caller)
+            .run(ReceiverStream::new(inputs))
+            .await
+        {
+            Ok(r) => r.into_inner(),
+            Err(status) => {
+                reply.error = Some(status.into());
+                return (reply, UsageLog::default());
+            }
+        };
+        let mut client = Some(tx.clone());
+        let mut stop_by: Option<tokio::time::Instant> = None;
+        let mut controlled = true;
+        let finished = loop {
+            let deadline = stop_by.unwrap_or_else(far_future);
+            let next = tokio::select! {
+                biased;
+                () = self.shutdown.cancelled(), if stop_by.is_none() => {
+                    reply.error = Some(super::generate::interrupted());
+                    send(&input, "stop").await;
+                    stop_by = Some(tokio::time::Instant::now() + STOP_GRACE);
+                    continue;
+                }
+                () = tokio::time::sleep_until(deadline) => break None,
+                changed = control.changed(), if controlled => {
+                    if changed.is_err() {
+                        controlled = false;
+                    } else {
+                        let state = *control.borrow_and_update();
+                        send(&input, word(state)).await;
+                    }
+                    continue;
+                }
+                next = events.message() => next,
+            };
+            match next {
+                Ok(Some(apb::RunEvent {
+                    event: Some(Event::Delta(text)),
+                })) => {
+                    if reply.first_token.is_none() {
+                        reply.first_token = Some(started.elapsed().as_secs_f64());
+                    }
+                    reply.text.push_str(&text);
+                    if let Some(sender) = &client
+                        && sender
+                            .send(Ok(event(pb::completion_event::Event::Delta(text))))
+                            .await
+                            .is_err()
+                    {
+                        // The client went away: the run goes on and its reply is stored.
+                        client = None;
+                    }
+                }
+                Ok(Some(apb::RunEvent {
+                    event: Some(Event::Finished(f)),
+                })) => break Some(f),
+                Ok(Some(_)) => {}
+                Ok(None) => break None,
+                Err(status) => {
+                    if reply.error.is_none() {
+                        reply.error = Some(status.into());
+                    }
+                    break None;
+                }
+            }
+        };
+        drop(input);
+        let Some(f) = finished else {
+            if reply.error.is_none() {
+                reply.error = Some(ApiError::new(
+                    ErrorCode::Unavailable,
+                    "the agent stopped answering before it finished",
+                ));
+            }
+            return (reply, UsageLog::default());
+        };
+        let usage = UsageLog {
+            calls: f
+                .calls
+                .iter()
+                .map(|c| Call {
+                    purpose: c.purpose.clone(),
+                    prompt_tokens: c.prompt_tokens,
+                    completion_tokens: c.completion_tokens,
+                    cost: c.cost,
+                    booked: true,
+                })
+                .collect(),
+        };
+        if f.failed && reply.error.is_none() {
+            let code = u16::try_from(f.status)
+                .ok()
+                .and_then(ErrorCode::from_http)
+                .unwrap_or(ErrorCode::BadGateway);
+            reply.error = Some(ApiError::new(code, f.stop_reason.clone()));
+        }
+        reply.text = f.text;
+        reply.prompt_raw = f.prompt_raw;
+        reply.references = f.references.into_iter().map(hit).collect();
+        let files = |files: &[apb::AgentFile]| {
+            serde_json::Value::Array(
+                files
+                    .iter()
+                    .map(|file| serde_json::json!({ file.document_id.clone(): file.name }))
+                    .collect(),
+            )
+            .to_string()
+        };
+        reply.meta = vec![
+            ("agent_files", files(&f.files)),
+            ("agent_files_old", files(&f.files_old)),
+            ("agent_chat_history", f.history_json),
+            ("agent_chat_history_md", f.history_md),
+            ("agent_analysis", f.analysis),
+        ];
+        (reply, usage)
+    }
+
+    /// The run's start: the conversation, and for fast_agentic_rag the retrieved excerpts.
+    async fn run_start(&self, job: &Job, plan: &AgentPlan) -> ApiResult<apb::RunStart> {
+        let contexts = if plan.kind == RagKind::Fast {
+            self.search(job, &job.question.content)
+                .await?
+                .into_iter()
+                .map(excerpt)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(apb::RunStart {
+            session_id: job.session.id.clone(),
+            session_preview: job
+                .session
+                .name
+                .clone()
+                .unwrap_or_else(|| job.question.content.chars().take(60).collect()),
+            collection_id: job.session.collection_id.clone().unwrap_or_default(),
+            question_id: job.question.id.clone(),
+            question: job.question.content.clone(),
+            history: job
+                .history
+                .iter()
+                .filter(|m| !m.content.is_empty())
+                .map(|m| apb::HistoryMessage {
+                    role: if m.reply_to.is_some() {
+                        "assistant"
+                    } else {
+                        "user"
+                    }
+                    .into(),
+                    content: m.content.clone(),
+                })
+                .collect(),
+            model: job.model_name.clone(),
+            rag_kind: plan.kind as i32,
+            contexts,
+            temperature: f64::from(job.temperature),
+            max_new_tokens: job.max_new_tokens,
+            agent_args_json: plan.args_json.clone(),
+            system_prompt_extra: String::new(),
+        })
+    }
+}
+
+/// The control word that brings a run to `state`.
+fn word(state: State) -> &'static str {
+    match state {
+        State::Streaming => "resume",
+        State::Paused => "pause",
+        State::Stopped => "stop",
+        State::Finishing => "finish",
+    }
+}
+
+async fn send(input: &mpsc::Sender<apb::RunInput>, word: &str) {
+    // A run that already ended has closed its input: nothing to tell it.
+    let _ = input
+        .send(apb::RunInput {
+            input: Some(Input::Control(word.to_owned())),
+        })
+        .await;
+}
+
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + std::time::Duration::from_secs(365 * 24 * 3600)
+}
+
+fn excerpt(h: SearchHit) -> apb::Excerpt {
+    apb::Excerpt {
+        chunk_id: h.chunk_id,
+        document_id: h.document_id,
+        document_name: h.document_name,
+        collection_id: h.collection_id,
+        text: h.text,
+        pages: h.pages,
+        score: h.score,
+    }
+}
+
+fn hit(e: apb::Excerpt) -> SearchHit {
+    SearchHit {
+        chunk_id: e.chunk_id,
+        document_id: e.document_id,
+        document_name: e.document_name,
+        collection_id: e.collection_id,
+        text: e.text,
+        pages: e.pages,
+        score: e.score,
+        ..SearchHit::default()
+    }
+}

@@ -1,0 +1,126 @@
+//! The agent through REST: llm_args' agent_* keys reach agent-service, its answer streams
+//! as JSON lines, agentic_rag's search hits become the reply's references, its trace the
+//! reply's metadata.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use docchat_common::testing::{ScriptedCall, ScriptedHttp, ScriptedTurn, SeenRequest};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::completions::{collection_with, session, stream};
+use crate::harness::{Stack, assert_error};
+
+/// Requests offering tools get the agent's turns in order; every other model call (none
+/// expected, but ingestion may summarize) a plain answer.
+async fn agent_upstream(turns: Vec<ScriptedTurn>) -> ScriptedHttp {
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    ScriptedHttp::start_streaming(Arc::new(move |r: &SeenRequest| {
+        let body: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+        if body["tools"].is_array() {
+            let n = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            turns.get(n).or(turns.last()).unwrap().streamed()
+        } else {
+            ScriptedTurn::text("A summary.").streamed()
+        }
+    }))
+    .await
+}
+
+async fn app_with_agent(backend: &docchat_common::testing::Backend, upstream: &ScriptedHttp) -> Stack {
+    Stack::builder(backend)
+        .everything()
+        .models(&format!(
+            "[[models]]\nname = \"scripted\"\nbase_url = \"{}/v1\"\ncontext_length = 8192\ntools = true\ndefault = true\n",
+            upstream.base_url
+        ))
+        .start()
+        .await
+}
+
+docchat_common::backend_tests! {
+    async fn agentic_rag_answers_through_rest_with_references_and_its_trace(backend) {
+        let upstream = agent_upstream(vec![
+            ScriptedTurn::calls(vec![ScriptedCall::new(
+                "c1",
+                "search_documents",
+                json!({"query": "Where is the Eiffel Tower?"}),
+            )]),
+            ScriptedTurn::text("It is in Paris."),
+        ])
+        .await;
+        let app = app_with_agent(&backend, &upstream).await;
+        let (_, alice) = app.user("alice").await;
+        let (_, bob) = app.user("bob").await;
+        let cid = collection_with(
+            &app,
+            &alice,
+            "paris.txt",
+            b"The Eiffel Tower stands in Paris, on the Champ de Mars.".to_vec(),
+        )
+        .await;
+        let chat = session(&app, &alice, Some(&cid)).await;
+
+        // A bad agent_* value is a 400 that stores nothing.
+        let path = format!("/api/v1/chats/{chat}/completions");
+        let (s, e) = app
+            .call(
+                Method::POST,
+                &path,
+                &alice,
+                Some(json!({"message": "x", "llm_args": {"agent_tools": ["nope"]}, "rag_config": {"rag_type": "agentic_rag"}})),
+            )
+            .await;
+        assert_error(s, &e, 400);
+        assert!(e["message"].as_str().unwrap().contains("nope"), "{e}");
+
+        let mut lines = stream(
+            &app,
+            &alice,
+            &chat,
+            json!({"message": "Where is the Eiffel Tower?", "stream": true,
+                   "llm_args": {"agent_tools": ["search_documents"], "agent_max_turns": 4},
+                   "rag_config": {"rag_type": "agentic_rag"}}),
+        )
+        .await;
+        let first = lines.next(Duration::from_secs(10)).await.unwrap();
+        assert!(first["question_id"].is_string(), "{first}");
+        let (body, last) = lines.rest(Duration::from_secs(30)).await;
+        assert_eq!(body, "It is in Paris.", "{}", backend.name);
+        assert!(last["error"].is_null(), "{last}");
+        let reply = last["message_id"].as_str().unwrap().to_owned();
+
+        let (s, refs) = app
+            .call(Method::GET, &format!("/api/v1/messages/{reply}/references"), &alice, None)
+            .await;
+        assert_eq!(s, 200, "{refs}");
+        assert_eq!(refs[0]["document_name"], "paris.txt", "{refs}");
+        assert!(refs[0]["content"].as_str().unwrap().contains("Eiffel"), "{refs}");
+        let (s, meta) = app
+            .call(
+                Method::GET,
+                &format!("/api/v1/messages/{reply}/meta?info_type=agent_chat_history_md"),
+                &alice,
+                None,
+            )
+            .await;
+        assert_eq!(s, 200, "{meta}");
+        assert!(meta[0]["content"].as_str().unwrap().contains("search_documents"), "{meta}");
+        // The model was given the search's hits, and only the tool it was allowed.
+        let agent_calls: Vec<Value> = upstream
+            .bodies()
+            .into_iter()
+            .filter(|b| b["tools"].is_array())
+            .collect();
+        assert_eq!(agent_calls.len(), 2, "{}", backend.name);
+        assert_eq!(agent_calls[0]["tools"].as_array().unwrap().len(), 1);
+        assert!(agent_calls[1]["messages"].to_string().contains("Champ de Mars"));
+
+        let (s, e) = app
+            .call(Method::GET, &format!("/api/v1/messages/{reply}/meta?info_type=agent_chat_history"), &bob, None)
+            .await;
+        assert_error(s, &e, 404);
+        app.stop().await;
+    }
+}
