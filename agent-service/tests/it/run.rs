@@ -6,80 +6,49 @@ use std::path::Path;
 use std::time::Duration;
 
 use docchat_common::Caller;
-use docchat_common::auth::authorized;
 use docchat_common::config::Service;
-use docchat_common::grpc::ServiceContext;
-use docchat_common::testing::{
-    Backend, ScriptedCall, ScriptedHttp, ScriptedTurn, Spawned, bind, context, user,
-};
+use docchat_common::testing::{Backend, ScriptedCall, ScriptedHttp, ScriptedTurn, Spawned, user};
 use docchat_proto::admin::v1::admin_service_client::AdminServiceClient;
 use docchat_proto::admin::v1::{LlmSpendRequest, SetGlobalSettingRequest};
 use docchat_proto::agent::v1 as pb;
 use docchat_proto::agent::v1::agent_service_client::AgentServiceClient;
 use docchat_proto::agent::v1::run_event::Event;
+use docchat_test_stack::Stack;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 
-/// agent-service and admin-service on one backend, the model `scripted` (tools = true,
-/// priced) and `plain` (no tools) served by `upstream`.
-struct Stack {
-    _dir: tempfile::TempDir,
-    data_dir: std::path::PathBuf,
-    ctx: ServiceContext,
-    admin: Spawned,
+/// agent-service (a replica of its own) and admin-service on one backend, the model
+/// `scripted` (tools = true, priced) and `plain` (no tools) served by `upstream`.
+struct Agents {
+    stack: Stack,
     agent: Spawned,
+    data_dir: std::path::PathBuf,
 }
 
-impl Stack {
-    async fn start(backend: &Backend, upstream: &ScriptedHttp) -> Stack {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = backend.config(dir.path());
-        let (admin_listener, admin_url) = bind().await;
-        let (agent_listener, agent_url) = bind().await;
-        config.admin_url = admin_url.clone();
-        let models = dir.path().join("models.toml");
-        std::fs::write(
-            &models,
-            format!(
+impl Agents {
+    async fn start(backend: &Backend, upstream: &ScriptedHttp) -> Agents {
+        let stack = Stack::builder(backend)
+            .models(&format!(
                 "[[models]]\nname = \"scripted\"\nbase_url = \"{0}/v1\"\ntools = true\ndefault = true\ninput_price = 1000.0\noutput_price = 1000.0\n\n\
                  [[models]]\nname = \"plain\"\nbase_url = \"{0}/v1\"\n",
                 upstream.base_url
-            ),
-        )
-        .unwrap();
-        config.models_file = Some(models);
-        let data_dir = config.data_dir.clone();
-        let ctx = context(config);
-        let admin = Spawned::start(
-            ctx.clone(),
-            admin_listener,
-            admin_url,
-            docchat_admin_service::serve,
-        )
-        .await
-        .unwrap();
-        let agent = Spawned::start(
-            ctx.clone(),
-            agent_listener,
-            agent_url,
-            docchat_agent_service::serve,
-        )
-        .await
-        .unwrap();
-        Stack {
-            _dir: dir,
-            data_dir,
-            ctx,
-            admin,
+            ))
+            .start()
+            .await;
+        let agent = stack.replica(Service::Agent, |_| {}).await;
+        let data_dir = stack.data_dir().to_owned();
+        Agents {
+            stack,
             agent,
+            data_dir,
         }
     }
 
     fn req<T>(&self, who: &Caller, service: Service, msg: T) -> tonic::Request<T> {
-        authorized(&self.ctx.keys, who, service, msg).unwrap()
+        self.stack.req(service, who, msg)
     }
 
     fn workspace(&self, session: &str) -> std::path::PathBuf {
@@ -108,7 +77,7 @@ impl Stack {
 
     async fn stop(self) {
         self.agent.stop().await.unwrap();
-        self.admin.stop().await.unwrap();
+        self.stack.stop().await;
     }
 }
 
@@ -179,7 +148,7 @@ docchat_common::backend_tests! {
             ScriptedTurn::text("The plan has one step."),
         ])
         .await;
-        let stack = Stack::start(&backend, &upstream).await;
+        let stack = Agents::start(&backend, &upstream).await;
         let alice = user("alice", false);
         let (_tx, mut events) = stack
             .run(
@@ -246,7 +215,7 @@ docchat_common::backend_tests! {
             ScriptedTurn::text("Sorry."),
         ])
         .await;
-        let stack = Stack::start(&backend, &upstream).await;
+        let stack = Agents::start(&backend, &upstream).await;
         let alice = user("alice", false);
         let (_tx, mut events) = stack
             .run(&alice, start("s-bad", "Write", json!({"agent_tools": ["write_file"]})))
@@ -280,7 +249,7 @@ docchat_common::backend_tests! {
             ScriptedCall::new("c", "list_files", json!({})),
         ])])
         .await;
-        let stack = Stack::start(&backend, &upstream).await;
+        let stack = Agents::start(&backend, &upstream).await;
         let alice = user("alice", false);
         let (_tx, mut events) = stack
             .run(
@@ -308,7 +277,7 @@ docchat_common::backend_tests! {
         )
         .delay(Duration::from_millis(150))])
         .await;
-        let stack = Stack::start(&backend, &upstream).await;
+        let stack = Agents::start(&backend, &upstream).await;
         let alice = user("alice", false);
         let (tx, mut events) = stack
             .run(&alice, start("s-stop", "Count", json!({})))
@@ -347,7 +316,7 @@ docchat_common::backend_tests! {
         )
         .delay(Duration::from_millis(50))])
         .await;
-        let stack = Stack::start(&backend, &upstream).await;
+        let stack = Agents::start(&backend, &upstream).await;
         let alice = user("alice", false);
         // The caller keeps the run's input open, as chat-service does.
         let (_tx, mut events) = stack
@@ -361,18 +330,18 @@ docchat_common::backend_tests! {
                 other => panic!("{}: no delta: {other:?}", backend.name),
             }
         }
-        let Stack { agent, admin, .. } = stack;
+        let Agents { agent, stack, .. } = stack;
         let (stopped, (_, finished)) =
             tokio::join!(agent.stop(), events_until_finished(&mut events));
         stopped.expect("agent-service stops while a run streams");
         assert!(finished.stop_reason.contains("stopped"), "{}: {}", backend.name, finished.stop_reason);
         assert!(!finished.text.contains("w399"), "{}", backend.name);
-        admin.stop().await.unwrap();
+        stack.stop().await;
     }
 
     async fn runs_are_refused_before_the_first_event_when_they_cannot_run(backend) {
         let upstream = ScriptedHttp::chat_turns(vec![ScriptedTurn::text("never")]).await;
-        let stack = Stack::start(&backend, &upstream).await;
+        let stack = Agents::start(&backend, &upstream).await;
         let alice = user("alice", false);
         let cases = [
             ("plain", json!({}), "cannot be used by the agent"),
@@ -412,10 +381,10 @@ docchat_common::backend_tests! {
 
     async fn model_calls_are_booked_and_a_spent_cap_refuses_the_next_run(backend) {
         let upstream = ScriptedHttp::chat_turns(vec![ScriptedTurn::text("Paid answer.").usage(100, 50)]).await;
-        let stack = Stack::start(&backend, &upstream).await;
+        let stack = Agents::start(&backend, &upstream).await;
         let root = user("root", true);
         let alice = user("alice", false);
-        let mut admin = AdminServiceClient::new(stack.admin.channel());
+        let mut admin = AdminServiceClient::new(stack.stack.admin().channel());
         // 150 tokens at 1000 per million: 0.15 per call.
         admin
             .set_global_setting(stack.req(

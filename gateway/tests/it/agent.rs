@@ -28,7 +28,10 @@ async fn agent_upstream(turns: Vec<ScriptedTurn>) -> ScriptedHttp {
     .await
 }
 
-async fn app_with_agent(backend: &docchat_common::testing::Backend, upstream: &ScriptedHttp) -> Stack {
+async fn app_with_agent(
+    backend: &docchat_common::testing::Backend,
+    upstream: &ScriptedHttp,
+) -> Stack {
     Stack::builder(backend)
         .everything()
         .models(&format!(
