@@ -73,24 +73,56 @@ impl Action {
 /// The generations running on this replica, by question id.
 #[derive(Clone, Default)]
 pub struct Controls {
-    running: Arc<Mutex<HashMap<String, watch::Sender<State>>>>,
+    running: Arc<Mutex<HashMap<String, Running>>>,
+}
+
+struct Running {
+    state: watch::Sender<State>,
+    progress: Arc<Mutex<Progress>>,
+}
+
+/// A generation's text so far, and whether it changed since it was last taken.
+#[derive(Default)]
+struct Progress {
+    text: String,
+    changed: bool,
 }
 
 impl Controls {
     /// Registers a generation; dropping the guard unregisters it.
     pub fn register(&self, question_id: &str) -> (watch::Receiver<State>, Registration) {
         let (tx, rx) = watch::channel(State::Streaming);
+        let progress = Arc::new(Mutex::new(Progress::default()));
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(question_id.to_owned(), tx);
+            .insert(
+                question_id.to_owned(),
+                Running {
+                    state: tx,
+                    progress: progress.clone(),
+                },
+            );
         (
             rx,
             Registration {
                 controls: self.clone(),
                 question_id: question_id.to_owned(),
+                progress,
             },
         )
+    }
+
+    /// The text of the generations that grew since the last call, by question id.
+    pub fn take_progress(&self) -> Vec<(String, String)> {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running
+            .iter()
+            .filter_map(|(id, r)| {
+                let mut progress = r.progress.lock().unwrap_or_else(|p| p.into_inner());
+                std::mem::take(&mut progress.changed).then(|| (id.clone(), progress.text.clone()))
+            })
+            .collect()
     }
 
     /// The questions generating on this replica.
@@ -107,8 +139,8 @@ impl Controls {
     pub fn apply(&self, question_id: &str, action: Action) -> bool {
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         match running.get(question_id) {
-            Some(tx) => {
-                tx.send_modify(|state| *state = action.apply(*state));
+            Some(r) => {
+                r.state.send_modify(|state| *state = action.apply(*state));
                 true
             }
             None => false,
@@ -120,6 +152,16 @@ impl Controls {
 pub struct Registration {
     controls: Controls,
     question_id: String,
+    progress: Arc<Mutex<Progress>>,
+}
+
+impl Registration {
+    /// Adds generated text to the progress the lease renewal writes (limits.rs).
+    pub fn record(&self, text: &str) {
+        let mut progress = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        progress.text.push_str(text);
+        progress.changed = true;
+    }
 }
 
 impl Drop for Registration {
@@ -175,5 +217,21 @@ mod tests {
         assert_eq!(*rx.borrow(), State::Paused);
         drop(guard);
         assert!(!controls.apply("q", Action::Resume));
+    }
+
+    #[test]
+    fn progress_is_taken_once_per_change() {
+        let controls = Controls::default();
+        let (_rx, guard) = controls.register("q");
+        assert!(controls.take_progress().is_empty());
+        guard.record("Hello ");
+        guard.record("world");
+        assert_eq!(
+            controls.take_progress(),
+            [("q".to_owned(), "Hello world".to_owned())]
+        );
+        assert!(controls.take_progress().is_empty());
+        drop(guard);
+        assert!(controls.take_progress().is_empty());
     }
 }

@@ -22,8 +22,8 @@ use crate::compat::{ChunkStream, Compat};
 use crate::completions::Completer;
 use crate::control::Action;
 use crate::entities::{chat_sessions, message_references, messages};
-use crate::replies;
 use crate::sessions::{self, LinkedCollection};
+use crate::{limits, replies};
 
 pub struct ChatGrpc {
     pub db: DatabaseConnection,
@@ -146,6 +146,13 @@ impl ChatService for ChatGrpc {
             ))
         })?;
         replies::question(&self.db, &me, &question_id).await?;
+        // Only a reply being generated (on any replica) can be controlled.
+        if !limits::is_generating(&self.db, &question_id).await? {
+            return Err(ApiError::not_found(format!(
+                "question {question_id} is not being answered: its reply was already generated, stopped or interrupted"
+            ))
+            .into());
+        }
         // Here if this replica generates it; every other replica hears it on the bus.
         if !self.completer.controls.apply(&question_id, action) {
             let event = envelope(

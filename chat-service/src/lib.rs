@@ -12,6 +12,7 @@ pub mod grpc;
 pub mod limits;
 pub mod migrations;
 pub mod rate;
+pub mod recovery;
 pub mod replies;
 pub mod sessions;
 pub mod usage;
@@ -100,9 +101,18 @@ pub async fn serve(
             background.token.clone(),
         )
         .await?;
+    let lease = limits::lease(&ctx.config);
     background.tracker.spawn(limits::renew_leases(
         db.clone(),
         controls.clone(),
+        lease,
+        background.token.clone(),
+    ));
+    // Replies a dead replica was generating: stored as interrupted once their lease ran out.
+    background.tracker.spawn(recovery::run(
+        db.clone(),
+        controls.clone(),
+        lease,
         background.token.clone(),
     ));
     let clients = Clients::new(&ctx.config, ctx.keys.clone())?;
@@ -138,6 +148,7 @@ pub async fn serve(
         controls,
         tasks: background.tracker.clone(),
         shutdown: shutdown.clone(),
+        lease,
     };
 
     // Requests are drained first; then consumers stop and the relay publishes what is left.

@@ -4,9 +4,12 @@
 //!
 //! Claims of one user are serialized: on SQLite by chat-service's single connection (one
 //! transaction at a time, see `db::connect_serialized`), on PostgreSQL — across replicas —
-//! by a transaction-scoped advisory lock on the user. A row's lease is renewed
-//! while its generation lives on this replica ([`renew_leases`]); rows of a replica that
-//! died stop counting when their lease runs out.
+//! by a transaction-scoped advisory lock on the user. A row's lease
+//! (`chat_completion_lease_seconds`) is renewed while its generation lives on this replica
+//! ([`renew_leases`]), which also writes the reply's text so far into the row at a bounded
+//! rate; rows of a replica that died stop counting when their lease runs out, and are then
+//! recovered (recovery.rs). A question is being generated exactly while its row's lease
+//! holds ([`is_generating`]).
 
 use std::time::Duration;
 
@@ -24,13 +27,16 @@ use crate::batch::{Batch, TAG, tag, tagged};
 use crate::control::Controls;
 use crate::entities::active_completions;
 
-/// How long a claim counts without renewal.
-pub const LEASE: Duration = Duration::from_secs(60);
-/// How often a replica renews the leases of its generations.
-const RENEW_EVERY: Duration = Duration::from_secs(20);
+/// How often at most a generation's text so far is written to its row.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
-fn lease_until(at: DateTime<Utc>) -> DateTime<Utc> {
-    at + chrono::Duration::from_std(LEASE).unwrap_or(chrono::Duration::seconds(60))
+/// The lease of `chat_completion_lease_seconds`.
+pub fn lease(config: &docchat_common::Config) -> Duration {
+    Duration::from_secs(config.chat_completion_lease_seconds.max(1))
+}
+
+fn lease_until(at: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
+    at + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::seconds(60))
 }
 
 /// Adds to `batch` the claim of a slot for `question_id` by `user_id`: on PostgreSQL first
@@ -38,7 +44,13 @@ fn lease_until(at: DateTime<Utc>) -> DateTime<Utc> {
 /// tagged `running`, then the row. [`check_claim`] reads the count from the batch's rows;
 /// the batch's transaction must roll back when it refuses. `cap` None is unlimited (still
 /// recorded, so lowering the cap takes effect on what runs).
-pub fn claim(batch: &mut Batch, user_id: &str, question_id: &str, cap: Option<i64>) {
+pub fn claim(
+    batch: &mut Batch,
+    user_id: &str,
+    question_id: &str,
+    cap: Option<i64>,
+    lease: Duration,
+) {
     let at = now();
     if cap.is_some() {
         if batch.backend() == DbBackend::Postgres {
@@ -66,7 +78,8 @@ pub fn claim(batch: &mut Batch, user_id: &str, question_id: &str, cap: Option<i6
             question_id: Set(question_id.to_owned()),
             user_id: Set(user_id.to_owned()),
             started_at: Set(at),
-            lease_until: Set(lease_until(at)),
+            lease_until: Set(lease_until(at, lease)),
+            progress: Set(None),
         })
         .into_query(),
     );
@@ -112,38 +125,87 @@ pub async fn release(conn: &impl ConnectionTrait, question_id: &str) -> ApiResul
     Ok(())
 }
 
-/// Renews the leases of the generations running on this replica, and forgets rows whose
-/// lease ran out long ago, until `shutdown`.
-pub async fn renew_leases(db: DatabaseConnection, controls: Controls, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(RENEW_EVERY);
+/// Whether `question_id` is being generated (on any replica): its row's lease holds.
+pub async fn is_generating(db: &DatabaseConnection, question_id: &str) -> ApiResult<bool> {
+    Ok(
+        active_completions::Entity::find_by_id(question_id.to_owned())
+            .filter(active_completions::Column::LeaseUntil.gt(now()))
+            .one(db)
+            .await?
+            .is_some(),
+    )
+}
+
+/// Writes the text so far of the generations running on this replica that grew (at most
+/// every second), and renews all their leases every third of the lease, until `shutdown`.
+pub async fn renew_leases(
+    db: DatabaseConnection,
+    controls: Controls,
+    lease: Duration,
+    shutdown: CancellationToken,
+) {
+    let renew_every = lease / 3;
+    let mut tick = tokio::time::interval(PROGRESS_EVERY.min(renew_every));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut renewed = tokio::time::Instant::now();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        if let Err(e) = renew_once(&db, &controls).await {
-            tracing::warn!(error = %e.message, "renewing completion leases failed");
+        if let Err(e) = write_progress(&db, &controls, lease).await {
+            tracing::warn!(error = %e.message, "writing completion progress failed");
+        }
+        if renewed.elapsed() >= renew_every {
+            renewed = tokio::time::Instant::now();
+            if let Err(e) = renew_once(&db, &controls, lease).await {
+                tracing::warn!(error = %e.message, "renewing completion leases failed");
+            }
         }
     }
 }
 
-pub async fn renew_once(db: &DatabaseConnection, controls: &Controls) -> ApiResult<()> {
+/// Writes the text so far of the generations that grew since the last call (renewing
+/// their leases too).
+pub async fn write_progress(
+    db: &DatabaseConnection,
+    controls: &Controls,
+    lease: Duration,
+) -> ApiResult<()> {
+    for (question_id, text) in controls.take_progress() {
+        active_completions::Entity::update_many()
+            .col_expr(
+                active_completions::Column::Progress,
+                sea_orm::sea_query::Expr::value(text),
+            )
+            .col_expr(
+                active_completions::Column::LeaseUntil,
+                sea_orm::sea_query::Expr::value(lease_until(now(), lease)),
+            )
+            .filter(active_completions::Column::QuestionId.eq(question_id))
+            .exec(db)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Renews the leases of the generations running on this replica.
+pub async fn renew_once(
+    db: &DatabaseConnection,
+    controls: &Controls,
+    lease: Duration,
+) -> ApiResult<()> {
     let at = now();
     let running = controls.running_ids();
     for ids in running.chunks(500) {
         active_completions::Entity::update_many()
             .col_expr(
                 active_completions::Column::LeaseUntil,
-                sea_orm::sea_query::Expr::value(lease_until(at)),
+                sea_orm::sea_query::Expr::value(lease_until(at, lease)),
             )
             .filter(active_completions::Column::QuestionId.is_in(ids.iter().cloned()))
             .exec(db)
             .await?;
     }
-    active_completions::Entity::delete_many()
-        .filter(active_completions::Column::LeaseUntil.lt(at - chrono::Duration::hours(1)))
-        .exec(db)
-        .await?;
     Ok(())
 }

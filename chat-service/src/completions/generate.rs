@@ -32,7 +32,7 @@ impl Completer {
         job: Job,
         tx: Events,
         mut control: watch::Receiver<State>,
-        _registration: Registration,
+        registration: Registration,
     ) {
         let started = Instant::now();
         let mut usage = UsageLog::default();
@@ -142,6 +142,9 @@ impl Completer {
                         reply.first_token = Some(started.elapsed().as_secs_f64());
                     }
                     reply.text.push_str(&text);
+                    // Written to the question's row at a bounded rate (limits.rs), so a
+                    // replica that dies leaves it to be recovered.
+                    registration.record(&text);
                     if let Some(sender) = &client
                         && sender
                             .send(Ok(event(pb::completion_event::Event::Delta(text))))

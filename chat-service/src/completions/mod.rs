@@ -37,6 +37,7 @@ use tokio_util::task::TaskTracker;
 use tonic::Status;
 
 pub use request::{DEFAULT_MAX_NEW_TOKENS, RagMode};
+pub use store::message_id;
 
 use crate::control::Controls;
 use crate::entities::{chat_sessions, messages};
@@ -82,6 +83,8 @@ pub struct Completer {
     pub tasks: TaskTracker,
     /// The service's shutdown: a generation stops and stores what it has.
     pub shutdown: CancellationToken,
+    /// How long a generation's claim holds without renewal (`chat_completion_lease_seconds`).
+    pub lease: std::time::Duration,
 }
 
 impl Completer {

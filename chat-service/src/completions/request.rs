@@ -154,6 +154,7 @@ impl Completer {
             content: message,
             history,
             concurrency_cap: cap,
+            lease: self.lease,
         };
         let (stored, (mode, admitted)) = store_question(&self.db, caller, asked, |session| {
             let mode = RagMode::choose(&r.rag_type, r.use_agent, session.collection_id.is_some())?;

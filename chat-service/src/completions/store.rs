@@ -73,7 +73,7 @@ pub(super) struct Reply {
 }
 
 /// Time-ordered ids, so a reply sorts after its question even within one clock tick.
-pub(super) fn message_id() -> String {
+pub fn message_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
@@ -84,6 +84,8 @@ pub(super) struct Question<'a> {
     /// Whether to read the conversation history.
     pub(super) history: bool,
     pub(super) concurrency_cap: Option<i64>,
+    /// How long its claim holds without renewal.
+    pub(super) lease: std::time::Duration,
 }
 
 /// A stored question with its session and the history before it.
@@ -141,6 +143,7 @@ pub(super) async fn store_question<T>(
         &caller.user_id,
         &question.id,
         asked.concurrency_cap,
+        asked.lease,
     );
     // The writes: nothing is read back.
     batch.push(

@@ -10,6 +10,8 @@ pub struct Model {
     pub user_id: String,
     pub started_at: ChronoDateTimeUtc,
     pub lease_until: ChronoDateTimeUtc,
+    /// The reply's text so far, written at a bounded rate while it is generated.
+    pub progress: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -8,6 +8,7 @@ mod m20261122_000003_active;
 mod m20261123_000004_message_indexes;
 mod m20261124_000005_reference_deleted;
 mod m20261124_000006_rate_windows;
+mod m20261124_000007_completion_progress;
 
 pub struct Migrator;
 
@@ -22,6 +23,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000004_message_indexes::Migration),
             Box::new(m20261124_000005_reference_deleted::Migration),
             Box::new(m20261124_000006_rate_windows::Migration),
+            Box::new(m20261124_000007_completion_progress::Migration),
         ]
     }
 }

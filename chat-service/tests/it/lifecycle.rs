@@ -12,7 +12,7 @@ use docchat_test_stack::{Stack, deltas, rest};
 use serde_json::json;
 
 /// Words of every streamed answer.
-const WORDS: usize = 400;
+pub(crate) const WORDS: usize = 400;
 
 /// An upstream that streams [`WORDS`] words, one every `delay`.
 pub(crate) async fn slow_upstream(delay: Duration) -> ScriptedHttp {

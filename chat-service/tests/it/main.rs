@@ -21,6 +21,7 @@ use tonic::Code;
 mod agent;
 mod lifecycle;
 mod rate;
+mod recovery;
 
 docchat_common::backend_tests! {
     async fn sessions_link_collections_and_announce_themselves(backend) {

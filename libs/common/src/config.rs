@@ -109,6 +109,10 @@ pub struct Config {
     pub chat_fairness_starvation_interval: u32,
     /// Generations a chat-service replica runs at once while fairness is on; more queue.
     pub chat_fairness_slots: usize,
+    /// How long a reply being generated stays claimed without its replica renewing it
+    /// (renewed every third of it). A replica that dies leaves its replies to be recovered
+    /// (stored as interrupted, with what was generated) once this runs out.
+    pub chat_completion_lease_seconds: u64,
     /// How often ingest-service looks for collection descriptions to (re)generate.
     pub description_interval_seconds: u64,
     /// Where chunk vectors are searched: `auto` (pgvector when the database is PostgreSQL
@@ -157,6 +161,7 @@ impl Default for Config {
             chat_heavy_user_threshold: 100,
             chat_fairness_starvation_interval: 30,
             chat_fairness_slots: 32,
+            chat_completion_lease_seconds: 60,
             description_interval_seconds: 30,
             vector_backend: "auto".into(),
             pgvector_ef_search: 100,
@@ -208,6 +213,9 @@ impl Config {
             anyhow::bail!(
                 "DOCCHAT_CHAT_RATE_LIMIT_PER_MINUTE and DOCCHAT_CHAT_FAIRNESS_SLOTS must be at least 1"
             );
+        }
+        if !(1..=86_400).contains(&self.chat_completion_lease_seconds) {
+            anyhow::bail!("DOCCHAT_CHAT_COMPLETION_LEASE_SECONDS must be between 1 and 86400");
         }
         if self.chat_fairness_starvation_interval == 0 {
             anyhow::bail!("DOCCHAT_CHAT_FAIRNESS_STARVATION_INTERVAL must be at least 1");

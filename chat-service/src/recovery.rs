@@ -1,0 +1,137 @@
+//! Replies whose replica died while generating them (kill -9, a lost node): their
+//! `active_completions` row stays behind with the text written so far (limits.rs writes it
+//! at a bounded rate) and a lease nobody renews. At start and then every half lease, each
+//! replica claims such rows and stores their reply as interrupted, with what had been
+//! generated, the way a reply cut short by shutdown is stored (an error saying so).
+//!
+//! The claim is the row's conditional delete (`lease_until` still past) in the transaction
+//! that stores the reply: on PostgreSQL a second replica's delete waits for the first's
+//! commit and then finds nothing; SQLite runs one writer at a time. So a reply is recovered
+//! once. The model calls of a recovered reply are not booked: their usage died with the
+//! replica.
+
+use std::time::Duration;
+
+use docchat_common::error::ApiResult;
+use docchat_common::time::now;
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    TransactionTrait,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::control::Controls;
+use crate::entities::{active_completions, chat_sessions, messages};
+
+/// The error stored with a recovered reply.
+pub const INTERRUPTED: &str =
+    "the reply was interrupted: the chat-service replica generating it stopped";
+/// Rows recovered in one pass at most.
+const BATCH: u64 = 100;
+
+/// Recovers replies of dead replicas at start and every half `lease`, until `shutdown`.
+pub async fn run(
+    db: DatabaseConnection,
+    controls: Controls,
+    lease: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval((lease / 2).max(Duration::from_millis(500)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match recover_once(&db, &controls).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(replies = n, "recovered interrupted replies"),
+            Err(e) => tracing::warn!(error = %e.message, "recovering interrupted replies failed"),
+        }
+    }
+}
+
+/// One pass: the replies recovered.
+pub async fn recover_once(db: &DatabaseConnection, controls: &Controls) -> ApiResult<usize> {
+    let expired = active_completions::Entity::find()
+        .filter(active_completions::Column::LeaseUntil.lt(now()))
+        .order_by_asc(active_completions::Column::LeaseUntil)
+        .limit(BATCH)
+        .all(db)
+        .await?;
+    let running = controls.running_ids();
+    let mut recovered = 0;
+    for row in expired {
+        // Still generating here (its renewal is late): not dead.
+        if running.contains(&row.question_id) {
+            continue;
+        }
+        if recover(db, row).await? {
+            recovered += 1;
+        }
+    }
+    Ok(recovered)
+}
+
+/// Claims `row` and stores its reply as interrupted; false when another replica claimed it
+/// first, its lease was renewed, or its question is gone (deleted with its session).
+async fn recover(db: &DatabaseConnection, row: active_completions::Model) -> ApiResult<bool> {
+    let at = now();
+    let txn = db.begin().await?;
+    let claimed = active_completions::Entity::delete_many()
+        .filter(active_completions::Column::QuestionId.eq(row.question_id.clone()))
+        .filter(active_completions::Column::LeaseUntil.lt(at))
+        .exec(&txn)
+        .await?
+        .rows_affected;
+    if claimed == 0 {
+        return Ok(false);
+    }
+    let question = messages::Entity::find_by_id(row.question_id.clone())
+        .one(&txn)
+        .await?;
+    let answered = messages::Entity::find()
+        .filter(messages::Column::ReplyTo.eq(row.question_id.clone()))
+        .select_only()
+        .column(messages::Column::Id)
+        .into_tuple::<String>()
+        .one(&txn)
+        .await?
+        .is_some();
+    let Some(question) = question.filter(|_| !answered) else {
+        txn.commit().await?;
+        return Ok(false);
+    };
+    let text = row.progress.unwrap_or_default();
+    messages::Entity::insert(messages::ActiveModel {
+        id: Set(crate::completions::message_id()),
+        session_id: Set(question.session_id.clone()),
+        owner_id: Set(question.owner_id.clone()),
+        username: Set(question.username.clone()),
+        content: Set(text.clone()),
+        reply_to: Set(Some(question.id.clone())),
+        votes: Set(0),
+        has_references: Set(false),
+        total_references: Set(0),
+        error: Set(Some(INTERRUPTED.to_owned())),
+        created_at: Set(at),
+    })
+    .exec_without_returning(&txn)
+    .await?;
+    let mut touch = chat_sessions::Entity::update_many()
+        .col_expr(chat_sessions::Column::UpdatedAt, Expr::value(at));
+    if !text.is_empty() {
+        touch = touch.col_expr(
+            chat_sessions::Column::LatestMessageContent,
+            Expr::value(text),
+        );
+    }
+    touch
+        .filter(chat_sessions::Column::Id.eq(question.session_id.clone()))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    tracing::info!(question = %question.id, "stored the interrupted reply of a dead replica");
+    Ok(true)
+}

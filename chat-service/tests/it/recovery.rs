@@ -1,0 +1,181 @@
+//! A replica killed while it streams a reply (kill -9: nothing of it runs after): another
+//! replica stores the reply as interrupted, with what had been generated, once the dead
+//! one's lease runs out; control calls on the question then answer 404.
+
+use std::time::Duration;
+
+use docchat_common::config::Service;
+use docchat_common::testing::context;
+use docchat_proto::chat::v1 as pb;
+use docchat_test_stack::{Stack, deltas};
+use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use tokio_util::sync::CancellationToken;
+use tonic::Code;
+
+use crate::lifecycle::{WORDS, slow_upstream};
+
+/// A chat-service replica on a runtime of its own, with its own bus connection: `kill`
+/// drops the runtime, so no shutdown path of it runs — as after kill -9.
+struct Doomed {
+    runtime: Option<tokio::runtime::Runtime>,
+    url: String,
+}
+
+impl Drop for Doomed {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl Doomed {
+    async fn start(stack: &Stack) -> Doomed {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let config = stack.config.clone();
+        runtime.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            docchat_chat_service::serve(context(config), listener, CancellationToken::new()).await
+        });
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while !docchat_common::grpc::check_health(docchat_common::grpc::channel(&url).unwrap())
+            .await
+        {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the replica did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        Doomed {
+            runtime: Some(runtime),
+            url,
+        }
+    }
+
+    fn kill(self) {
+        drop(self);
+    }
+}
+
+/// Rows of `sql` (one text column `v`) in the chat database.
+async fn texts(stack: &Stack, sql: &str, question: &str) -> Vec<Option<String>> {
+    let db = stack.database(Service::Chat).await;
+    let backend = db.get_database_backend();
+    let sql = match backend {
+        DbBackend::Postgres => sql.replace('?', "$1"),
+        _ => sql.to_owned(),
+    };
+    let rows = db
+        .query_all(Statement::from_sql_and_values(
+            backend,
+            sql,
+            [question.into()],
+        ))
+        .await
+        .unwrap();
+    let values = rows
+        .iter()
+        .map(|r| r.try_get::<Option<String>>("", "v").unwrap())
+        .collect();
+    db.close().await.unwrap();
+    values
+}
+
+fn script() -> String {
+    (0..WORDS).map(|i| format!("w{i} ")).collect()
+}
+
+docchat_common::backend_tests! {
+    async fn a_killed_replicas_reply_is_recovered_as_interrupted(backend) {
+        let upstream = slow_upstream(Duration::from_millis(25)).await;
+        let stack = Stack::builder(&backend)
+            .scripted_model(&upstream.base_url)
+            .configure(|c| c.chat_completion_lease_seconds = 2)
+            .start()
+            .await;
+        let doomed = Doomed::start(&stack).await;
+        let alice = docchat_common::testing::user("alice", false);
+        let mut chat = client_at(&doomed.url);
+        let session = chat
+            .create_session(stack.req(Service::Chat, &alice, pb::CreateSessionRequest::default()))
+            .await
+            .unwrap()
+            .into_inner()
+            .id;
+        let mut events = chat
+            .complete(stack.req(
+                Service::Chat,
+                &alice,
+                pb::CompletionRequest {
+                    session_id: session.clone(),
+                    message: "Tell me everything".into(),
+                    ..Default::default()
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        let question = match events.message().await.unwrap().and_then(|e| e.event) {
+            Some(pb::completion_event::Event::QuestionId(id)) => id,
+            other => panic!("the question id comes first, not {other:?}"),
+        };
+        // About two seconds of streaming: the progress was written at least once.
+        let received = deltas(&mut events, 80).await;
+        assert!(script().starts_with(&received));
+        doomed.kill();
+        drop(events);
+
+        // Nothing stored the reply on the way down; the row holds the text so far.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let replies = texts(&stack, "SELECT content AS v FROM messages WHERE reply_to = ?", &question).await;
+        assert!(replies.is_empty(), "{}: no shutdown path ran: {replies:?}", backend.name);
+        let progress = texts(&stack, "SELECT progress AS v FROM active_completions WHERE question_id = ?", &question).await;
+        let progress = progress.first().cloned().flatten().unwrap_or_default();
+        assert!(!progress.is_empty() && script().starts_with(&progress), "{progress:?}");
+
+        // Another replica on the same database recovers it once the lease runs out.
+        let survivor = stack.replica(Service::Chat, |_| {}).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        let reply = loop {
+            let messages = stack.messages(&survivor, &alice, &session).await;
+            if let Some(reply) = messages.iter().find(|m| m.reply_to.as_deref() == Some(question.as_str())) {
+                break reply.clone();
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{}: the reply was never recovered", backend.name);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert!(reply.error.as_deref().unwrap_or_default().contains("interrupted"), "{reply:?}");
+        let words = reply.content.split_whitespace().count();
+        assert!(
+            reply.content.starts_with("w0 w1 ") && script().starts_with(&reply.content) && words < WORDS,
+            "{}: the generated prefix is kept: {:?}",
+            backend.name,
+            reply.content
+        );
+        assert!(words >= 10, "progress was written while streaming: {words} words");
+        assert_eq!(stack.messages(&survivor, &alice, &session).await.len(), 2, "recovered once");
+
+        // The question is not being generated any more: control calls answer 404.
+        for action in ["stop", "pause", "resume", "finish"] {
+            let refused = stack
+                .control(&survivor, &alice, &question, action)
+                .await
+                .expect_err("no reply is being generated");
+            assert_eq!(refused.code(), Code::NotFound, "{action}: {refused:?}");
+        }
+        survivor.stop().await.unwrap();
+        stack.stop().await;
+    }
+}
+
+fn client_at(url: &str) -> pb::chat_service_client::ChatServiceClient<tonic::transport::Channel> {
+    pb::chat_service_client::ChatServiceClient::new(docchat_common::grpc::channel(url).unwrap())
+}
