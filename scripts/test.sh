@@ -15,6 +15,8 @@ step() { printf '\n==> %s\n' "$*"; }
 
 step "backends"
 scripts/ensure-services.sh
+# The agent's code sandbox (bubblewrap): its containment tests fail in CI without it.
+scripts/sandbox-runtime.sh
 export DOCCHAT_TEST_DATABASE_URL="${DOCCHAT_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 export DOCCHAT_TEST_AMQP_URL="${DOCCHAT_TEST_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}"
 # Debian's PostgreSQL has no pgvector: ingest-service's suites use a second server with it.

@@ -164,6 +164,7 @@ fn enabled(engine: &Engine, name: &str) -> bool {
     match name {
         "fetch_url" => engine.deps.fetch,
         "search_documents" => engine.deps.clients.is_some(),
+        "python" | "shell" => engine.deps.code.available(),
         _ => true,
     }
 }

@@ -5,6 +5,7 @@ pub mod grpc;
 pub mod migrations;
 pub mod preferences;
 pub mod run;
+pub mod sandbox;
 pub mod tools;
 
 use std::sync::Arc;
@@ -34,6 +35,10 @@ pub fn fetch_enabled() -> bool {
         )
     })
 }
+
+/// The gRPC health service name that reports whether code runs in a sandbox (SERVING with a
+/// sandbox backend; NOT_SERVING when code tools are refused or DOCCHAT_SANDBOX=none).
+pub const SANDBOX_HEALTH: &str = "docchat.agent.v1.Sandbox";
 
 /// Runs agent-service on `listener` until `shutdown`.
 pub async fn serve(
@@ -76,13 +81,15 @@ pub async fn serve_with(
         db: db.clone(),
         relay,
     };
+    let sandbox = sandbox::Sandbox::start(sandbox::Settings::from_env(
+        ctx.config.data_dir.join("agent").join("sandbox"),
+    ))
+    .await;
+    let sandbox_status = sandbox.status();
     let engine = run::Engine {
         catalog,
         deps: Arc::new(tools::ToolDeps {
-            // Model code never runs outside a sandbox; the sandbox is wired in when it lands.
-            code: Arc::new(tools::NoSandbox(
-                "no sandbox backend is configured on this replica".into(),
-            )),
+            code: Arc::new(sandbox),
             clients: Some(clients),
             fetch: fetch_enabled(),
             fetch_allow,
@@ -99,6 +106,9 @@ pub async fn serve_with(
     };
     Host::new(&ctx)
         .api(AgentServiceServer::new(api))
+        // Readiness of code execution, apart from the service's: without a sandbox the
+        // other tools still work.
+        .status(SANDBOX_HEALTH, sandbox_status.backend == "bubblewrap")
         .serve(listener, shutdown, background, db)
         .await
 }

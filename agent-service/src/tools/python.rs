@@ -34,6 +34,11 @@ pub struct CodeOutput {
 #[async_trait::async_trait]
 pub trait CodeRunner: Send + Sync {
     async fn run(&self, spec: CodeSpec, cancel: &CancellationToken) -> Result<CodeOutput, String>;
+
+    /// Whether runs can succeed at all (the code tools are offered only then).
+    fn available(&self) -> bool {
+        true
+    }
 }
 
 /// No sandbox: every run is refused.
@@ -43,6 +48,10 @@ pub struct NoSandbox(pub String);
 impl CodeRunner for NoSandbox {
     async fn run(&self, _: CodeSpec, _: &CancellationToken) -> Result<CodeOutput, String> {
         Err(format!("code execution is unavailable: {}", self.0))
+    }
+
+    fn available(&self) -> bool {
+        false
     }
 }
 

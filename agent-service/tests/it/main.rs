@@ -8,6 +8,9 @@
     clippy::print_stderr
 )] // test code: fail loudly
 
+mod containment;
+mod sandbox_bench;
+
 use docchat_common::testing::{Spawned, bind, context};
 
 mod run;

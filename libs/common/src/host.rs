@@ -72,6 +72,8 @@ pub struct Host {
     ctx: ServiceContext,
     routes: Routes,
     names: Vec<&'static str>,
+    /// Further health names and whether they serve.
+    statuses: Vec<(&'static str, bool)>,
 }
 
 impl Host {
@@ -81,6 +83,7 @@ impl Host {
             ctx: ctx.clone(),
             routes: Routes::default(),
             names: Vec::new(),
+            statuses: Vec::new(),
         }
     }
 
@@ -89,6 +92,13 @@ impl Host {
         let limit = crate::grpc::max_message_bytes(&self.ctx.config);
         self.routes = api.add_to(self.routes, &self.ctx, limit);
         self.names.push(A::NAME);
+        self
+    }
+
+    /// Reports `name` in gRPC health as serving or not: a part of the service that can be
+    /// unavailable while the service itself serves (agent-service's code sandbox).
+    pub fn status(mut self, name: &'static str, serving: bool) -> Host {
+        self.statuses.push((name, serving));
         self
     }
 
@@ -107,6 +117,14 @@ impl Host {
             health
                 .set_service_status(name, ServingStatus::Serving)
                 .await;
+        }
+        for (name, serving) in &self.statuses {
+            let status = if *serving {
+                ServingStatus::Serving
+            } else {
+                ServingStatus::NotServing
+            };
+            health.set_service_status(name, status).await;
         }
         let router = crate::grpc::server().add_routes(self.routes.add_service(health_service));
         let served = crate::grpc::serve_router(router, listener, shutdown).await;

@@ -1,0 +1,182 @@
+//! What one sandboxed run may use, and who it runs as.
+//!
+//! The limits are rlimits set by util-linux `prlimit(1)` just before the program is executed
+//! (soft = hard, so the program cannot raise them): the workspace forbids `unsafe`, which a
+//! `pre_exec` hook would need, and `prlimit` runs inside the sandbox, so bubblewrap itself is
+//! not limited. As root each run takes a slot: an unprivileged uid of its own from a small
+//! range, so `RLIMIT_NPROC` (counted per uid, ignored for root) bounds that run alone and
+//! every process left behind can be found and killed by its uid.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::tools::CodeSpec;
+
+const MIB: u64 = 1 << 20;
+/// Address space when the run does not say (`agent_max_memory_usage`).
+pub const DEFAULT_MEMORY: u64 = 2048 * MIB;
+/// Below this even the interpreter does not start; smaller requests are raised to it.
+const MIN_MEMORY: u64 = 32 * MIB;
+const PROCESSES: u64 = 64;
+const FILE_SIZE: u64 = 256 * MIB;
+const OPEN_FILES: u64 = 256;
+/// The sandbox's private /tmp (a tmpfs, counted in memory).
+pub const TMP_BYTES: u64 = 64 * MIB;
+
+/// The rlimits of one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// RLIMIT_AS, bytes.
+    pub address_space: u64,
+    /// RLIMIT_CPU, seconds: the wall clock rounded up, plus one (the wall clock kills first).
+    pub cpu_seconds: u64,
+    /// RLIMIT_NPROC.
+    pub processes: u64,
+    /// RLIMIT_FSIZE, bytes.
+    pub file_size: u64,
+    /// RLIMIT_NOFILE.
+    pub open_files: u64,
+}
+
+impl Limits {
+    pub fn for_spec(spec: &CodeSpec) -> Limits {
+        let wall = spec.wall_clock.as_secs() + u64::from(spec.wall_clock.subsec_nanos() > 0);
+        Limits {
+            address_space: spec.memory_bytes.unwrap_or(DEFAULT_MEMORY).max(MIN_MEMORY),
+            cpu_seconds: wall.max(1) + 1,
+            processes: PROCESSES,
+            file_size: FILE_SIZE,
+            open_files: OPEN_FILES,
+        }
+    }
+
+    /// `prlimit` and its options, to put in front of the program.
+    pub fn prlimit(&self, prlimit: &Path) -> Vec<String> {
+        vec![
+            prlimit.display().to_string(),
+            format!("--as={}", self.address_space),
+            format!("--cpu={}", self.cpu_seconds),
+            format!("--nproc={}", self.processes),
+            format!("--fsize={}", self.file_size),
+            format!("--nofile={}", self.open_files),
+            "--core=0".into(),
+            "--".into(),
+        ]
+    }
+}
+
+/// The uids runs take, one run per uid at a time; or, when the service is not root, no
+/// switch at all (one permit per slot still bounds how many runs go at once).
+pub struct Slots {
+    free: Mutex<Vec<u32>>,
+    permits: std::sync::Arc<Semaphore>,
+    switch: bool,
+}
+
+/// A slot held by one run; given back when dropped.
+pub struct Slot<'a> {
+    /// The run's uid (and gid) when the service switches users.
+    pub uid: Option<u32>,
+    slots: &'a Slots,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Slots {
+    /// `count` slots; uids `base..base + count` when `switch`.
+    pub fn new(base: u32, count: u32, switch: bool) -> Slots {
+        let count = count.max(1);
+        Slots {
+            free: Mutex::new((0..count).rev().map(|i| base.saturating_add(i)).collect()),
+            permits: std::sync::Arc::new(Semaphore::new(count as usize)),
+            switch,
+        }
+    }
+
+    /// Whether runs get uids of their own.
+    pub fn switches(&self) -> bool {
+        self.switch
+    }
+
+    /// Waits for a free slot.
+    pub async fn acquire(&self) -> Option<Slot<'_>> {
+        let permit = self.permits.clone().acquire_owned().await.ok()?;
+        let uid = if self.switch {
+            let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+            Some(free.pop()?)
+        } else {
+            None
+        };
+        Some(Slot {
+            uid,
+            slots: self,
+            _permit: permit,
+        })
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        if let Some(uid) = self.uid {
+            self.slots
+                .free
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(uid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn spec(wall_ms: u64, memory: Option<u64>) -> CodeSpec {
+        CodeSpec {
+            argv: vec!["true".into()],
+            workspace: "/nowhere".into(),
+            stdin: None,
+            wall_clock: Duration::from_millis(wall_ms),
+            memory_bytes: memory,
+        }
+    }
+
+    #[test]
+    fn limits_follow_the_spec() {
+        let l = Limits::for_spec(&spec(2500, Some(256 * MIB)));
+        assert_eq!(l.address_space, 256 * MIB);
+        assert_eq!(l.cpu_seconds, 4);
+        assert_eq!(
+            Limits::for_spec(&spec(100, None)).address_space,
+            DEFAULT_MEMORY
+        );
+        assert_eq!(
+            Limits::for_spec(&spec(100, Some(1))).address_space,
+            MIN_MEMORY
+        );
+        let argv = l.prlimit(Path::new("/usr/bin/prlimit"));
+        assert!(argv.contains(&"--core=0".to_owned()));
+        assert_eq!(argv.last().map(String::as_str), Some("--"));
+    }
+
+    #[tokio::test]
+    async fn a_uid_is_held_by_one_run_at_a_time() {
+        let slots = Slots::new(1000, 2, true);
+        let a = slots.acquire().await.unwrap();
+        let b = slots.acquire().await.unwrap();
+        assert_ne!(a.uid, b.uid);
+        let held = a.uid;
+        drop(a);
+        let c = slots.acquire().await.unwrap();
+        assert_eq!(c.uid, held);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), slots.acquire())
+                .await
+                .is_err(),
+            "a third run waits"
+        );
+    }
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what agent-service's code sandbox needs on this host when it is missing:
+# bubblewrap (Debian's `bubblewrap`, the sandbox backend) and util-linux's `prlimit` (the
+# resource limits applied inside the sandbox). Idempotent; scripts/test.sh and scripts/run.sh
+# call it. Without root (or apt) it says what is missing and exits 0: agent-service then
+# reports the sandbox as unavailable and refuses code tools (see docs/ARCHITECTURE.md §7).
+#
+#   scripts/sandbox-runtime.sh          install what is missing
+#   scripts/sandbox-runtime.sh --check  only report, exit 1 when something is missing
+set -euo pipefail
+
+missing=()
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+command -v prlimit >/dev/null 2>&1 || missing+=(util-linux)
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  exit 0
+fi
+if [ "${1:-}" = "--check" ]; then
+  echo "sandbox runtime: missing ${missing[*]}" >&2
+  exit 1
+fi
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "sandbox runtime: missing ${missing[*]} (install them as root: apt-get install ${missing[*]});" \
+    "agent-service will refuse code tools until then" >&2
+  exit 0
+fi
+echo "sandbox runtime: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+if ! apt-get install -y --no-install-recommends "${missing[@]}" >&2; then
+  apt-get update >&2
+  apt-get install -y --no-install-recommends "${missing[@]}" >&2
+fi
