@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use actix_web::{FromRequest, HttpRequest, dev::Payload, web};
 use docchat_common::Caller;
-use docchat_common::clients::{AdminClient, ChatClient, IngestClient};
+use docchat_common::clients::{AdminClient, AgentClient, ChatClient, IngestClient};
 use docchat_common::error::{ApiError, ErrorCode};
 use docchat_proto::admin::v1::AuthenticateRequest;
 use sha2::{Digest, Sha256};
@@ -42,6 +42,11 @@ impl Api {
     /// chat-service on behalf of the caller.
     pub fn chat(&self) -> ChatClient {
         self.state.clients.chat(&self.caller)
+    }
+
+    /// agent-service on behalf of the caller.
+    pub fn agent(&self) -> AgentClient {
+        self.state.clients.agent(&self.caller)
     }
 
     /// The gateway's shared state (configuration, readiness channels).

@@ -14,6 +14,7 @@ import uuid
 
 from h2ogpte import H2OGPTE
 from h2ogpte.rest_sync import ApiClient, Configuration
+from h2ogpte.rest_sync.api.agents_api import AgentsApi
 from h2ogpte.rest_sync.api.api_keys_api import APIKeysApi
 from h2ogpte.rest_sync.api.chat_api import ChatApi
 from h2ogpte.rest_sync.api.collections_api import CollectionsApi
@@ -25,6 +26,9 @@ from h2ogpte.rest_sync.api.permissions_api import PermissionsApi
 from h2ogpte.rest_sync.exceptions import ApiException
 from h2ogpte.rest_sync.models.api_key_create_request import APIKeyCreateRequest
 from h2ogpte.rest_sync.models.collection_create_request import CollectionCreateRequest
+from h2ogpte.rest_sync.models.update_agent_tool_preference_request import (
+    UpdateAgentToolPreferenceRequest,
+)
 from h2ogpte.rest_sync.models.role_create_request import RoleCreateRequest
 from h2ogpte.rest_sync.models.set_global_configuration_request import (
     SetGlobalConfigurationRequest,
@@ -232,6 +236,34 @@ def _():
     assert role.id and any(r.id == role.id for r in api.list_roles())
     perms = api.get_current_user_permissions()
     assert any(p.name == "EditExtractors" for p in perms)
+
+
+@check("agent tools, tool preference and agents validate")
+def _():
+    api = AgentsApi(state["user"])
+    tools = api.list_agent_tools()
+    names = [t.name for t in tools]
+    assert "write_file" in names and len(names) == len(set(names)), names
+    assert all(isinstance(t.api_keys.required, list) for t in tools)
+    assert api.list_agent_tool_preference() == []
+    api.update_agent_tool_preference(UpdateAgentToolPreferenceRequest(reference_value=["write_file", "read_file"]))
+    assert api.list_agent_tool_preference() == ["write_file", "read_file"]
+    try:
+        api.update_agent_tool_preference(UpdateAgentToolPreferenceRequest(reference_value=["no_such_tool"]))
+    except ApiException as e:
+        assert e.status == 400
+    else:
+        raise AssertionError("expected 400")
+    api.delete_agent_tool_preference()
+    assert api.list_agent_tool_preference() == []
+    agents = api.get_all_agents()
+    general = next(a for a in agents if a.value == "general")
+    assert general.type == "built_in" and general.owner is None and general.enabled
+    client = H2OGPTE(BASE, state["user_key"])
+    assert "write_file" in client.get_agent_tools_dict()
+    client.update_agent_tool_preference(["list_files"])
+    assert client.get_agent_tool_preference() == ["list_files"]
+    client.delete_agent_tool_preference()
 
 
 failed = [n for n, err in results if err]

@@ -126,4 +126,60 @@ docchat_common::backend_tests! {
         assert_error(s, &e, 404);
         app.stop().await;
     }
+
+    async fn agent_tools_preferences_and_agents_through_rest(backend) {
+        let upstream = agent_upstream(vec![ScriptedTurn::text("unused")]).await;
+        let app = app_with_agent(&backend, &upstream).await;
+        let (_, alice) = app.user("alice").await;
+        let (_, bob) = app.user("bob").await;
+
+        let (s, tools) = app.call(Method::GET, "/api/v1/agents/tools", &alice, None).await;
+        assert_eq!(s, 200, "{tools}");
+        let write = tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "write_file")
+            .unwrap_or_else(|| panic!("no write_file in {tools}"));
+        assert_eq!(write["enabled"], true);
+        assert_eq!(write["api_keys"], json!({"required": [], "optional": [], "internal": []}));
+
+        let pref = "/api/v1/agents/tool_preference";
+        let get = |key: String| {
+            let app = &app;
+            async move { app.call(Method::GET, pref, &key, None).await }
+        };
+        assert_eq!(get(alice.clone()).await, (200, json!([])));
+        let (s, _) = app
+            .call(Method::POST, pref, &alice, Some(json!({"reference_value": ["read_file", "write_file"]})))
+            .await;
+        assert_eq!(s, 204);
+        assert_eq!(get(alice.clone()).await, (200, json!(["read_file", "write_file"])));
+        assert_eq!(get(bob.clone()).await, (200, json!([])), "a preference is the caller's own");
+        let (s, e) = app
+            .call(Method::POST, pref, &alice, Some(json!({"reference_value": ["rm_rf"]})))
+            .await;
+        assert_error(s, &e, 400);
+        let (s, e) = app.call(Method::POST, pref, &alice, Some(json!({"tools": []}))).await;
+        assert_error(s, &e, 400);
+        assert_eq!(get(alice.clone()).await, (200, json!(["read_file", "write_file"])), "a refused change changes nothing");
+        let (s, _) = app.call(Method::DELETE, pref, &alice, None).await;
+        assert_eq!(s, 204);
+        assert_eq!(get(alice.clone()).await, (200, json!([])));
+
+        let (s, agents) = app.call(Method::GET, "/api/v1/agents", &alice, None).await;
+        assert_eq!(s, 200, "{agents}");
+        let general = agents
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["value"] == "general")
+            .unwrap_or_else(|| panic!("no general agent in {agents}"));
+        assert_eq!(general["type"], "built_in");
+        assert!(general["owner"].is_null(), "{general}");
+
+        let r = app.http(Method::GET, "/api/v1/agents/tools", None).send().await.unwrap();
+        assert_eq!(r.status(), 401);
+        app.stop().await;
+    }
 }
