@@ -18,7 +18,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::store::{Call, Reply, UsageLog};
 use super::{Completer, Events, Job, event};
-use crate::control::State;
+use crate::control::{Registration, State};
 
 /// How long a run may take to finish after it was told to stop at shutdown.
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
@@ -62,6 +62,7 @@ impl Completer {
         plan: &AgentPlan,
         tx: &Events,
         control: &mut watch::Receiver<State>,
+        registration: &Registration,
         started: Instant,
     ) -> (Reply, UsageLog) {
         let mut reply = Reply::default();
@@ -123,6 +124,8 @@ impl Completer {
                         reply.first_token = Some(started.elapsed().as_secs_f64());
                     }
                     reply.text.push_str(&text);
+                    // Written to the question's row at a bounded rate, as a model's reply.
+                    registration.record(&text);
                     if let Some(sender) = &client
                         && sender
                             .send(Ok(event(pb::completion_event::Event::Delta(text))))

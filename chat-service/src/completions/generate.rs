@@ -56,7 +56,7 @@ impl Completer {
         };
         if let Some(plan) = &job.agent {
             let (reply, usage) = self
-                .agent_reply(&job, plan, &tx, &mut control, started)
+                .agent_reply(&job, plan, &tx, &mut control, &registration, started)
                 .await;
             self.finish(&job, reply, usage, started, &tx).await;
             return;
