@@ -10,6 +10,7 @@
 use std::path::Path;
 use std::sync::Mutex;
 
+use nix::fcntl::{Flock, FlockArg};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::tools::CodeSpec;
@@ -68,7 +69,10 @@ impl Limits {
 }
 
 /// The uids runs take, one run per uid at a time; or, when the service is not root, no
-/// switch at all (one permit per slot still bounds how many runs go at once).
+/// switch at all (one permit per slot still bounds how many runs go at once). A uid is also
+/// locked host-wide (an flock on a file per uid in the system's temporary directory), so two
+/// services on one host (replicas, the tests) never run as the same uid — a slot's sweep
+/// kills every process of its uid.
 pub struct Slots {
     free: Mutex<Vec<u32>>,
     permits: std::sync::Arc<Semaphore>,
@@ -81,6 +85,20 @@ pub struct Slot<'a> {
     pub uid: Option<u32>,
     slots: &'a Slots,
     _permit: OwnedSemaphorePermit,
+    _lock: Option<Flock<std::fs::File>>,
+}
+
+/// The host-wide lock of `uid`, when no other process holds it.
+fn lock_uid(uid: u32) -> Option<Flock<std::fs::File>> {
+    let dir = std::env::temp_dir().join("docchat-sandbox-slots");
+    std::fs::create_dir_all(&dir).ok()?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(uid.to_string()))
+        .ok()?;
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).ok()
 }
 
 impl Slots {
@@ -102,17 +120,35 @@ impl Slots {
     /// Waits for a free slot.
     pub async fn acquire(&self) -> Option<Slot<'_>> {
         let permit = self.permits.clone().acquire_owned().await.ok()?;
-        let uid = if self.switch {
-            let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-            Some(free.pop()?)
-        } else {
-            None
-        };
-        Some(Slot {
-            uid,
-            slots: self,
-            _permit: permit,
-        })
+        if !self.switch {
+            return Some(Slot {
+                uid: None,
+                slots: self,
+                _permit: permit,
+                _lock: None,
+            });
+        }
+        loop {
+            // A free uid of ours that no other process on this host holds.
+            let taken = {
+                let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+                let found = free
+                    .iter()
+                    .enumerate()
+                    .rev()
+                    .find_map(|(i, uid)| lock_uid(*uid).map(|lock| (i, lock)));
+                found.map(|(i, lock)| (free.remove(i), lock))
+            };
+            if let Some((uid, lock)) = taken {
+                return Some(Slot {
+                    uid: Some(uid),
+                    slots: self,
+                    _permit: permit,
+                    _lock: Some(lock),
+                });
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
     }
 }
 
@@ -165,7 +201,19 @@ mod tests {
     #[tokio::test]
     async fn a_uid_is_held_by_one_run_at_a_time() {
         let slots = Slots::new(1000, 2, true);
+        // Another service on this host holds 1000 (uids are locked host-wide).
+        let other = Slots::new(1000, 1, true);
+        let theirs = other.acquire().await.unwrap();
+        assert_eq!(theirs.uid, Some(1000));
         let a = slots.acquire().await.unwrap();
+        assert_eq!(a.uid, Some(1001), "1000 is the other service's");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(100), slots.acquire())
+                .await
+                .is_err(),
+            "1000 stays locked while the other service holds it"
+        );
+        drop(theirs);
         let b = slots.acquire().await.unwrap();
         assert_ne!(a.uid, b.uid);
         let held = a.uid;
