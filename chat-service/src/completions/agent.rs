@@ -11,13 +11,13 @@ use std::time::Instant;
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult, ErrorCode};
 use docchat_proto::agent::v1::{self as apb, RagKind, run_event::Event, run_input::Input};
-use docchat_proto::chat::v1 as pb;
 use docchat_proto::ingest::v1::SearchHit;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
+use super::generate::deliver;
 use super::store::{Call, Reply, UsageLog};
-use super::{Completer, Events, Job, event};
+use super::{Completer, Events, Job};
 use crate::control::{Registration, State};
 
 /// How long a run may take to finish after it was told to stop at shutdown.
@@ -120,21 +120,8 @@ impl Completer {
                 Ok(Some(apb::RunEvent {
                     event: Some(Event::Delta(text)),
                 })) => {
-                    if reply.first_token.is_none() {
-                        reply.first_token = Some(started.elapsed().as_secs_f64());
-                    }
-                    reply.text.push_str(&text);
-                    // Written to the question's row at a bounded rate, as a model's reply.
-                    registration.record(&text);
-                    if let Some(sender) = &client
-                        && sender
-                            .send(Ok(event(pb::completion_event::Event::Delta(text))))
-                            .await
-                            .is_err()
-                    {
-                        // The client went away: the run goes on and its reply is stored.
-                        client = None;
-                    }
+                    // As a model's: a client that went away does not stop the run.
+                    deliver(&mut reply, text, started, registration, &mut client).await;
                 }
                 Ok(Some(apb::RunEvent {
                     event: Some(Event::Finished(f)),

@@ -138,22 +138,7 @@ impl Completer {
                     break;
                 }
                 Some(Ok(StreamEvent::Delta(text))) => {
-                    if reply.first_token.is_none() {
-                        reply.first_token = Some(started.elapsed().as_secs_f64());
-                    }
-                    reply.text.push_str(&text);
-                    // Written to the question's row at a bounded rate (limits.rs), so a
-                    // replica that dies leaves it to be recovered.
-                    registration.record(&text);
-                    if let Some(sender) = &client
-                        && sender
-                            .send(Ok(event(pb::completion_event::Event::Delta(text))))
-                            .await
-                            .is_err()
-                    {
-                        // The client went away: the reply is still finished and stored.
-                        client = None;
-                    }
+                    deliver(&mut reply, text, started, &registration, &mut client).await;
                     if let Some(from) = finishing_from
                         && (ends_thought(&reply.text)
                             || reply.text.len() - from > FINISH_GRACE_BYTES)
@@ -220,6 +205,32 @@ impl Completer {
             }
         };
         let _ = tx.send(Ok(event(last))).await;
+    }
+}
+
+/// Hands on the next piece of a reply: into the reply, into its progress record (written to
+/// the question's row at a bounded rate, limits.rs, so a replica that dies leaves it to be
+/// recovered), and to the client while it listens. A client that went away is forgotten:
+/// the reply is still finished and stored.
+pub(super) async fn deliver(
+    reply: &mut Reply,
+    text: String,
+    started: Instant,
+    registration: &Registration,
+    client: &mut Option<Events>,
+) {
+    if reply.first_token.is_none() {
+        reply.first_token = Some(started.elapsed().as_secs_f64());
+    }
+    reply.text.push_str(&text);
+    registration.record(&text);
+    if let Some(sender) = client
+        && sender
+            .send(Ok(event(pb::completion_event::Event::Delta(text))))
+            .await
+            .is_err()
+    {
+        *client = None;
     }
 }
 
