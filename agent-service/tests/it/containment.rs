@@ -459,3 +459,38 @@ async fn without_a_backend_code_is_refused() {
         .unwrap_err();
     assert!(err.contains("code execution is unavailable"), "{err}");
 }
+
+#[tokio::test]
+async fn none_on_purpose_runs_without_isolation_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::start(Ok(Settings {
+        mode: Mode::None,
+        dir: dir.path().join("sandbox"),
+        slots: 1,
+        uid_base: 64390,
+    }))
+    .await;
+    assert_eq!(sandbox.status().backend, "none");
+    assert!(sandbox.available());
+    let workspace = dir.path().join("workspace");
+    std::fs::create_dir(&workspace).unwrap();
+    let out = sandbox
+        .run(
+            CodeSpec {
+                argv: vec![
+                    "sh".into(),
+                    "-c".into(),
+                    "pwd; test -d /work -o -d /home && echo host-visible; env | grep -c '^DOCCHAT_\\|^CARGO' || true".into(),
+                ],
+                workspace: workspace.clone(),
+                stdin: None,
+                wall_clock: Duration::from_secs(10),
+                memory_bytes: None,
+            },
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    // The host is visible (no isolation), the environment is still cleared.
+    says(&out, &[workspace.to_str().unwrap(), "host-visible", "0"]);
+}
