@@ -73,6 +73,7 @@ impl Completer {
                 return (reply, UsageLog::default());
             }
         };
+        let start_contexts = start.contexts.clone();
         let (input, inputs) = mpsc::channel(4);
         let _ = input
             .send(apb::RunInput {
@@ -168,7 +169,13 @@ impl Completer {
         }
         reply.text = f.text;
         reply.prompt_raw = f.prompt_raw;
-        reply.references = f.references.into_iter().map(hit).collect();
+        // fast_agentic_rag's contexts first (the answer was written from them), then what
+        // the agent's own searches found.
+        reply.references = start_contexts
+            .into_iter()
+            .chain(f.references)
+            .map(hit)
+            .collect();
         let files = |files: &[apb::AgentFile]| {
             serde_json::Value::Array(
                 files

@@ -182,4 +182,61 @@ docchat_common::backend_tests! {
         assert_eq!(r.status(), 401);
         app.stop().await;
     }
+
+    async fn fast_agentic_rag_puts_the_contexts_up_front_and_keeps_the_conversation(backend) {
+        let upstream = agent_upstream(vec![
+            ScriptedTurn::text("On the Champ de Mars."),
+            ScriptedTurn::text("In 1889."),
+        ])
+        .await;
+        let app = app_with_agent(&backend, &upstream).await;
+        let (_, alice) = app.user("alice").await;
+        let cid = collection_with(
+            &app,
+            &alice,
+            "paris.txt",
+            b"The Eiffel Tower stands in Paris, on the Champ de Mars.".to_vec(),
+        )
+        .await;
+        let chat = session(&app, &alice, Some(&cid)).await;
+        let path = format!("/api/v1/chats/{chat}/completions");
+        let ask = |message: &str| {
+            json!({"message": message, "llm_args": {"agent_tools": ["list_files"]},
+                   "rag_config": {"rag_type": "fast_agentic_rag"}})
+        };
+        let (s, first) = app
+            .call(Method::POST, &path, &alice, Some(ask("Where is the Eiffel Tower?")))
+            .await;
+        assert_eq!(s, 200, "{first}");
+        assert_eq!(first["body"], "On the Champ de Mars.");
+        let reply = first["message_id"].as_str().unwrap();
+        let (_, refs) = app
+            .call(Method::GET, &format!("/api/v1/messages/{reply}/references"), &alice, None)
+            .await;
+        assert_eq!(refs[0]["document_name"], "paris.txt", "{refs}");
+
+        let (s, second) = app
+            .call(Method::POST, &path, &alice, Some(ask("When was it built?")))
+            .await;
+        assert_eq!(s, 200, "{second}");
+        assert_eq!(second["body"], "In 1889.");
+        let calls: Vec<Value> = upstream
+            .bodies()
+            .into_iter()
+            .filter(|b| b["tools"].is_array())
+            .collect();
+        assert_eq!(calls.len(), 2, "{}", backend.name);
+        // The retrieved passage is in the system prompt before the model is asked anything.
+        assert_eq!(calls[0]["messages"][0]["role"], "system");
+        assert!(
+            calls[0]["messages"][0]["content"].as_str().unwrap().contains("Champ de Mars"),
+            "{}",
+            calls[0]["messages"][0]
+        );
+        // The second run sees the first question and answer.
+        let second_messages = calls[1]["messages"].to_string();
+        assert!(second_messages.contains("Where is the Eiffel Tower?"), "{second_messages}");
+        assert!(second_messages.contains("On the Champ de Mars."), "{second_messages}");
+        app.stop().await;
+    }
 }
