@@ -239,4 +239,75 @@ docchat_common::backend_tests! {
         assert!(second_messages.contains("On the Champ de Mars."), "{second_messages}");
         app.stop().await;
     }
+
+    async fn python_runs_in_the_sandbox_and_a_cost_cap_reached_mid_run_ends_it_with_an_error_line(backend) {
+        let upstream = agent_upstream(vec![
+            ScriptedTurn::calls(vec![ScriptedCall::new(
+                "c1",
+                "python",
+                json!({"code": "import time\nopen('answer.txt', 'w').write(str(6 * 7))\nprint('wrote', open('answer.txt').read())\ntime.sleep(1.5)"}),
+            )])
+            .usage(100, 50),
+            ScriptedTurn::text("never said"),
+        ])
+        .await;
+        let app = Stack::builder(&backend)
+            .everything()
+            .models(&format!(
+                "[[models]]\nname = \"scripted\"\nbase_url = \"{}/v1\"\ncontext_length = 8192\ntools = true\ndefault = true\ninput_price = 1000.0\noutput_price = 1000.0\n",
+                upstream.base_url
+            ))
+            .start()
+            .await;
+        let (alice_id, alice) = app.user("alice").await;
+        let (_, tools) = app.call(Method::GET, "/api/v1/agents/tools", &alice, None).await;
+        let python = tools.as_array().unwrap().iter().find(|t| t["name"] == "python").unwrap();
+        if python["enabled"] != true {
+            docchat_common::testing::unavailable("the agent's python tool: no sandbox on this host (scripts/sandbox-runtime.sh installs bubblewrap)");
+            app.stop().await;
+            return;
+        }
+        // One call costs 0.15: the second is over the cap.
+        let (s, b) = app
+            .call(
+                Method::PUT,
+                &format!("/api/v1/users/{alice_id}/configurations/max_llm_cost_per_user"),
+                crate::harness::ADMIN_KEY,
+                Some(json!({"string_value": "0.1"})),
+            )
+            .await;
+        assert_eq!(s, 200, "{b}");
+        let chat = session(&app, &alice, None).await;
+        let mut lines = stream(
+            &app,
+            &alice,
+            &chat,
+            json!({"message": "What is six times seven? Use Python.", "stream": true,
+                   "llm_args": {"use_agent": true, "agent_tools": ["python"]},
+                   "rag_config": {"rag_type": "agent_only"}}),
+        )
+        .await;
+        lines.next(Duration::from_secs(10)).await.unwrap();
+        let (_, last) = lines.rest(Duration::from_secs(30)).await;
+        let error = last["error"].as_str().unwrap_or_else(|| panic!("an error line, not {last}"));
+        assert!(error.contains("max_llm_cost_per_user"), "{error}");
+        let reply = last["message_id"].as_str().unwrap();
+        let (_, trace) = app
+            .call(
+                Method::GET,
+                &format!("/api/v1/messages/{reply}/meta?info_type=agent_chat_history_md"),
+                &alice,
+                None,
+            )
+            .await;
+        let trace = trace[0]["content"].as_str().unwrap();
+        assert!(trace.contains("wrote 42"), "python ran in the sandbox and the model saw it: {trace}");
+        let tool_calls: Vec<Value> = upstream
+            .bodies()
+            .into_iter()
+            .filter(|b| b["tools"].is_array())
+            .collect();
+        assert_eq!(tool_calls.len(), 1, "{}: the capped second call was made", backend.name);
+        app.stop().await;
+    }
 }
