@@ -8,6 +8,7 @@
     clippy::print_stderr
 )] // test code: fail loudly
 
+mod agent_bench;
 mod containment;
 mod sandbox_bench;
 

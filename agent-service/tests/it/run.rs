@@ -22,14 +22,14 @@ use tonic::Code;
 
 /// agent-service (a replica of its own) and admin-service on one backend, the model
 /// `scripted` (tools = true, priced) and `plain` (no tools) served by `upstream`.
-struct Agents {
+pub(crate) struct Agents {
     stack: Stack,
     agent: Spawned,
     data_dir: std::path::PathBuf,
 }
 
 impl Agents {
-    async fn start(backend: &Backend, upstream: &ScriptedHttp) -> Agents {
+    pub(crate) async fn start(backend: &Backend, upstream: &ScriptedHttp) -> Agents {
         let stack = Stack::builder(backend)
             .models(&format!(
                 "[[models]]\nname = \"scripted\"\nbase_url = \"{0}/v1\"\ntools = true\ndefault = true\ninput_price = 1000.0\noutput_price = 1000.0\n\n\
@@ -56,7 +56,7 @@ impl Agents {
     }
 
     /// Starts a run; the sender takes control words, the stream gives the events.
-    async fn run(
+    pub(crate) async fn run(
         &self,
         who: &Caller,
         start: pb::RunStart,
@@ -75,13 +75,13 @@ impl Agents {
         Ok((tx, events))
     }
 
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.agent.stop().await.unwrap();
         self.stack.stop().await;
     }
 }
 
-fn start(session: &str, question: &str, args: Value) -> pb::RunStart {
+pub(crate) fn start(session: &str, question: &str, args: Value) -> pb::RunStart {
     pb::RunStart {
         session_id: session.into(),
         question_id: format!("q-{session}"),
@@ -94,7 +94,7 @@ fn start(session: &str, question: &str, args: Value) -> pb::RunStart {
 }
 
 /// Every event until RunFinished (which must come within 30 s).
-async fn events_until_finished(
+pub(crate) async fn events_until_finished(
     events: &mut tonic::Streaming<pb::RunEvent>,
 ) -> (Vec<Event>, pb::RunFinished) {
     let mut seen = Vec::new();
