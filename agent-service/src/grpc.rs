@@ -1,8 +1,9 @@
 //! AgentService over gRPC: Run (start, then control; events until finished), CheckRun,
-//! the tool catalogue and preferences, the built-in agents. Session files and directory
-//! stats answer UNIMPLEMENTED until the file→document path lands.
+//! the tool catalogue and preferences, the built-in agents, and the files of a session's
+//! workspace with their directory stats (disk walks in [`crate::files`], ownership in
+//! [`crate::workspaces`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -18,11 +19,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::preferences;
 use crate::run::agents::AgentType;
 use crate::run::args::{self, RunArgs, ToolSelection};
 use crate::run::control::Control;
 use crate::run::{Engine, RunRequest};
+use crate::{files, preferences, workspaces};
 
 /// Tool-capable chat models, ready to call.
 pub struct AgentModels {
@@ -99,6 +100,8 @@ pub struct AgentGrpc {
     pub tracker: TaskTracker,
     /// The service's shutdown: running runs stop.
     pub shutdown: CancellationToken,
+    /// Sessions whose files are being deleted (a second deletion meanwhile is a conflict).
+    pub deleting: Arc<std::sync::Mutex<HashSet<String>>>,
 }
 
 impl AgentGrpc {
@@ -223,6 +226,13 @@ impl AgentService for AgentGrpc {
             )
             .await?;
         let workspace = session_dir(&self.workspaces, &start.session_id)?;
+        workspaces::record(
+            &self.db,
+            &start.session_id,
+            &caller.user_id,
+            &start.session_preview,
+        )
+        .await?;
         tokio::fs::create_dir_all(&workspace)
             .await
             .map_err(|e| ApiError::internal("creating the workspace", e))?;
@@ -389,33 +399,139 @@ impl AgentService for AgentGrpc {
 
     async fn list_session_files(
         &self,
-        _: Request<pb::SessionRef>,
+        request: Request<pb::SessionRef>,
     ) -> Result<Response<pb::SessionFileList>, Status> {
-        Err(Status::unimplemented("session files are not available yet"))
+        let caller = caller(&request)?;
+        let id = request.into_inner().session_id;
+        let dir = session_dir(&self.workspaces, &id)?;
+        let files = if workspaces::owned(&self.db, &id, &caller.user_id).await? {
+            blocking(move || files::list(&id, &dir)).await?
+        } else {
+            Vec::new()
+        };
+        Ok(Response::new(pb::SessionFileList { files }))
     }
 
     async fn delete_session_files(
         &self,
-        _: Request<pb::SessionRef>,
+        request: Request<pb::SessionRef>,
     ) -> Result<Response<Empty>, Status> {
-        Err(Status::unimplemented("session files are not available yet"))
+        let caller = caller(&request)?;
+        let id = request.into_inner().session_id;
+        let dir = session_dir(&self.workspaces, &id)?;
+        if !workspaces::owned(&self.db, &id, &caller.user_id).await? {
+            return Ok(Response::new(Empty {}));
+        }
+        let _guard = Deleting::start(&self.deleting, &id)?;
+        // remove_dir_all removes links, never what they point to.
+        match tokio::fs::remove_dir_all(&dir).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(ApiError::internal("deleting the session's files", e).into()),
+        }
+        Ok(Response::new(Empty {}))
     }
 
     async fn session_directory_stats(
         &self,
-        _: Request<pb::DirectoryStatsRequest>,
+        request: Request<pb::DirectoryStatsRequest>,
     ) -> Result<Response<pb::DirectoryStatsList>, Status> {
-        Err(Status::unimplemented(
-            "directory stats are not available yet",
-        ))
+        let caller = caller(&request)?;
+        let req = request.into_inner();
+        let root = session_dir(&self.workspaces, &req.session_id)?;
+        let owned = workspaces::owned(&self.db, &req.session_id, &caller.user_id).await?;
+        let detailed = req.detail_level > 0;
+        // The session's directory is its workspace, named by the session id; a directory
+        // directly inside it is named by its name.
+        let (id, dir) = match req.directory.as_deref() {
+            None => (req.session_id.clone(), root),
+            Some(d) if d == req.session_id => (d.to_owned(), root),
+            Some(d) => {
+                let found = owned
+                    && !d.is_empty()
+                    && d != "."
+                    && d != ".."
+                    && !d.contains('/')
+                    && std::fs::symlink_metadata(root.join(d)).is_ok_and(|m| m.is_dir());
+                if !found {
+                    return Err(ApiError::not_found(format!("directory {d} not found")).into());
+                }
+                (d.to_owned(), root.join(d))
+            }
+        };
+        let stats = if owned {
+            blocking(move || files::stats(&id, &dir, detailed)).await?
+        } else {
+            files::stats(&id, std::path::Path::new(""), detailed)
+        };
+        Ok(Response::new(pb::DirectoryStatsList {
+            directories: vec![stats],
+        }))
     }
 
     async fn global_directory_stats(
         &self,
-        _: Request<pb::GlobalDirectoryStatsRequest>,
+        request: Request<pb::GlobalDirectoryStatsRequest>,
     ) -> Result<Response<pb::GlobalDirectoryStatsList>, Status> {
-        Err(Status::unimplemented(
-            "directory stats are not available yet",
-        ))
+        let caller = caller(&request)?;
+        let req = request.into_inner();
+        let limit = if req.limit == 0 {
+            100
+        } else {
+            req.limit.min(1000)
+        };
+        let page = workspaces::page(&self.db, &caller.user_id, req.offset, limit).await?;
+        let root = self.workspaces.clone();
+        let sessions = blocking(move || {
+            page.into_iter()
+                .map(|(session_id, chat_preview)| {
+                    let stats = files::stats(&session_id, &root.join(&session_id), false);
+                    pb::SessionDirectoryStats {
+                        session_id,
+                        chat_preview,
+                        stats: vec![stats],
+                    }
+                })
+                .collect()
+        })
+        .await?;
+        Ok(Response::new(pb::GlobalDirectoryStatsList { sessions }))
+    }
+}
+
+/// Runs a disk walk off the async threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> ApiResult<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal("walking the workspace", e))
+}
+
+/// A deletion of a session's files under way; ends when dropped.
+struct Deleting {
+    set: Arc<std::sync::Mutex<HashSet<String>>>,
+    id: String,
+}
+
+impl Deleting {
+    fn start(set: &Arc<std::sync::Mutex<HashSet<String>>>, id: &str) -> ApiResult<Deleting> {
+        let mut held = set.lock().unwrap_or_else(|p| p.into_inner());
+        if !held.insert(id.to_owned()) {
+            return Err(ApiError::conflict(
+                "a deletion of this session's files is already in progress",
+            ));
+        }
+        Ok(Deleting {
+            set: set.clone(),
+            id: id.to_owned(),
+        })
+    }
+}
+
+impl Drop for Deleting {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
     }
 }

@@ -1,12 +1,14 @@
 //! agent-service: the agent loop ([`run`]), its tools ([`tools`]), tool preferences and the
 //! built-in agents over gRPC ([`grpc`]); see ARCHITECTURE.md §7 "Agent".
 
+pub mod files;
 pub mod grpc;
 pub mod migrations;
 pub mod preferences;
 pub mod run;
 pub mod sandbox;
 pub mod tools;
+pub mod workspaces;
 
 use std::sync::Arc;
 
@@ -103,6 +105,7 @@ pub async fn serve_with(
         workspaces: ctx.config.data_dir.join("agent").join("workspaces"),
         tracker: background.tracker.clone(),
         shutdown: shutdown.clone(),
+        deleting: Default::default(),
     };
     Host::new(&ctx)
         .api(AgentServiceServer::new(api))

@@ -81,8 +81,8 @@ fn app(
     utoipa::openapi::OpenApi,
 ) {
     use routes::{
-        agents, chats, collections, compat, completions, configuration, documents, extractors,
-        files, health, identity, meta, models, tags, uploads,
+        agent_files, agents, chats, collections, compat, completions, configuration, documents,
+        extractors, files, health, identity, meta, models, tags, uploads,
     };
     let max_body = state.config.max_body_bytes;
     let json = web::JsonConfig::default()
@@ -112,6 +112,7 @@ fn app(
                 .configure(identity::configure)
                 .configure(configuration::configure)
                 .configure(agents::configure)
+                .configure(agent_files::configure)
                 .default_service(web::to(authenticated_not_found)),
         )
         .service(scope::scope("/rpc/health").configure(health::configure))

@@ -1,8 +1,9 @@
-//! Schema of agent-service (SQLite and PostgreSQL). Tool preferences (issue 15); the outbox is here from the start because every service publishes `job.*`.
+//! Schema of agent-service (SQLite and PostgreSQL). Tool preferences and session workspaces (issue 15); the outbox is here from the start because every service publishes `job.*`.
 
 use sea_orm_migration::prelude::*;
 
 mod m20261124_000001_tool_preferences;
+mod m20261124_000002_session_workspaces;
 
 pub struct Migrator;
 
@@ -12,6 +13,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(docchat_common::outbox::CreateOutbox),
             Box::new(m20261124_000001_tool_preferences::Migration),
+            Box::new(m20261124_000002_session_workspaces::Migration),
         ]
     }
 }

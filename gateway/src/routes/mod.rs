@@ -1,6 +1,7 @@
 //! REST handlers, one module per route family. Handlers stay thin: extract, call one
 //! service, map the answer to SPEC.md's JSON.
 
+pub mod agent_files;
 pub mod agents;
 pub mod chats;
 pub mod collections;

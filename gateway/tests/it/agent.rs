@@ -14,7 +14,7 @@ use crate::harness::{Stack, assert_error};
 
 /// Requests offering tools get the agent's turns in order; every other model call (none
 /// expected, but ingestion may summarize) a plain answer.
-async fn agent_upstream(turns: Vec<ScriptedTurn>) -> ScriptedHttp {
+pub(crate) async fn agent_upstream(turns: Vec<ScriptedTurn>) -> ScriptedHttp {
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     ScriptedHttp::start_streaming(Arc::new(move |r: &SeenRequest| {
         let body: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
@@ -28,7 +28,7 @@ async fn agent_upstream(turns: Vec<ScriptedTurn>) -> ScriptedHttp {
     .await
 }
 
-async fn app_with_agent(
+pub(crate) async fn app_with_agent(
     backend: &docchat_common::testing::Backend,
     upstream: &ScriptedHttp,
 ) -> Stack {
