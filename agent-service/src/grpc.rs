@@ -535,3 +535,22 @@ impl Drop for Deleting {
             .remove(&self.id);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_deletion_of_a_session_meanwhile_is_a_conflict() {
+        let set = Arc::default();
+        let first = Deleting::start(&set, "s1").unwrap();
+        let again = Deleting::start(&set, "s1").err().unwrap();
+        assert_eq!(Status::from(again).code(), tonic::Code::AlreadyExists);
+        assert!(
+            Deleting::start(&set, "s2").is_ok(),
+            "other sessions are not held"
+        );
+        drop(first);
+        assert!(Deleting::start(&set, "s1").is_ok(), "the deletion ended");
+    }
+}

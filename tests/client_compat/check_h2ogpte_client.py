@@ -266,6 +266,26 @@ def _():
     client.delete_agent_tool_preference()
 
 
+
+@check("agent server files and directory stats of a session without a workspace validate")
+def _():
+    chats = ChatApi(state["user"])
+    sid = chats.create_chat_session().id
+    assert chats.list_agent_server_files(sid) == []
+    stats = chats.list_all_agent_server_directories_stats(sid, detail_level=1)
+    assert len(stats) == 1 and stats[0].is_empty and stats[0].file_count == 0, stats
+    one = chats.get_agent_server_directory_stats(sid, sid, detail_level=0)
+    assert one.id == sid and one.size_bytes == 0 and one.files is None, one
+    chats.delete_agent_server_files(sid)
+    everything = AgentsApi(state["user"]).list_agent_directory_stats(offset=0, limit=10)
+    assert isinstance(everything, list)
+    try:
+        chats.list_agent_server_files(str(uuid.uuid4()))
+    except ApiException as e:
+        assert e.status == 404
+    else:
+        raise AssertionError("expected 404")
+
 failed = [n for n, err in results if err]
 print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
 sys.exit(1 if failed else 0)
