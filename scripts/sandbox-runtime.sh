@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what agent-service's code sandbox needs on this host when it is missing:
-# bubblewrap (Debian's `bubblewrap`, the sandbox backend) and util-linux's `prlimit` (the
-# resource limits applied inside the sandbox). Idempotent; scripts/test.sh and scripts/run.sh
+# bubblewrap (Debian's `bubblewrap`, the sandbox backend), util-linux's `prlimit` (the
+# resource limits applied inside the sandbox) and the Python packages code is expected to
+# use (Debian's python3-numpy, python3-pandas, python3-matplotlib). Idempotent; scripts/test.sh and scripts/run.sh
 # call it. Without root (or apt) it says what is missing and exits 0: agent-service then
 # reports the sandbox as unavailable and refuses code tools (see docs/ARCHITECTURE.md §7).
 #
@@ -12,6 +13,12 @@ set -euo pipefail
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v prlimit >/dev/null 2>&1 || missing+=(util-linux)
+# The analyst's Python inside the sandbox: Debian's /usr/bin/python3 with numpy, pandas and
+# matplotlib, under /usr, which the sandbox binds read-only (ARCHITECTURE §7 says why these
+# come from Debian rather than PyPI).
+for module in numpy pandas matplotlib; do
+  /usr/bin/python3 -c "import $module" >/dev/null 2>&1 || missing+=("python3-$module")
+done
 
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0

@@ -28,6 +28,8 @@ const ETC: &[&str] = &[
     "localtime",
     "fonts",
     "mime.types",
+    // Debian's matplotlib reads its defaults from here.
+    "matplotlibrc",
 ];
 
 /// Top-level directories that are symlinks into `/usr` on a merged-/usr system (bound
@@ -165,6 +167,10 @@ impl Bwrap {
                 dest,
             ]);
         }
+        // /etc itself readable and traversable by the slot uid (bwrap makes the parents of a
+        // bind 0700 when it runs as root): the libraries behind /etc/alternatives (BLAS for
+        // numpy) resolve through it.
+        push(&[&"--perms", &"0755", &"--dir", &"/etc"]);
         for p in &self.host_etc {
             push(&[&"--ro-bind", p, p]);
         }

@@ -494,3 +494,33 @@ async fn none_on_purpose_runs_without_isolation_and_says_so() {
     // The host is visible (no isolation), the environment is still cleared.
     says(&out, &[workspace.to_str().unwrap(), "host-visible", "0"]);
 }
+
+/// The analyst's runtime (scripts/sandbox-runtime.sh installs Debian's numpy, pandas and
+/// matplotlib for /usr/bin/python3, which the sandbox sees read-only under /usr): a CSV is
+/// read with pandas and a chart written with matplotlib, inside the workspace.
+#[tokio::test]
+async fn python_in_the_sandbox_has_numpy_pandas_and_matplotlib() {
+    let Some(lab) = lab(18).await else { return };
+    std::fs::write(
+        lab.workspace.join("sales.csv"),
+        "month,total\njan,3\nfeb,5\nmar,8\n",
+    )
+    .unwrap();
+    let out = lab
+        .python(
+            "import numpy, pandas, matplotlib\n\
+             matplotlib.use('Agg')\n\
+             import matplotlib.pyplot as plt\n\
+             df = pandas.read_csv('sales.csv')\n\
+             print('sum', int(numpy.sum(df['total'])))\n\
+             df.plot(x='month', y='total').get_figure().savefig('chart.png')\n",
+        )
+        .await;
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    says(&out, &["sum 16"]);
+    let chart = std::fs::read(lab.workspace.join("chart.png")).unwrap();
+    assert!(
+        chart.starts_with(b"\x89PNG"),
+        "a PNG chart in the workspace"
+    );
+}
