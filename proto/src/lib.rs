@@ -43,6 +43,39 @@ pub mod chat {
 pub mod agent {
     pub mod v1 {
         tonic::include_proto!("docchat.agent.v1");
+
+        use super::super::ingest::v1::SearchHit;
+
+        /// A search hit as the agent passes it on (citations, fast_agentic_rag contexts).
+        impl From<SearchHit> for Excerpt {
+            fn from(h: SearchHit) -> Self {
+                Excerpt {
+                    chunk_id: h.chunk_id,
+                    document_id: h.document_id,
+                    document_name: h.document_name,
+                    collection_id: h.collection_id,
+                    text: h.text,
+                    pages: h.pages,
+                    score: h.score,
+                }
+            }
+        }
+
+        /// An excerpt stored as a reply's reference (no chunk index or timing).
+        impl From<Excerpt> for SearchHit {
+            fn from(e: Excerpt) -> Self {
+                SearchHit {
+                    chunk_id: e.chunk_id,
+                    document_id: e.document_id,
+                    document_name: e.document_name,
+                    collection_id: e.collection_id,
+                    text: e.text,
+                    pages: e.pages,
+                    score: e.score,
+                    ..SearchHit::default()
+                }
+            }
+        }
     }
 }
 

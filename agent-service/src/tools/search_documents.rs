@@ -72,15 +72,7 @@ impl Tool for SearchDocuments {
                 pages,
                 clip(&h.text, 4000)
             ));
-            references.push(pb::Excerpt {
-                chunk_id: h.chunk_id,
-                document_id: h.document_id,
-                document_name: h.document_name,
-                collection_id: h.collection_id,
-                text: h.text,
-                pages: h.pages,
-                score: h.score,
-            });
+            references.push(pb::Excerpt::from(h));
         }
         Ok(ToolOutput { text, references })
     }

@@ -20,39 +20,33 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 
-/// agent-service (a replica of its own) and admin-service on one backend, the model
-/// `scripted` (tools = true, priced) and `plain` (no tools) served by `upstream`.
+/// agent-service (a replica of its own) and admin-service on one backend, with the test
+/// stack's tool models served by `upstream` (`scripted` calls tools, `plain` does not).
 pub(crate) struct Agents {
     stack: Stack,
     agent: Spawned,
-    data_dir: std::path::PathBuf,
 }
 
 impl Agents {
     pub(crate) async fn start(backend: &Backend, upstream: &ScriptedHttp) -> Agents {
         let stack = Stack::builder(backend)
-            .models(&format!(
-                "[[models]]\nname = \"scripted\"\nbase_url = \"{0}/v1\"\ntools = true\ndefault = true\ninput_price = 1000.0\noutput_price = 1000.0\n\n\
-                 [[models]]\nname = \"plain\"\nbase_url = \"{0}/v1\"\n",
-                upstream.base_url
-            ))
+            .tool_models(&upstream.base_url)
             .start()
             .await;
         let agent = stack.replica(Service::Agent, |_| {}).await;
-        let data_dir = stack.data_dir().to_owned();
-        Agents {
-            stack,
-            agent,
-            data_dir,
-        }
+        Agents { stack, agent }
     }
 
     fn req<T>(&self, who: &Caller, service: Service, msg: T) -> tonic::Request<T> {
         self.stack.req(service, who, msg)
     }
 
+    fn workspaces(&self) -> std::path::PathBuf {
+        self.stack.data_dir().join("agent").join("workspaces")
+    }
+
     fn workspace(&self, session: &str) -> std::path::PathBuf {
-        self.data_dir.join("agent").join("workspaces").join(session)
+        self.workspaces().join(session)
     }
 
     /// Starts a run; the sender takes control words, the stream gives the events.
@@ -236,7 +230,7 @@ docchat_common::backend_tests! {
         assert_eq!(shown.len(), 4, "{}: one result per call: {shown:?}", backend.name);
         assert!(shown.iter().all(|m| !m.is_empty()), "{}: {shown:?}", backend.name);
         assert!(
-            !stack.data_dir.join("agent").join("workspaces").join("escape.txt").exists(),
+            !stack.workspaces().join("escape.txt").exists(),
             "{}: a path out of the workspace was written",
             backend.name
         );

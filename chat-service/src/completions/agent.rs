@@ -93,19 +93,22 @@ impl Completer {
             }
         };
         let mut client = Some(tx.clone());
-        let mut stop_by: Option<tokio::time::Instant> = None;
+        // Armed at shutdown: how long the stopped run may take to say it finished.
+        let grace = tokio::time::sleep(std::time::Duration::MAX);
+        tokio::pin!(grace);
+        let mut stopping = false;
         let mut controlled = true;
         let finished = loop {
-            let deadline = stop_by.unwrap_or_else(far_future);
             let next = tokio::select! {
                 biased;
-                () = self.shutdown.cancelled(), if stop_by.is_none() => {
+                () = self.shutdown.cancelled(), if !stopping => {
                     reply.error = Some(super::generate::interrupted());
                     send(&input, "stop").await;
-                    stop_by = Some(tokio::time::Instant::now() + STOP_GRACE);
+                    stopping = true;
+                    grace.as_mut().reset(tokio::time::Instant::now() + STOP_GRACE);
                     continue;
                 }
-                () = tokio::time::sleep_until(deadline) => break None,
+                () = &mut grace, if stopping => break None,
                 changed = control.changed(), if controlled => {
                     if changed.is_err() {
                         controlled = false;
@@ -174,7 +177,7 @@ impl Completer {
         reply.references = start_contexts
             .into_iter()
             .chain(f.references)
-            .map(hit)
+            .map(SearchHit::from)
             .collect();
         let files = |files: &[apb::AgentFile]| {
             serde_json::Value::Array(
@@ -201,7 +204,7 @@ impl Completer {
             self.search(job, &job.question.content)
                 .await?
                 .into_iter()
-                .map(excerpt)
+                .map(apb::Excerpt::from)
                 .collect()
         } else {
             Vec::new()
@@ -258,33 +261,4 @@ async fn send(input: &mpsc::Sender<apb::RunInput>, word: &str) {
             input: Some(Input::Control(word.to_owned())),
         })
         .await;
-}
-
-fn far_future() -> tokio::time::Instant {
-    tokio::time::Instant::now() + std::time::Duration::from_secs(365 * 24 * 3600)
-}
-
-fn excerpt(h: SearchHit) -> apb::Excerpt {
-    apb::Excerpt {
-        chunk_id: h.chunk_id,
-        document_id: h.document_id,
-        document_name: h.document_name,
-        collection_id: h.collection_id,
-        text: h.text,
-        pages: h.pages,
-        score: h.score,
-    }
-}
-
-fn hit(e: apb::Excerpt) -> SearchHit {
-    SearchHit {
-        chunk_id: e.chunk_id,
-        document_id: e.document_id,
-        document_name: e.document_name,
-        collection_id: e.collection_id,
-        text: e.text,
-        pages: e.pages,
-        score: e.score,
-        ..SearchHit::default()
-    }
 }

@@ -14,17 +14,13 @@ use docchat_test_stack::{Stack, deltas, rest};
 use serde_json::{Value, json};
 use tonic::Code;
 
-/// admin-, agent- and chat-service; the model `scripted` calls tools (priced 1000 per
-/// million tokens), `plain` does not.
+/// admin-, agent- and chat-service with the test stack's tool models (`scripted` calls
+/// tools, priced 1000 per million tokens; `plain` does not).
 async fn agent_stack(backend: &Backend, upstream: &ScriptedHttp) -> Stack {
     Stack::builder(backend)
         .agent()
         .chat_replicas(1)
-        .models(&format!(
-            "[[models]]\nname = \"scripted\"\nbase_url = \"{0}/v1\"\ntools = true\ndefault = true\ncontext_length = 8192\ninput_price = 1000.0\noutput_price = 1000.0\n\n\
-             [[models]]\nname = \"plain\"\nbase_url = \"{0}/v1\"\ncontext_length = 8192\n",
-            upstream.base_url
-        ))
+        .tool_models(&upstream.base_url)
         .start()
         .await
 }

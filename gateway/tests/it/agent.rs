@@ -34,10 +34,7 @@ pub(crate) async fn app_with_agent(
 ) -> Stack {
     Stack::builder(backend)
         .everything()
-        .models(&format!(
-            "[[models]]\nname = \"scripted\"\nbase_url = \"{}/v1\"\ncontext_length = 8192\ntools = true\ndefault = true\n",
-            upstream.base_url
-        ))
+        .tool_models(&upstream.base_url)
         .start()
         .await
 }
@@ -251,14 +248,7 @@ docchat_common::backend_tests! {
             ScriptedTurn::text("never said"),
         ])
         .await;
-        let app = Stack::builder(&backend)
-            .everything()
-            .models(&format!(
-                "[[models]]\nname = \"scripted\"\nbase_url = \"{}/v1\"\ncontext_length = 8192\ntools = true\ndefault = true\ninput_price = 1000.0\noutput_price = 1000.0\n",
-                upstream.base_url
-            ))
-            .start()
-            .await;
+        let app = app_with_agent(&backend, &upstream).await;
         let (alice_id, alice) = app.user("alice").await;
         let (_, tools) = app.call(Method::GET, "/api/v1/agents/tools", &alice, None).await;
         let python = tools.as_array().unwrap().iter().find(|t| t["name"] == "python").unwrap();

@@ -96,6 +96,11 @@ impl StackBuilder {
         self.models(&scripted_model(base_url))
     }
 
+    /// The models file of [`tool_models`]: `scripted` calls tools, `plain` does not.
+    pub fn tool_models(self, base_url: &str) -> Self {
+        self.models(&tool_models(base_url))
+    }
+
     /// Changes the configuration (limits, workers, fairness …); applied now, in order, so a
     /// later call overrides an earlier one and the builder's own choices.
     pub fn configure(mut self, tweak: impl FnOnce(&mut Config)) -> Self {
@@ -212,6 +217,16 @@ impl StackBuilder {
 pub fn scripted_model(base_url: &str) -> String {
     format!(
         "[[models]]\nname = \"scripted\"\nprovider = \"openai\"\nbase_url = \"{base_url}/v1\"\ncontext_length = 8192\ninput_price = 1.0\noutput_price = 2.0\ndefault = true\n"
+    )
+}
+
+/// A models file for agent tests: two OpenAI-compatible models served at `base_url`,
+/// `scripted` (marked `tools = true`, the default, 8192 tokens of context, priced 1000 per
+/// million tokens each way so one call's cost is easy to reckon) and `plain` (no tools).
+pub fn tool_models(base_url: &str) -> String {
+    format!(
+        "[[models]]\nname = \"scripted\"\nbase_url = \"{base_url}/v1\"\ntools = true\ndefault = true\ncontext_length = 8192\ninput_price = 1000.0\noutput_price = 1000.0\n\n\
+         [[models]]\nname = \"plain\"\nbase_url = \"{base_url}/v1\"\ncontext_length = 8192\n"
     )
 }
 
