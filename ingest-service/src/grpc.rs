@@ -467,6 +467,31 @@ impl IngestService for IngestGrpc {
         }))
     }
 
+    async fn put_agent_file(
+        &self,
+        _request: Request<Streaming<pb::AgentFileChunk>>,
+    ) -> Reply<pb::Document> {
+        Err(Status::unimplemented("PutAgentFile is not built yet"))
+    }
+
+    type ReadDocumentBytesStream = std::pin::Pin<
+        Box<dyn futures::Stream<Item = Result<pb::DocumentBytes, Status>> + Send + 'static>,
+    >;
+
+    async fn read_document_bytes(
+        &self,
+        _request: Request<pb::ReadDocumentBytesRequest>,
+    ) -> Reply<Self::ReadDocumentBytesStream> {
+        Err(Status::unimplemented("ReadDocumentBytes is not built yet"))
+    }
+
+    async fn delete_session_documents(
+        &self,
+        _request: Request<pb::SessionDocumentsRef>,
+    ) -> Reply<pb::Count> {
+        Err(Status::unimplemented("DeleteSessionDocuments is not built yet"))
+    }
+
     async fn create_tag(&self, request: Request<pb::TagRequest>) -> Reply<pb::Tag> {
         let me = caller(&request)?;
         let pb::TagRequest {
