@@ -65,7 +65,7 @@ fn size(m: &std::fs::Metadata) -> i64 {
 
 /// Every entry under `root` (relative path, bytes, metadata), sorted by path; none
 /// when `root` does not exist.
-fn walk(root: &Path) -> Vec<(String, std::fs::Metadata)> {
+pub fn walk(root: &Path) -> Vec<(String, std::fs::Metadata)> {
     let mut out: Vec<(String, std::fs::Metadata)> = Vec::new();
     let mut stack: Vec<(PathBuf, usize)> = vec![(root.to_path_buf(), 0)];
     let mut seen = 0usize;

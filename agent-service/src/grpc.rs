@@ -405,7 +405,12 @@ impl AgentService for AgentGrpc {
         let id = request.into_inner().session_id;
         let dir = session_dir(&self.workspaces, &id)?;
         let files = if workspaces::owned(&self.db, &id, &caller.user_id).await? {
-            blocking(move || files::list(&id, &dir)).await?
+            let session = id.clone();
+            let local = blocking(move || files::list(&session, &dir)).await?;
+            match &self.engine.stored {
+                Some(stored) => stored.list(&id, local).await?,
+                None => local,
+            }
         } else {
             Vec::new()
         };
@@ -423,6 +428,9 @@ impl AgentService for AgentGrpc {
             return Ok(Response::new(Empty {}));
         }
         let _guard = Deleting::start(&self.deleting, &id)?;
+        if let Some(stored) = &self.engine.stored {
+            stored.delete(&caller, &id, &dir).await?;
+        }
         // remove_dir_all removes links, never what they point to.
         match tokio::fs::remove_dir_all(&dir).await {
             Ok(()) => {}

@@ -7,6 +7,8 @@ pub mod migrations;
 pub mod preferences;
 pub mod run;
 pub mod sandbox;
+pub mod shelf;
+pub mod stored;
 pub mod tools;
 pub mod workspaces;
 
@@ -90,8 +92,13 @@ pub async fn serve_with(
     let sandbox_status = sandbox.status();
     let engine = run::Engine {
         catalog,
+        stored: Some(Arc::new(stored::Stored::new(db.clone(), clients.clone()))),
         deps: Arc::new(tools::ToolDeps {
             code: Arc::new(sandbox),
+            shelf: Some(Arc::new(shelf::Shelf::new(
+                ctx.config.data_dir.join("agent").join("collections"),
+                clients.clone(),
+            ))),
             clients: Some(clients),
             fetch: fetch_enabled(),
             fetch_allow,

@@ -489,7 +489,9 @@ impl IngestService for IngestGrpc {
         &self,
         _request: Request<pb::SessionDocumentsRef>,
     ) -> Reply<pb::Count> {
-        Err(Status::unimplemented("DeleteSessionDocuments is not built yet"))
+        Err(Status::unimplemented(
+            "DeleteSessionDocuments is not built yet",
+        ))
     }
 
     async fn create_tag(&self, request: Request<pb::TagRequest>) -> Reply<pb::Tag> {

@@ -1,9 +1,10 @@
-//! Schema of agent-service (SQLite and PostgreSQL). Tool preferences and session workspaces (issue 15); the outbox is here from the start because every service publishes `job.*`.
+//! Schema of agent-service (SQLite and PostgreSQL). Tool preferences, session workspaces and their files' documents (issue 15); the outbox is here from the start because every service publishes `job.*`.
 
 use sea_orm_migration::prelude::*;
 
 mod m20261124_000001_tool_preferences;
 mod m20261124_000002_session_workspaces;
+mod m20261124_000003_workspace_files;
 
 pub struct Migrator;
 
@@ -14,6 +15,7 @@ impl MigratorTrait for Migrator {
             Box::new(docchat_common::outbox::CreateOutbox),
             Box::new(m20261124_000001_tool_preferences::Migration),
             Box::new(m20261124_000002_session_workspaces::Migration),
+            Box::new(m20261124_000003_workspace_files::Migration),
         ]
     }
 }

@@ -26,6 +26,7 @@ use docchat_inference::{
 use docchat_proto::agent::v1 as pb;
 use tokio::sync::mpsc;
 
+use crate::stored::Stored;
 use crate::tools::{Catalog, ToolDeps};
 use args::RunArgs;
 use budget::{Budget, usage_of};
@@ -39,6 +40,8 @@ const TOOL_CONCURRENCY: usize = 4;
 #[derive(Clone)]
 pub struct Engine {
     pub catalog: Catalog,
+    /// The workspace's files as documents; `None` in tests without ingest-service.
+    pub stored: Option<Arc<Stored>>,
     pub deps: Arc<ToolDeps>,
     pub budget: Arc<dyn Budget>,
 }
@@ -93,6 +96,10 @@ struct State<'a> {
     calls: Arc<Mutex<Vec<pb::ModelCall>>>,
     references: Vec<pb::Excerpt>,
     history: History,
+    /// Files stored during this run (the last version of each path).
+    files: Vec<pb::AgentFile>,
+    /// The workspace was restored, so files missing from it were removed by the run.
+    restored: bool,
 }
 
 impl State<'_> {
@@ -129,7 +136,14 @@ impl Engine {
     ) -> pb::RunFinished {
         let has_collection = !req.start.collection_id.is_empty();
         let rag = pb::RagKind::try_from(req.start.rag_kind).unwrap_or(pb::RagKind::None);
-        let mut messages = prompt::messages(req.args.agent_type, rag, &req.start, has_collection);
+        let documents_at = self.documents_at(&req);
+        let mut messages = prompt::messages(
+            req.args.agent_type,
+            rag,
+            &req.start,
+            has_collection,
+            documents_at.as_deref(),
+        );
         let prompt_raw = serde_json::to_string(&messages).unwrap_or_default();
         let specs: Vec<ToolSpec> = req
             .tools
@@ -152,7 +166,10 @@ impl Engine {
             calls: Arc::new(Mutex::new(Vec::new())),
             references: Vec::new(),
             history: History::default(),
+            files: Vec::new(),
+            restored: false,
         };
+        self.restore(&mut st).await;
         let mut turns = 0u32;
         let mut tool_runs = 0usize;
         let end = loop {
@@ -217,7 +234,12 @@ impl Engine {
                 Ok(results) => messages.extend(results),
                 Err(end) => break end,
             }
+            if req.args.stream_files {
+                self.store_files(&mut st, turns).await;
+            }
         };
+        self.store_files(&mut st, turns).await;
+        let files_old = self.earlier_files(&mut st, turns).await;
         if !end.reason.is_empty() {
             st.history.note(turns, &end.reason);
         }
@@ -235,8 +257,8 @@ impl Engine {
             stop_reason: end.reason,
             failed: end.failed.is_some(),
             status: end.failed.map_or(0, |c| u32::from(c.http_status())),
-            files: Vec::new(),
-            files_old: Vec::new(),
+            files: std::mem::take(&mut st.files),
+            files_old,
             history_json: st.history.json(),
             history_md: st.history.markdown(),
             analysis,
@@ -245,6 +267,98 @@ impl Engine {
             references: std::mem::take(&mut st.references),
             turns,
             time_to_first_token: st.ttft.unwrap_or(0.0),
+        }
+    }
+
+    /// Where the run's code sees the collection's documents: only with a collection, a
+    /// shelf and a code tool offered.
+    fn documents_at(&self, req: &RunRequest) -> Option<String> {
+        let shelf = self.deps.shelf.as_ref()?;
+        let code = req.tools.iter().any(|t| t == "python" || t == "shell");
+        if req.start.collection_id.is_empty() || !code {
+            return None;
+        }
+        let host = shelf.path(&req.start.collection_id);
+        Some(self.deps.code.documents_at(&host).display().to_string())
+    }
+
+    /// Brings the session's workspace up to its stored files before the first turn.
+    async fn restore(&self, st: &mut State<'_>) {
+        let Some(stored) = &self.stored else { return };
+        let req = st.req;
+        match stored
+            .restore(&req.caller, &req.start.session_id, &req.workspace)
+            .await
+        {
+            Ok(notes) => {
+                st.restored = true;
+                for n in notes {
+                    st.history.note(0, &n);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(session = %req.start.session_id, error = %e.message, "workspace not restored");
+                st.history.note(
+                    0,
+                    &format!(
+                        "the workspace's stored files were not restored: {}",
+                        e.message
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Stores the workspace's new and changed files as documents; each is announced in the
+    /// stream as it is stored (agent_stream_files) and is one of the run's files.
+    async fn store_files(&self, st: &mut State<'_>, turn: u32) {
+        let Some(stored) = &self.stored else { return };
+        let req = st.req;
+        let synced = stored
+            .sync(
+                &req.caller,
+                &req.start.session_id,
+                &req.start.question_id,
+                &req.workspace,
+                st.restored,
+            )
+            .await;
+        match synced {
+            Ok(synced) => {
+                for n in synced.notes {
+                    st.history.note(turn, &n);
+                }
+                for f in synced.files {
+                    if req.args.stream_files {
+                        st.emit(pb::run_event::Event::File(f.clone())).await;
+                    }
+                    st.files.retain(|g| g.name != f.name);
+                    st.files.push(f);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(session = %req.start.session_id, error = %e.message, "workspace files not stored");
+                st.history
+                    .note(turn, &format!("files were not stored: {}", e.message));
+            }
+        }
+    }
+
+    /// The session's files from earlier turns (not changed by this one).
+    async fn earlier_files(&self, st: &mut State<'_>, turn: u32) -> Vec<pb::AgentFile> {
+        let Some(stored) = &self.stored else {
+            return Vec::new();
+        };
+        match stored
+            .earlier(&st.req.start.session_id, &st.req.start.question_id)
+            .await
+        {
+            Ok(files) => files,
+            Err(e) => {
+                st.history
+                    .note(turn, &format!("earlier files unknown: {}", e.message));
+                Vec::new()
+            }
         }
     }
 

@@ -11,6 +11,7 @@ pub fn messages(
     rag: pb::RagKind,
     start: &pb::RunStart,
     has_collection: bool,
+    documents_at: Option<&str>,
 ) -> Vec<ChatMessage> {
     let mut system = agent.instructions().to_owned();
     system.push_str(
@@ -24,6 +25,11 @@ pub fn messages(
             "\nAnalyse the session's documents with Python and ask_model: read them in pieces, ask the model about each piece, then combine the findings.",
         ),
         _ => {}
+    }
+    if let Some(at) = documents_at {
+        system.push_str(&format!(
+            "\nThe collection's documents are readable (not writable) by your code at {at}: each original file, and its extracted text as <name>.txt with a `--- page N ---` line before every page."
+        ));
     }
     if !start.contexts.is_empty() {
         system.push_str("\n\nPassages retrieved from the user's documents for this question:\n");

@@ -1,7 +1,8 @@
 //! Backend 1, bubblewrap: a new mount, pid, network, IPC and UTS namespace per run, with
 //! only `/usr` (read-only, and the root's symlinks into it), a minimum of `/etc`, a fresh
 //! `/proc` and `/dev`, a size-capped tmpfs `/tmp` and the session's workspace (read-write at
-//! `/workspace`, the working directory). The environment is cleared and rebuilt; every
+//! `/workspace`, the working directory), and the session collection's documents read-only at
+//! `/documents` when the run has them. The environment is cleared and rebuilt; every
 //! capability is dropped; bubblewrap sets `PR_SET_NO_NEW_PRIVS`.
 //!
 //! As root, bubblewrap needs no user namespace: it builds the sandbox as root (so the data
@@ -197,6 +198,9 @@ impl Bwrap {
             &"--chdir",
             &"/workspace",
         ]);
+        if let Some(docs) = &spec.documents {
+            push(&[&"--ro-bind", docs, &crate::tools::DOCUMENTS_MOUNT]);
+        }
         for (k, v) in ENV {
             push(&[&"--setenv", k, v]);
         }

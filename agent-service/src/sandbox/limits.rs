@@ -177,6 +177,7 @@ mod tests {
             stdin: None,
             wall_clock: Duration::from_millis(wall_ms),
             memory_bytes: memory,
+            documents: None,
         }
     }
 

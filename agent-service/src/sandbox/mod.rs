@@ -182,6 +182,7 @@ impl Sandbox {
             stdin: None,
             wall_clock: Duration::from_secs(10),
             memory_bytes: None,
+            documents: None,
         };
         match sandbox.run(spec, &CancellationToken::new()).await {
             Ok(out) if out.exit_code == Some(0) && out.stdout.trim() == "ok" => sandbox,
@@ -322,5 +323,13 @@ impl CodeRunner for Sandbox {
 
     fn available(&self) -> bool {
         !matches!(self.backend, Backend::Unavailable(_))
+    }
+
+    fn documents_at(&self, host: &Path) -> PathBuf {
+        match self.backend {
+            Backend::Bubblewrap(_) => PathBuf::from(crate::tools::DOCUMENTS_MOUNT),
+            // No mount namespace: the program sees the host's path.
+            _ => host.to_path_buf(),
+        }
     }
 }

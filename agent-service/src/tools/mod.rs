@@ -21,7 +21,7 @@ use docchat_proto::agent::v1 as pb;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use python::{CodeOutput, CodeRunner, CodeSpec, NoSandbox};
+pub use python::{CodeOutput, CodeRunner, CodeSpec, DOCUMENTS_MOUNT, NoSandbox};
 
 /// What a tool gave back.
 #[derive(Debug, Clone, Default)]
@@ -68,11 +68,31 @@ pub struct ToolDeps {
     pub code: Arc<dyn CodeRunner>,
     /// ingest-service (document search); `None` in tests without it.
     pub clients: Option<Clients>,
+    /// The session collection's documents for the code tools; `None` without ingest.
+    pub shelf: Option<Arc<crate::shelf::Shelf>>,
     /// fetch_url is on (DOCCHAT_AGENT_FETCH is not `off`).
     pub fetch: bool,
     /// Hosts fetch_url may reach although they resolve to loopback or private addresses
     /// (tests); empty in production.
     pub fetch_allow: Vec<String>,
+}
+
+impl ToolCtx {
+    /// The session collection's documents, brought up to date (none without a collection;
+    /// a failure is logged and the code runs without them).
+    pub async fn documents(&self) -> Option<PathBuf> {
+        let shelf = self.deps.shelf.as_ref()?;
+        if self.collection_id.is_empty() {
+            return None;
+        }
+        match shelf.open(&self.caller, &self.collection_id).await {
+            Ok(dir) => Some(dir),
+            Err(e) => {
+                tracing::warn!(collection = %self.collection_id, error = %e.message, "documents not on the shelf");
+                None
+            }
+        }
+    }
 }
 
 #[async_trait::async_trait]

@@ -19,7 +19,13 @@ pub struct CodeSpec {
     pub stdin: Option<Vec<u8>>,
     pub wall_clock: Duration,
     pub memory_bytes: Option<u64>,
+    /// The session collection's documents (a host directory), readable but not writable
+    /// in the sandbox at [`CodeRunner::documents_at`].
+    pub documents: Option<PathBuf>,
 }
+
+/// Where the collection's documents appear inside a namespaced sandbox.
+pub const DOCUMENTS_MOUNT: &str = "/documents";
 
 #[derive(Debug, Clone, Default)]
 pub struct CodeOutput {
@@ -38,6 +44,11 @@ pub trait CodeRunner: Send + Sync {
     /// Whether runs can succeed at all (the code tools are offered only then).
     fn available(&self) -> bool {
         true
+    }
+
+    /// The path at which a program sees the documents directory `host`.
+    fn documents_at(&self, _host: &std::path::Path) -> PathBuf {
+        PathBuf::from(DOCUMENTS_MOUNT)
     }
 }
 
@@ -113,6 +124,7 @@ impl Tool for Python {
             stdin: Some(code.as_bytes().to_vec()),
             wall_clock: ctx.timeout,
             memory_bytes: ctx.max_memory,
+            documents: ctx.documents().await,
         };
         report(&ctx.deps.code.run(spec, &ctx.cancel).await?)
     }

@@ -30,6 +30,7 @@ impl Tool for Shell {
             stdin: None,
             wall_clock: ctx.timeout,
             memory_bytes: ctx.max_memory,
+            documents: ctx.documents().await,
         };
         report(&ctx.deps.code.run(spec, &ctx.cancel).await?)
     }

@@ -52,6 +52,7 @@ impl Lab {
             stdin: stdin.map(|s| s.as_bytes().to_vec()),
             wall_clock: wall,
             memory_bytes: None,
+            documents: None,
         }
     }
 
@@ -452,6 +453,7 @@ async fn without_a_backend_code_is_refused() {
                 stdin: None,
                 wall_clock: Duration::from_secs(1),
                 memory_bytes: None,
+                documents: None,
             },
             &CancellationToken::new(),
         )
@@ -486,6 +488,7 @@ async fn none_on_purpose_runs_without_isolation_and_says_so() {
                 stdin: None,
                 wall_clock: Duration::from_secs(10),
                 memory_bytes: None,
+                documents: None,
             },
             &CancellationToken::new(),
         )

@@ -14,6 +14,7 @@ mod sandbox_bench;
 
 use docchat_common::testing::{Spawned, bind, context};
 
+mod files;
 mod run;
 
 docchat_common::backend_tests! {

@@ -37,7 +37,62 @@ impl Agents {
         Agents { stack, agent }
     }
 
-    fn req<T>(&self, who: &Caller, service: Service, msg: T) -> tonic::Request<T> {
+    /// As [`start`](Self::start), with ingest-service (where the runs' files are stored
+    /// and the collections' documents come from).
+    pub(crate) async fn with_ingest(backend: &Backend, upstream: &ScriptedHttp) -> Agents {
+        let stack = Stack::builder(backend)
+            .tool_models(&upstream.base_url)
+            .ingest()
+            .start()
+            .await;
+        let agent = stack.replica(Service::Agent, |_| {}).await;
+        Agents { stack, agent }
+    }
+
+    pub(crate) fn stack(&self) -> &Stack {
+        &self.stack
+    }
+
+    /// Another agent-service replica on the same database and bus, with a disk of its own.
+    pub(crate) async fn replica_with_own_disk(&self, dir: &Path) -> Spawned {
+        let dir = dir.to_path_buf();
+        self.stack
+            .replica(Service::Agent, move |c| {
+                // The same database (SQLite's file is under the data directory).
+                if c.database_url.is_none() {
+                    c.database_url = Some(c.database_url_for(Service::Agent, false));
+                }
+                c.data_dir = dir;
+            })
+            .await
+    }
+
+    /// Starts a run on `replica` (default: the harness's own).
+    pub(crate) async fn run_on(
+        &self,
+        replica: &Spawned,
+        who: &Caller,
+        start: pb::RunStart,
+    ) -> (mpsc::Sender<pb::RunInput>, tonic::Streaming<pb::RunEvent>) {
+        let (tx, rx) = mpsc::channel(8);
+        tx.send(pb::RunInput {
+            input: Some(pb::run_input::Input::Start(start)),
+        })
+        .await
+        .unwrap();
+        let events = AgentServiceClient::new(replica.channel())
+            .run(self.req(who, Service::Agent, ReceiverStream::new(rx)))
+            .await
+            .unwrap()
+            .into_inner();
+        (tx, events)
+    }
+
+    pub(crate) fn agent(&self) -> &Spawned {
+        &self.agent
+    }
+
+    pub(crate) fn req<T>(&self, who: &Caller, service: Service, msg: T) -> tonic::Request<T> {
         self.stack.req(service, who, msg)
     }
 
@@ -45,7 +100,7 @@ impl Agents {
         self.stack.data_dir().join("agent").join("workspaces")
     }
 
-    fn workspace(&self, session: &str) -> std::path::PathBuf {
+    pub(crate) fn workspace(&self, session: &str) -> std::path::PathBuf {
         self.workspaces().join(session)
     }
 
@@ -109,7 +164,7 @@ pub(crate) async fn events_until_finished(
     }
 }
 
-fn tool_messages(body: &Value) -> Vec<String> {
+pub(crate) fn tool_messages(body: &Value) -> Vec<String> {
     body["messages"]
         .as_array()
         .map(|m| {

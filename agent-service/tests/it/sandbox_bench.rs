@@ -39,6 +39,7 @@ async fn sandbox_start_latency() {
         stdin: None,
         wall_clock: Duration::from_secs(30),
         memory_bytes: None,
+        documents: None,
     };
     let mut bare = Vec::new();
     let mut boxed = Vec::new();

@@ -1,0 +1,74 @@
+//! Workspace files: which document holds each file of a session's workspace (the workspace's
+//! manifest). Shared by every replica, so a turn on any replica restores the workspace from
+//! the documents and knows which files changed.
+
+use sea_orm_migration::prelude::*;
+
+#[derive(DeriveMigrationName)]
+pub struct Migration;
+
+#[derive(DeriveIden)]
+enum WorkspaceFiles {
+    Table,
+    SessionId,
+    Path,
+    DocumentId,
+    Sha256,
+    Size,
+    QuestionId,
+    UpdatedAt,
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for Migration {
+    async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
+        m.create_table(
+            Table::create()
+                .table(WorkspaceFiles::Table)
+                .if_not_exists()
+                .col(
+                    ColumnDef::new(WorkspaceFiles::SessionId)
+                        .string_len(128)
+                        .not_null(),
+                )
+                .col(ColumnDef::new(WorkspaceFiles::Path).text().not_null())
+                .col(
+                    ColumnDef::new(WorkspaceFiles::DocumentId)
+                        .string_len(64)
+                        .not_null(),
+                )
+                .col(
+                    ColumnDef::new(WorkspaceFiles::Sha256)
+                        .string_len(64)
+                        .not_null(),
+                )
+                .col(
+                    ColumnDef::new(WorkspaceFiles::Size)
+                        .big_integer()
+                        .not_null(),
+                )
+                .col(
+                    ColumnDef::new(WorkspaceFiles::QuestionId)
+                        .string_len(64)
+                        .not_null(),
+                )
+                .col(
+                    ColumnDef::new(WorkspaceFiles::UpdatedAt)
+                        .timestamp_with_time_zone()
+                        .not_null(),
+                )
+                .primary_key(
+                    Index::create()
+                        .col(WorkspaceFiles::SessionId)
+                        .col(WorkspaceFiles::Path),
+                )
+                .to_owned(),
+        )
+        .await
+    }
+
+    async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
+        m.drop_table(Table::drop().table(WorkspaceFiles::Table).to_owned())
+            .await
+    }
+}

@@ -1,0 +1,267 @@
+//! A run's files become documents of the session's owner (ingest-service), any replica
+//! restores a session's workspace from them, and the collection's documents are readable
+//! but not writable by the run's code. Both backends, real gRPC, a scripted upstream.
+
+use docchat_common::Caller;
+use docchat_common::config::Service;
+use docchat_common::testing::{ScriptedCall, ScriptedHttp, ScriptedTurn, user};
+use docchat_proto::agent::v1 as pb;
+use docchat_proto::agent::v1::agent_service_client::AgentServiceClient;
+use docchat_proto::agent::v1::run_event::Event;
+use docchat_proto::ingest::v1 as ingest;
+use serde_json::json;
+use tokio_stream::StreamExt;
+use tonic::Code;
+
+use crate::run::{Agents, events_until_finished, start, tool_messages};
+
+/// The session's documents as ingest lists them: (id, name, size).
+async fn session_documents(
+    agents: &Agents,
+    who: &Caller,
+    session: &str,
+) -> Vec<(String, String, i64)> {
+    let mut docs: Vec<(String, String, i64)> = agents
+        .stack()
+        .ingest_client()
+        .list_documents(agents.req(
+            who,
+            Service::Ingest,
+            ingest::ListDocumentsRequest {
+                chat_session_id: Some(session.into()),
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .documents
+        .into_iter()
+        .map(|d| (d.id, d.name, d.size))
+        .collect();
+    docs.sort();
+    docs
+}
+
+/// A document's bytes, as its owner reads them.
+async fn document_bytes(agents: &Agents, who: &Caller, id: &str) -> Vec<u8> {
+    let mut stream = agents
+        .stack()
+        .ingest_client()
+        .read_document_bytes(agents.req(
+            who,
+            Service::Ingest,
+            ingest::ReadDocumentBytesRequest {
+                id: id.into(),
+                owned_only: true,
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut bytes = Vec::new();
+    while let Some(piece) = stream.next().await {
+        if let Some(ingest::document_bytes::Part::Data(d)) = piece.unwrap().part {
+            bytes.extend(d);
+        }
+    }
+    bytes
+}
+
+fn files_of(f: &[pb::AgentFile]) -> Vec<(&str, &str)> {
+    f.iter()
+        .map(|f| (f.name.as_str(), f.document_id.as_str()))
+        .collect()
+}
+
+fn run_start(session: &str, question: &str, n: u32) -> pb::RunStart {
+    pb::RunStart {
+        question_id: format!("q{n}-{session}"),
+        ..start(
+            session,
+            question,
+            json!({"agent_tools": ["write_file", "read_file"]}),
+        )
+    }
+}
+
+docchat_common::backend_tests! {
+    async fn a_runs_files_become_documents_that_any_replica_restores(backend) {
+        let upstream = ScriptedHttp::chat_turns(vec![
+            // Run 1 (replica A): writes the report.
+            ScriptedTurn::calls(vec![ScriptedCall::new(
+                "c1",
+                "write_file",
+                json!({"path": "out/report.md", "content": "# Findings\nforty-two"}),
+            )]),
+            ScriptedTurn::text("Written."),
+            // Run 2 (replica B, an empty disk): reads it, then rewrites it.
+            ScriptedTurn::calls(vec![ScriptedCall::new(
+                "c2",
+                "read_file",
+                json!({"path": "out/report.md"}),
+            )]),
+            ScriptedTurn::calls(vec![ScriptedCall::new(
+                "c3",
+                "write_file",
+                json!({"path": "out/report.md", "content": "# Findings\nforty-three"}),
+            )]),
+            ScriptedTurn::text("Rewritten."),
+            // Run 3 (replica A again, whose copy is stale): reads it.
+            ScriptedTurn::calls(vec![ScriptedCall::new(
+                "c4",
+                "read_file",
+                json!({"path": "out/report.md"}),
+            )]),
+            ScriptedTurn::text("Read."),
+        ])
+        .await;
+        let agents = Agents::with_ingest(&backend, &upstream).await;
+        let other_disk = tempfile::tempdir().unwrap();
+        let replica_b = agents.replica_with_own_disk(other_disk.path()).await;
+        let alice = user("alice", false);
+        let bob = user("bob", false);
+        let session = uuid::Uuid::new_v4().to_string();
+
+        // Run 1: the file is announced as it is stored and is the turn's file.
+        let (_tx, mut events) = agents.run_on(agents.agent(), &alice, run_start(&session, "Write it", 1)).await;
+        let (seen, finished) = events_until_finished(&mut events).await;
+        assert!(!finished.failed, "{}: {}", backend.name, finished.stop_reason);
+        let announced: Vec<&pb::AgentFile> = seen
+            .iter()
+            .filter_map(|e| match e { Event::File(f) => Some(f), _ => None })
+            .collect();
+        assert_eq!(announced.len(), 1, "{}: {seen:?}", backend.name);
+        let doc_id = announced[0].document_id.clone();
+        assert_eq!(files_of(&finished.files), [("out/report.md", doc_id.as_str())], "{}", backend.name);
+        assert!(finished.files_old.is_empty(), "{}", backend.name);
+        assert_eq!(
+            session_documents(&agents, &alice, &session).await,
+            [(doc_id.clone(), "out/report.md".to_owned(), 20)],
+            "{}: the file is alice's document of the session",
+            backend.name
+        );
+        assert_eq!(document_bytes(&agents, &alice, &doc_id).await, b"# Findings\nforty-two");
+        assert!(session_documents(&agents, &bob, &session).await.is_empty(), "{}", backend.name);
+
+        // Run 2 on replica B: its disk never saw the file, the run reads it all the same,
+        // and the rewritten file keeps its document.
+        let (_tx, mut events) = agents.run_on(&replica_b, &alice, run_start(&session, "Rewrite it", 2)).await;
+        let (_, finished) = events_until_finished(&mut events).await;
+        assert!(!finished.failed, "{}: {}", backend.name, finished.stop_reason);
+        let read_back = tool_messages(&upstream.bodies()[3]);
+        assert!(read_back[0].contains("forty-two"), "{}: restored on B: {read_back:?}", backend.name);
+        assert_eq!(files_of(&finished.files), [("out/report.md", doc_id.as_str())], "{}", backend.name);
+        assert!(finished.files_old.is_empty(), "{}", backend.name);
+        assert_eq!(document_bytes(&agents, &alice, &doc_id).await, b"# Findings\nforty-three");
+        assert_eq!(session_documents(&agents, &alice, &session).await.len(), 1, "{}", backend.name);
+
+        // Run 3 on replica A: its stale copy is brought up to date; the file is an earlier
+        // turn's now.
+        let (_tx, mut events) = agents.run_on(agents.agent(), &alice, run_start(&session, "Read it", 3)).await;
+        let (_, finished) = events_until_finished(&mut events).await;
+        let read_back = tool_messages(&upstream.bodies()[6]);
+        assert!(read_back[0].contains("forty-three"), "{}: A's copy refreshed: {read_back:?}", backend.name);
+        assert!(finished.files.is_empty(), "{}", backend.name);
+        assert_eq!(files_of(&finished.files_old), [("out/report.md", doc_id.as_str())], "{}", backend.name);
+
+        // The session's files are named by their documents; bob sees none of them.
+        let mut client = AgentServiceClient::new(agents.agent().channel());
+        let listed = client
+            .list_session_files(agents.req(&alice, Service::Agent, pb::SessionRef { session_id: session.clone() }))
+            .await
+            .unwrap()
+            .into_inner()
+            .files;
+        assert_eq!(listed.len(), 1, "{}: {listed:?}", backend.name);
+        assert_eq!((listed[0].id.as_str(), listed[0].filename.as_str()), (doc_id.as_str(), "out/report.md"));
+        let err = client
+            .list_session_files(agents.req(&bob, Service::Agent, pb::SessionRef { session_id: session.clone() }))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::NotFound, "{}", backend.name);
+
+        // Deleting the session's files deletes their documents, and a later run on B does
+        // not bring them back.
+        client
+            .delete_session_files(agents.req(&alice, Service::Agent, pb::SessionRef { session_id: session.clone() }))
+            .await
+            .unwrap();
+        assert!(session_documents(&agents, &alice, &session).await.is_empty(), "{}", backend.name);
+        let listed = client
+            .list_session_files(agents.req(&alice, Service::Agent, pb::SessionRef { session_id: session.clone() }))
+            .await
+            .unwrap()
+            .into_inner()
+            .files;
+        assert!(listed.is_empty(), "{}: {listed:?}", backend.name);
+        replica_b.stop().await.unwrap();
+        agents.stop().await;
+    }
+
+    async fn code_reads_the_collections_documents_but_cannot_change_them(backend) {
+        let code = "import os\n\
+            text = open('/documents/ledger.md.txt').read()\n\
+            print('TEXT', text)\n\
+            print('ORIGINAL', open('/documents/ledger.md').read().strip())\n\
+            try:\n    open('/documents/ledger.md', 'a').write('forged')\n    print('WROTE')\n\
+            except OSError as e:\n    print('REFUSED', e.errno)\n\
+            try:\n    open('/documents/new.txt', 'w').write('x')\n    print('CREATED')\n\
+            except OSError as e:\n    print('REFUSED', e.errno)\n";
+        let upstream = ScriptedHttp::chat_turns(vec![
+            ScriptedTurn::calls(vec![ScriptedCall::new("c1", "python", json!({"code": code}))]),
+            ScriptedTurn::text("The ledger balances."),
+        ])
+        .await;
+        let agents = Agents::with_ingest(&backend, &upstream).await;
+        let alice = user("alice", false);
+        let mut client = AgentServiceClient::new(agents.agent().channel());
+        let tools = client
+            .list_tools(agents.req(&alice, Service::Agent, docchat_proto::common::v1::Empty {}))
+            .await
+            .unwrap()
+            .into_inner()
+            .tools;
+        if !tools.iter().any(|t| t.name == "python" && t.enabled) {
+            docchat_common::testing::unavailable("the agent's python tool: no sandbox on this host (scripts/sandbox-runtime.sh installs bubblewrap)");
+            agents.stop().await;
+            return;
+        }
+        let stack = agents.stack();
+        let collection = stack.collection(&alice, "books").await;
+        let upload = stack
+            .upload(&alice, "ledger.md", b"# Ledger\n\nThe ledger balances at 1234 crowns.\n")
+            .await
+            .unwrap();
+        let job = stack.ingest(&alice, &upload.id, &collection.id).await.unwrap();
+        let job = stack.finished(&alice, &job.id).await;
+        assert_eq!(job.status, "completed", "{}: {job:?}", backend.name);
+
+        let session = uuid::Uuid::new_v4().to_string();
+        let (_tx, mut events) = agents
+            .run_on(
+                agents.agent(),
+                &alice,
+                pb::RunStart {
+                    collection_id: collection.id.clone(),
+                    rag_kind: pb::RagKind::Rlm as i32,
+                    ..start(&session, "Does the ledger balance?", json!({"agent_tools": ["python"]}))
+                },
+            )
+            .await;
+        let (_, finished) = events_until_finished(&mut events).await;
+        assert!(!finished.failed, "{}: {}", backend.name, finished.stop_reason);
+        let bodies = upstream.bodies();
+        let system = bodies[0]["messages"][0]["content"].as_str().unwrap_or_default().to_owned();
+        assert!(system.contains("/documents"), "{}: the prompt says where: {system}", backend.name);
+        let out = tool_messages(&bodies[1]).join("\n");
+        assert!(out.contains("--- page 1 ---"), "{}: the text has page markers: {out}", backend.name);
+        assert!(out.contains("1234 crowns"), "{}: {out}", backend.name);
+        assert!(out.contains("ORIGINAL # Ledger"), "{}: {out}", backend.name);
+        assert!(!out.contains("WROTE") && !out.contains("CREATED"), "{}: the documents are read-only: {out}", backend.name);
+        assert_eq!(out.matches("REFUSED").count(), 2, "{}: {out}", backend.name);
+        // Nothing of the collection became a file of the session.
+        assert!(finished.files.is_empty(), "{}: {:?}", backend.name, finished.files);
+        agents.stop().await;
+    }
+}
