@@ -3,7 +3,7 @@
 //! workspace with their directory stats (disk walks in [`crate::files`], ownership in
 //! [`crate::workspaces`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -100,8 +100,6 @@ pub struct AgentGrpc {
     pub tracker: TaskTracker,
     /// The service's shutdown: running runs stop.
     pub shutdown: CancellationToken,
-    /// Sessions whose files are being deleted (a second deletion meanwhile is a conflict).
-    pub deleting: Arc<std::sync::Mutex<HashSet<String>>>,
 }
 
 impl AgentGrpc {
@@ -147,6 +145,24 @@ impl AgentGrpc {
         }
         names.dedup();
         Ok(names)
+    }
+
+    /// Deletes the session's documents, its manifest and its workspace on this disk.
+    async fn delete_files(
+        &self,
+        caller: &Caller,
+        id: &str,
+        dir: &std::path::Path,
+    ) -> ApiResult<()> {
+        if let Some(stored) = &self.engine.stored {
+            stored.delete(caller, id, dir).await?;
+        }
+        // remove_dir_all removes links, never what they point to.
+        match tokio::fs::remove_dir_all(dir).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(ApiError::internal("deleting the session's files", e)),
+        }
     }
 
     async fn check(
@@ -427,16 +443,10 @@ impl AgentService for AgentGrpc {
         if !workspaces::owned(&self.db, &id, &caller.user_id).await? {
             return Ok(Response::new(Empty {}));
         }
-        let _guard = Deleting::start(&self.deleting, &id)?;
-        if let Some(stored) = &self.engine.stored {
-            stored.delete(&caller, &id, &dir).await?;
-        }
-        // remove_dir_all removes links, never what they point to.
-        match tokio::fs::remove_dir_all(&dir).await {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(ApiError::internal("deleting the session's files", e).into()),
-        }
+        workspaces::begin_deletion(&self.db, &id).await?;
+        let deleted = self.delete_files(&caller, &id, &dir).await;
+        workspaces::end_deletion(&self.db, &id).await?;
+        deleted?;
         Ok(Response::new(Empty {}))
     }
 
@@ -488,7 +498,14 @@ impl AgentService for AgentGrpc {
         } else {
             req.limit.min(1000)
         };
-        let page = workspaces::page(&self.db, &caller.user_id, req.offset, limit).await?;
+        let page = workspaces::page(
+            &self.db,
+            &caller.user_id,
+            &req.filter_text,
+            req.offset,
+            limit,
+        )
+        .await?;
         let root = self.workspaces.clone();
         let sessions = blocking(move || {
             page.into_iter()
@@ -512,53 +529,4 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| ApiError::internal("walking the workspace", e))
-}
-
-/// A deletion of a session's files under way; ends when dropped.
-struct Deleting {
-    set: Arc<std::sync::Mutex<HashSet<String>>>,
-    id: String,
-}
-
-impl Deleting {
-    fn start(set: &Arc<std::sync::Mutex<HashSet<String>>>, id: &str) -> ApiResult<Deleting> {
-        let mut held = set.lock().unwrap_or_else(|p| p.into_inner());
-        if !held.insert(id.to_owned()) {
-            return Err(ApiError::conflict(
-                "a deletion of this session's files is already in progress",
-            ));
-        }
-        Ok(Deleting {
-            set: set.clone(),
-            id: id.to_owned(),
-        })
-    }
-}
-
-impl Drop for Deleting {
-    fn drop(&mut self) {
-        self.set
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.id);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_second_deletion_of_a_session_meanwhile_is_a_conflict() {
-        let set = Arc::default();
-        let first = Deleting::start(&set, "s1").unwrap();
-        let again = Deleting::start(&set, "s1").err().unwrap();
-        assert_eq!(Status::from(again).code(), tonic::Code::AlreadyExists);
-        assert!(
-            Deleting::start(&set, "s2").is_ok(),
-            "other sessions are not held"
-        );
-        drop(first);
-        assert!(Deleting::start(&set, "s1").is_ok(), "the deletion ended");
-    }
 }

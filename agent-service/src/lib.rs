@@ -1,6 +1,7 @@
 //! agent-service: the agent loop ([`run`]), its tools ([`tools`]), tool preferences and the
 //! built-in agents over gRPC ([`grpc`]); see ARCHITECTURE.md §7 "Agent".
 
+pub mod events;
 pub mod files;
 pub mod grpc;
 pub mod migrations;
@@ -15,6 +16,7 @@ pub mod workspaces;
 use std::sync::Arc;
 
 use docchat_common::budget::CostGuard;
+use docchat_common::bus::{Subscription, topics};
 use docchat_common::clients::Clients;
 use docchat_common::config::{Config, Service};
 use docchat_common::grpc::{Background, ServiceContext};
@@ -77,6 +79,37 @@ pub async fn serve_with(
         .tracker
         .spawn(relay.clone().run(background.token.clone()));
 
+    let workspaces = ctx.config.data_dir.join("agent").join("workspaces");
+    match events::sweep_orphans(&db, &workspaces).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            removed = n,
+            "removed workspaces of sessions deleted meanwhile"
+        ),
+        Err(e) => tracing::warn!(error = %e, "workspaces of deleted sessions not swept"),
+    }
+    ctx.bus
+        .subscribe(
+            Subscription::new(
+                events::SESSION_EVENTS_GROUP,
+                &[topics::CHAT_SESSION_DELETED],
+            ),
+            Arc::new(events::SessionRecords { db: db.clone() }),
+            &background.tracker,
+            background.token.clone(),
+        )
+        .await?;
+    ctx.bus
+        .subscribe(
+            Subscription::broadcast(events::SESSION_DISK_GROUP, &[topics::CHAT_SESSION_DELETED]),
+            Arc::new(events::SessionDisk {
+                workspaces: workspaces.clone(),
+            }),
+            &background.tracker,
+            background.token.clone(),
+        )
+        .await?;
+
     let registry = docchat_inference::Registry::load(ctx.config.models_file.as_deref())?;
     let clients = Clients::new(&ctx.config, ctx.keys.clone())?;
     let budget = run::budget::CostBudget {
@@ -109,10 +142,9 @@ pub async fn serve_with(
         db: db.clone(),
         engine,
         models: Arc::new(grpc::AgentModels::new(registry)),
-        workspaces: ctx.config.data_dir.join("agent").join("workspaces"),
+        workspaces,
         tracker: background.tracker.clone(),
         shutdown: shutdown.clone(),
-        deleting: Default::default(),
     };
     Host::new(&ctx)
         .api(AgentServiceServer::new(api))

@@ -1,5 +1,7 @@
 //! Whose session workspace is whose (table session_workspaces): recorded when a run starts,
-//! consulted before a session's files are listed, measured or deleted.
+//! consulted before a session's files are listed, measured or deleted; and the deletions of
+//! sessions' files under way (table session_deletions), so a second one is a conflict on any
+//! replica.
 
 use docchat_common::error::{ApiError, ApiResult};
 use sea_orm::{ConnectionTrait, DatabaseConnection};
@@ -61,20 +63,33 @@ pub async fn owned(db: &DatabaseConnection, session_id: &str, user_id: &str) -> 
     }
 }
 
-/// The caller's sessions with a workspace, most recently used first: (session_id, preview).
+/// The caller's sessions with a workspace, most recently used first: (session_id, preview);
+/// with `filter`, only those whose preview contains it (any case).
 pub async fn page(
     db: &DatabaseConnection,
     user_id: &str,
+    filter: &str,
     offset: u64,
     limit: u64,
 ) -> ApiResult<Vec<(String, String)>> {
+    let pattern = format!(
+        "%{}%",
+        filter
+            .trim()
+            .to_lowercase()
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_")
+    );
     let rows = db
         .query_all(stmt(
             db,
             "SELECT session_id, chat_preview FROM session_workspaces WHERE user_id = ? \
+             AND LOWER(chat_preview) LIKE ? ESCAPE '\\' \
              ORDER BY updated_at DESC, session_id LIMIT ? OFFSET ?",
             vec![
                 user_id.into(),
+                pattern.into(),
                 (limit as i64).into(),
                 (offset as i64).into(),
             ],
@@ -89,4 +104,67 @@ pub async fn page(
             ))
         })
         .collect()
+}
+
+/// Whether the session has a workspace on record.
+pub async fn recorded(db: &DatabaseConnection, session_id: &str) -> ApiResult<bool> {
+    Ok(db
+        .query_one(stmt(
+            db,
+            "SELECT 1 AS one FROM session_workspaces WHERE session_id = ?",
+            vec![session_id.into()],
+        ))
+        .await
+        .map_err(db_error)?
+        .is_some())
+}
+
+/// Forgets the session's workspace (the session was deleted).
+pub async fn forget(db: &DatabaseConnection, session_id: &str) -> ApiResult<()> {
+    db.execute(stmt(
+        db,
+        "DELETE FROM session_workspaces WHERE session_id = ?",
+        vec![session_id.into()],
+    ))
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
+/// How long a deletion of a session's files holds the session before another may start
+/// (a replica that died mid-deletion does not hold it for ever).
+const DELETION_LEASE: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
+
+/// Starts a deletion of the session's files on every replica's behalf (table
+/// session_deletions): 409 while another one runs.
+pub async fn begin_deletion(db: &DatabaseConnection, session_id: &str) -> ApiResult<()> {
+    let now = chrono::Utc::now();
+    let done = db
+        .execute(stmt(
+            db,
+            "INSERT INTO session_deletions (session_id, until) VALUES (?, ?) \
+             ON CONFLICT (session_id) DO UPDATE SET until = excluded.until \
+             WHERE session_deletions.until < ?",
+            vec![session_id.into(), (now + DELETION_LEASE).into(), now.into()],
+        ))
+        .await
+        .map_err(db_error)?;
+    if done.rows_affected() == 0 {
+        return Err(ApiError::conflict(
+            "a deletion of this session's files is already in progress",
+        ));
+    }
+    Ok(())
+}
+
+/// Ends the session's deletion.
+pub async fn end_deletion(db: &DatabaseConnection, session_id: &str) -> ApiResult<()> {
+    db.execute(stmt(
+        db,
+        "DELETE FROM session_deletions WHERE session_id = ?",
+        vec![session_id.into()],
+    ))
+    .await
+    .map_err(db_error)?;
+    Ok(())
 }

@@ -264,4 +264,71 @@ docchat_common::backend_tests! {
         assert!(finished.files.is_empty(), "{}: {:?}", backend.name, finished.files);
         agents.stop().await;
     }
+
+    async fn deleting_the_chat_session_removes_its_workspace_on_every_replica(backend) {
+        let upstream = ScriptedHttp::chat_turns(vec![
+            ScriptedTurn::calls(vec![ScriptedCall::new("c1", "write_file", json!({"path": "a.txt", "content": "one"}))]),
+            ScriptedTurn::text("A."),
+            ScriptedTurn::calls(vec![ScriptedCall::new("c2", "write_file", json!({"path": "b.txt", "content": "two"}))]),
+            ScriptedTurn::text("B."),
+        ])
+        .await;
+        let agents = Agents::with_ingest(&backend, &upstream).await;
+        let other_disk = tempfile::tempdir().unwrap();
+        let replica_b = agents.replica_with_own_disk(other_disk.path()).await;
+        let alice = user("alice", false);
+        let stack = agents.stack();
+        let session = stack.session(stack.chat(), &alice).await;
+        for (replica, n) in [(agents.agent(), 1), (&replica_b, 2)] {
+            let (_tx, mut events) = agents.run_on(replica, &alice, run_start(&session, "Write", n)).await;
+            let (_, finished) = events_until_finished(&mut events).await;
+            assert!(!finished.failed, "{}: {}", backend.name, finished.stop_reason);
+        }
+        let on_b = other_disk.path().join("agent/workspaces").join(&session);
+        assert!(agents.workspace(&session).join("a.txt").is_file(), "{}", backend.name);
+        assert!(on_b.join("a.txt").is_file() && on_b.join("b.txt").is_file(), "{}", backend.name);
+
+        stack
+            .chat_client(stack.chat())
+            .delete_session(stack.req(Service::Chat, &alice, docchat_proto::chat::v1::SessionRef { id: session.clone() }))
+            .await
+            .unwrap();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+        while agents.workspace(&session).exists() || on_b.exists() {
+            assert!(tokio::time::Instant::now() < deadline, "{}: the workspaces are still there", backend.name);
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        // The records went too; the documents stay (their session is gone, not them).
+        let mut client = AgentServiceClient::new(agents.agent().channel());
+        loop {
+            let listed = client
+                .list_session_files(agents.req(&alice, Service::Agent, pb::SessionRef { session_id: session.clone() }))
+                .await
+                .unwrap()
+                .into_inner()
+                .files;
+            if listed.is_empty() {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{}: {listed:?}", backend.name);
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert_eq!(session_documents(&agents, &alice, &session).await.len(), 2, "{}", backend.name);
+        replica_b.stop().await.unwrap();
+        agents.stop().await;
+    }
+
+    async fn a_deletion_of_a_sessions_files_holds_the_session_on_every_replica(backend) {
+        let upstream = ScriptedHttp::chat_turns(vec![]).await;
+        let agents = Agents::start(&backend, &upstream).await;
+        let db = agents.stack().database(Service::Agent).await;
+        use docchat_agent_service::workspaces::{begin_deletion, end_deletion};
+        begin_deletion(&db, "s1").await.unwrap();
+        let again = begin_deletion(&db, "s1").await.unwrap_err();
+        assert_eq!(tonic::Status::from(again).code(), Code::AlreadyExists, "{}", backend.name);
+        begin_deletion(&db, "s2").await.expect("other sessions are free");
+        end_deletion(&db, "s1").await.unwrap();
+        begin_deletion(&db, "s1").await.expect("the deletion ended");
+        agents.stop().await;
+    }
 }
