@@ -56,6 +56,8 @@ cat >"$data/models.toml" <<MODELS
 name = "scripted"
 display_name = "Scripted"
 base_model = "scripted-base"
+# An OpenAI-compatible upstream that calls tools (the agent checks).
+tools = true
 base_url = "http://127.0.0.1:$(cat "$data/upstream.port")/v1"
 MODELS
 port="$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"

@@ -7,8 +7,10 @@ Prints one line per check and ends with `N passed, M failed`.
 """
 
 import json
+import os
 import sys
 import traceback
+import urllib.error
 import urllib.request
 import uuid
 
@@ -25,6 +27,7 @@ from h2ogpte.rest_sync.api.models_api import ModelsApi
 from h2ogpte.rest_sync.api.permissions_api import PermissionsApi
 from h2ogpte.rest_sync.exceptions import ApiException
 from h2ogpte.rest_sync.models.api_key_create_request import APIKeyCreateRequest
+from h2ogpte.rest_sync.models.chat_completion_request import ChatCompletionRequest
 from h2ogpte.rest_sync.models.collection_create_request import CollectionCreateRequest
 from h2ogpte.rest_sync.models.update_agent_tool_preference_request import (
     UpdateAgentToolPreferenceRequest,
@@ -35,6 +38,8 @@ from h2ogpte.rest_sync.models.set_global_configuration_request import (
 )
 
 BASE, ADMIN_KEY = sys.argv[1].rstrip("/"), sys.argv[2]
+# `required` (scripts/test.sh, on a host with a sandbox): the agent's code checks must run.
+SANDBOX = os.environ.get("DOCCHAT_CHECK_SANDBOX", "required")
 results = []
 
 
@@ -285,6 +290,71 @@ def _():
         assert e.status == 404
     else:
         raise AssertionError("expected 404")
+
+
+def raw_bytes(path, key):
+    """GET `path` as `key`: (status, headers, bytes), errors included."""
+    req = urllib.request.Request(f"{BASE}{path}", headers={"Authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+@check("the agent analyses a CSV of a collection with Python: answer, chart in agent_files, /file downloads it")
+def _():
+    import time
+    import urllib.parse
+
+    tools = AgentsApi(state["user"]).list_agent_tools()
+    if not next(t for t in tools if t.name == "python").enabled:
+        if SANDBOX == "required":
+            raise AssertionError("the python tool is disabled: no code sandbox works here")
+        print("SKIP the CSV analysis: no code sandbox in this deployment (DOCCHAT_CHECK_SANDBOX=auto)")
+        return
+    col = CollectionsApi(state["user"]).create_collection(CollectionCreateRequest(name="sales", description=""))
+    ingest = DocumentIngestionApi(state["user"])
+    up = ingest.upload_file(file=("sales.csv", b"month,amount\nJan,120\nFeb,80\nMar,100\n"))
+    ingest.ingest_upload([up.id], col.id, gen_doc_summaries=False, gen_doc_questions=False)
+    collections = CollectionsApi(state["user"])
+    for _ in range(600):
+        if collections.get_collection(col.id).document_count == 1:
+            break
+        time.sleep(0.1)
+    chats = ChatApi(state["user"])
+    sid = chats.create_chat_session(collection_id=col.id).id
+    reply = chats.get_completion(sid, ChatCompletionRequest(
+        message="[analyse sales.csv] What are the total sales? Chart them by month.",
+        llm="scripted",
+        llm_args={"use_agent": True, "agent_tools": ["python"]},
+        rag_config={"rag_type": "agent_only"},
+    ))
+    assert "TOTAL 300" in reply.body, reply.body
+    meta = chats.get_message_meta(reply.message_id, info_type="agent_files")
+    files = json.loads(meta[0].content)
+    assert len(files) == 1 and list(files[0].values()) == ["sales_chart.png"], files
+    doc_id, name = next(iter(files[0].items()))
+    query = urllib.parse.urlencode({"id": doc_id, "name": name})
+    status, headers, body = raw_bytes(f"/file?{query}", state["user_key"])
+    assert status == 200 and body.startswith(b"\x89PNG"), (status, body[:40])
+    assert "sales_chart.png" in headers.get("Content-Disposition", ""), headers
+    assert headers.get("Content-Type", "").startswith("image/png"), headers
+    status, _, _ = raw_bytes(f"/file?{query}", ADMIN_KEY)
+    assert status == 404, f"another user gets {status}"
+    docs = DocumentsApi(state["user"]).list_documents(chat_session_id=sid)
+    assert [d.id for d in docs] == [doc_id] and docs[0].chat_session_id == sid, docs
+    assert docs[0].chat_session_visible, docs[0]
+    listed = chats.list_agent_server_files(sid)
+    assert [(f.id, f.filename) for f in listed] == [(doc_id, "sales_chart.png")], listed
+    stats = chats.list_all_agent_server_directories_stats(sid, detail_level=1)
+    assert stats[0].file_count == 1 and any(f.name == "sales_chart.png" for f in stats[0].files), stats
+    chats.delete_agent_server_files(sid)
+    assert chats.list_agent_server_files(sid) == []
+    assert DocumentsApi(state["user"]).list_documents(chat_session_id=sid) == []
+    status, _, _ = raw_bytes(f"/file?{query}", state["user_key"])
+    assert status == 404, f"a deleted file gives {status}"
+
 
 failed = [n for n, err in results if err]
 print(f"{len(results) - len(failed)} passed, {len(failed)} failed")

@@ -1,6 +1,10 @@
 """A scripted OpenAI-compatible upstream for the client checks: POST /v1/chat/completions
 answers ANSWER, whole or streamed one word an event with usage last. Prints its port.
 
+An agent's request (with `tools`) whose question contains CSV_MARK is answered with a call
+of the `python` tool that analyses /documents/sales.csv and saves a chart; once the tool's
+result is in the conversation, with a text quoting the result's TOTAL line.
+
 Usage: scripted_upstream.py [HOST]  (runs until killed; HOST defaults to 127.0.0.1: the compose
 test binds the Docker bridge's address so that containers reach it)
 """
@@ -10,6 +14,35 @@ import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ANSWER = "Paris is the capital of France."
+CSV_MARK = "[analyse sales.csv]"
+CSV_CODE = """import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+df = pd.read_csv("/documents/sales.csv")
+ax = df.plot(x="month", y="amount", kind="bar", legend=False)
+ax.set_ylabel("amount")
+plt.tight_layout()
+plt.savefig("sales_chart.png")
+print("TOTAL", int(df["amount"].sum()))
+"""
+
+
+def agent_step(body):
+    """The agent's next step for the CSV question: a tool call, a text, or None (not ours)."""
+    if not body.get("tools"):
+        return None
+    messages = body.get("messages", [])
+    users = [m for m in messages if m.get("role") == "user"]
+    if not users or CSV_MARK not in str(users[-1].get("content")):
+        return None
+    last_user = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+    results = [m for m in messages[last_user:] if m.get("role") == "tool"]
+    if not results:
+        return {"call": {"id": "call_csv", "name": "python", "arguments": json.dumps({"code": CSV_CODE})}}
+    out = str(results[-1].get("content"))
+    total = next((line for line in out.splitlines() if line.startswith("TOTAL")), "no total: " + out[:200])
+    return {"text": f"{total}. The chart is sales_chart.png."}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -22,6 +55,10 @@ class Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
         model = body.get("model", "scripted")
         usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+        step = agent_step(body)
+        if step is not None:
+            self.agent_reply(body, step, usage)
+            return
         if not body.get("stream"):
             out = json.dumps({
                 "id": "chatcmpl-scripted", "object": "chat.completion", "created": 1700000000,
@@ -50,6 +87,54 @@ class Handler(BaseHTTPRequestHandler):
             piece = word if word.endswith(".") else word + " "
             send(json.dumps({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}))
         send(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+        send(json.dumps({"choices": [], "usage": usage}))
+        send("[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+    def agent_reply(self, body, step, usage):
+        """One agent step, streamed (the arguments in two pieces) or whole."""
+        if "call" in step:
+            c = step["call"]
+            message = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}]}
+            finish = "tool_calls"
+        else:
+            message = {"role": "assistant", "content": step["text"]}
+            finish = "stop"
+        if not body.get("stream"):
+            out = json.dumps({"id": "chatcmpl-scripted", "object": "chat.completion", "created": 1700000000,
+                              "model": body.get("model", "scripted"),
+                              "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                              "usage": usage}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+            return
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+
+        def send(data):
+            payload = f"data: {data}\n\n".encode()
+            self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+            self.wfile.flush()
+
+        if "call" in step:
+            c = step["call"]
+            half = len(c["arguments"]) // 2
+            send(json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "id": c["id"], "type": "function",
+                 "function": {"name": c["name"], "arguments": c["arguments"][:half]}}]}, "finish_reason": None}]}))
+            send(json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "function": {"arguments": c["arguments"][half:]}}]}, "finish_reason": None}]}))
+        else:
+            send(json.dumps({"choices": [{"index": 0, "delta": {"content": step["text"]}, "finish_reason": None}]}))
+        send(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}))
         send(json.dumps({"choices": [], "usage": usage}))
         send("[DONE]")
         self.wfile.write(b"0\r\n\r\n")
