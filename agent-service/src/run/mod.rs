@@ -331,6 +331,8 @@ impl Engine {
                 for f in synced.files {
                     if req.args.stream_files {
                         st.emit(pb::run_event::Event::File(f.clone())).await;
+                        let sep = if st.text.is_empty() { "" } else { "\n\n" };
+                        st.delta(&format!("{sep}{}", file_link(&f))).await;
                     }
                     st.files.retain(|g| g.name != f.name);
                     st.files.push(f);
@@ -420,6 +422,38 @@ impl Engine {
     }
 }
 
+/// A Markdown link to a stored file: its download route (`/file`, SPEC.md) beside the API.
+fn file_link(f: &pb::AgentFile) -> String {
+    let label: String = f
+        .name
+        .chars()
+        .flat_map(|c| match c {
+            '[' | ']' | '\\' => vec!['\\', c],
+            c if c.is_control() => vec![' '],
+            c => vec![c],
+        })
+        .collect();
+    let base = f.name.rsplit('/').next().unwrap_or(&f.name);
+    format!(
+        "[{label}](/file?id={}&name={})",
+        percent_encode(&f.document_id),
+        percent_encode(base)
+    )
+}
+
+/// `s` with every byte but RFC 3986's unreserved characters percent-encoded.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 fn timeout_reason(args: &RunArgs) -> String {
     format!(
         "the time budget ran out (agent_total_timeout = {} s)",
@@ -435,5 +469,23 @@ fn turn_timeout_reason(st: &State<'_>) -> String {
             "the model took longer than agent_timeout ({} s)",
             st.req.args.turn_timeout.as_secs()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_links_are_encoded() {
+        let f = pb::AgentFile {
+            document_id: "d-1".into(),
+            name: "charts/sales [q1] & more.png".into(),
+            size: 1,
+        };
+        assert_eq!(
+            file_link(&f),
+            "[charts/sales \\[q1\\] & more.png](/file?id=d-1&name=sales%20%5Bq1%5D%20%26%20more.png)"
+        );
     }
 }

@@ -135,6 +135,12 @@ docchat_common::backend_tests! {
         let doc_id = announced[0].document_id.clone();
         assert_eq!(files_of(&finished.files), [("out/report.md", doc_id.as_str())], "{}", backend.name);
         assert!(finished.files_old.is_empty(), "{}", backend.name);
+        assert!(
+            finished.text == format!("[out/report.md](/file?id={doc_id}&name=report.md)\n\nWritten."),
+            "{}: the file is linked as it is stored: {:?}",
+            backend.name,
+            finished.text
+        );
         assert_eq!(
             session_documents(&agents, &alice, &session).await,
             [(doc_id.clone(), "out/report.md".to_owned(), 20)],
