@@ -3,64 +3,70 @@
 //! renamed into place, so a reader never sees half a file).
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use docchat_common::Caller;
 use docchat_common::clients::Clients;
 use docchat_proto::ingest::v1 as pb;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_stream::StreamExt;
-use tokio_stream::wrappers::ReceiverStream;
 
 /// Bytes per message.
 const PIECE: usize = 64 * 1024;
 
 /// Stores `file` as the session's document for `path` (replacing `document_id`'s bytes
-/// when given).
+/// when given). A read error mid-file abandons the call (ingest sees it cancelled and
+/// stores nothing), never a truncated file.
 pub async fn put(
     clients: &Clients,
     caller: &Caller,
     meta: pb::AgentFileMeta,
     file: &Path,
 ) -> Result<pb::Document, tonic::Status> {
-    let mut f = tokio::fs::File::open(file)
+    let f = tokio::fs::File::open(file)
         .await
         .map_err(|e| tonic::Status::failed_precondition(format!("cannot read the file: {e}")))?;
-    let (tx, rx) = tokio::sync::mpsc::channel::<pb::AgentFileChunk>(4);
-    let reader = tokio::spawn(async move {
-        let first = pb::AgentFileChunk {
-            part: Some(pb::agent_file_chunk::Part::Meta(meta)),
-        };
-        if tx.send(first).await.is_err() {
-            return Ok(());
-        }
-        let mut buf = vec![0u8; PIECE];
-        loop {
-            let n = f.read(&mut buf).await?;
-            if n == 0 {
-                return Ok::<(), std::io::Error>(());
+    let failed: Arc<Mutex<Option<std::io::Error>>> = Arc::default();
+    let broke = Arc::new(tokio::sync::Notify::new());
+    let pieces = futures::stream::unfold(
+        (Some(meta), f, failed.clone(), broke.clone()),
+        |(meta, mut f, failed, broke)| async move {
+            if let Some(meta) = meta {
+                let first = pb::AgentFileChunk {
+                    part: Some(pb::agent_file_chunk::Part::Meta(meta)),
+                };
+                return Some((first, (None, f, failed, broke)));
             }
-            let piece = pb::AgentFileChunk {
-                part: Some(pb::agent_file_chunk::Part::Data(buf[..n].to_vec())),
-            };
-            if tx.send(piece).await.is_err() {
-                return Ok(());
+            let mut buf = vec![0u8; PIECE];
+            match f.read(&mut buf).await {
+                Ok(0) => None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    let piece = pb::AgentFileChunk {
+                        part: Some(pb::agent_file_chunk::Part::Data(buf)),
+                    };
+                    Some((piece, (None, f, failed, broke)))
+                }
+                Err(e) => {
+                    *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                    broke.notify_one();
+                    // Never end cleanly: the call is dropped instead.
+                    std::future::pending().await
+                }
             }
+        },
+    );
+    let mut ingest = clients.ingest(caller);
+    tokio::select! {
+        answer = ingest.put_agent_file(pieces) => Ok(answer?.into_inner()),
+        () = broke.notified() => {
+            let e = failed.lock().unwrap_or_else(|p| p.into_inner()).take();
+            Err(tonic::Status::failed_precondition(format!(
+                "cannot read the file: {}",
+                e.map_or_else(|| "read failed".to_owned(), |e| e.to_string())
+            )))
         }
-    });
-    let answer = clients
-        .ingest(caller)
-        .put_agent_file(ReceiverStream::new(rx))
-        .await;
-    match reader.await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            return Err(tonic::Status::failed_precondition(format!(
-                "cannot read the file: {e}"
-            )));
-        }
-        Err(e) => return Err(tonic::Status::internal(e.to_string())),
     }
-    Ok(answer?.into_inner())
 }
 
 /// Writes document `id`'s bytes to `dest` (created or replaced); answers the document.
