@@ -150,7 +150,10 @@ pub async fn serve_with(
         .api(AgentServiceServer::new(api))
         // Readiness of code execution, apart from the service's: without a sandbox the
         // other tools still work.
-        .status(SANDBOX_HEALTH, sandbox_status.backend == "bubblewrap")
+        .status(
+            SANDBOX_HEALTH,
+            !matches!(sandbox_status.backend, "unavailable" | "none"),
+        )
         .serve(listener, shutdown, background, db)
         .await
 }

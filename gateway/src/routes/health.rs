@@ -23,6 +23,30 @@ pub struct Health {
     /// Services that do not answer their health check.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unavailable: Vec<String>,
+    /// What works only in part, and why (readiness): e.g. the agent's code sandbox, without
+    /// which the python and shell tools are refused (agent-service's log says why).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub degraded: Vec<String>,
+}
+
+/// agent-service's health name for its code sandbox (docchat_agent_service::SANDBOX_HEALTH).
+const SANDBOX_HEALTH: &str = "docchat.agent.v1.Sandbox";
+
+/// Parts that work only in part, while their service is up.
+async fn degraded(state: &AppState, down: &[String]) -> Vec<String> {
+    let agent = format!("{}-service", Service::Agent.name());
+    if down.contains(&agent) {
+        return Vec::new();
+    }
+    let channel = state.clients.channel(Service::Agent).clone();
+    if docchat_common::grpc::check_status(channel, SANDBOX_HEALTH).await {
+        Vec::new()
+    } else {
+        vec![
+            "code sandbox: no sandbox backend works on agent-service's host, or DOCCHAT_SANDBOX=none (python and shell tools are refused or unconfined; agent-service's log says why)"
+                .into(),
+        ]
+    }
 }
 
 /// Services that are not serving.
@@ -41,15 +65,18 @@ pub async fn unavailable(state: &AppState) -> Vec<String> {
 
 pub async fn readiness_response(state: &AppState) -> HttpResponse {
     let down = unavailable(state).await;
+    let degraded = degraded(state, &down).await;
     if down.is_empty() {
         HttpResponse::Ok().json(Health {
             status: "ready".into(),
             unavailable: down,
+            degraded,
         })
     } else {
         HttpResponse::ServiceUnavailable().json(Health {
             status: "not_ready".into(),
             unavailable: down,
+            degraded,
         })
     }
 }
@@ -62,6 +89,7 @@ pub async fn liveness(_api: Api) -> HttpResponse {
     HttpResponse::Ok().json(Health {
         status: "ok".into(),
         unavailable: Vec::new(),
+        degraded: Vec::new(),
     })
 }
 

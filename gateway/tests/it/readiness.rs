@@ -3,6 +3,7 @@
 
 use docchat_common::testing::bind;
 use reqwest::Method;
+use serde_json::Value;
 
 use crate::harness::{ADMIN_KEY, Stack, read};
 
@@ -58,6 +59,72 @@ docchat_common::backend_tests! {
         )
         .await;
         crate::harness::assert_error(s, &body, 503);
+        app.stop().await;
+    }
+
+    async fn readiness_says_when_the_agent_runs_code_without_a_sandbox(backend) {
+        // An agent-service stand-in that is up but reports no code sandbox (and stands in for
+        // scheduler-service too, which only needs to be up).
+        let (listener, url) = bind().await;
+        let (reporter, health) = tonic_health::server::health_reporter();
+        reporter
+            .set_service_status("", tonic_health::ServingStatus::Serving)
+            .await;
+        reporter
+            .set_service_status("docchat.agent.v1.Sandbox", tonic_health::ServingStatus::NotServing)
+            .await;
+        let stop = tokio_util::sync::CancellationToken::new();
+        let server = tonic::transport::Server::builder()
+            .add_service(health)
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                stop.clone().cancelled_owned(),
+            );
+        #[expect(clippy::disallowed_methods, reason = "the test's stand-in server, stopped and joined below")]
+        let server = tokio::task::spawn(server);
+        // ingest and chat for real; agent-service and scheduler-service are the stand-in.
+        let app = Stack::builder(&backend)
+            .ingest()
+            .chat_replicas(1)
+            .configure(move |c| {
+                c.agent_url = url.clone();
+                c.scheduler_url = url;
+            })
+            .gateway()
+            .start()
+            .await;
+        let (s, body) = read(
+            app.http(Method::GET, "/rpc/health/readiness", Some(ADMIN_KEY))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(s, 200, "{body}");
+        let degraded = body["degraded"].as_array().cloned().unwrap_or_default();
+        assert_eq!(degraded.len(), 1, "{body}");
+        assert!(degraded[0].as_str().unwrap().starts_with("code sandbox"), "{body}");
+        app.stop().await;
+        stop.cancel();
+        let _ = server.await;
+    }
+
+    async fn readiness_is_plain_when_the_agent_has_its_sandbox(backend) {
+        let app = Stack::builder(&backend).everything().start().await;
+        let (s, body) = read(
+            app.http(Method::GET, "/rpc/health/readiness", Some(ADMIN_KEY))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(s, 200, "{body}");
+        if body.get("degraded").is_some() {
+            docchat_common::testing::unavailable(&format!(
+                "a code sandbox on this host (scripts/sandbox-runtime.sh installs bubblewrap): {body}"
+            ));
+        }
+        assert_eq!(body.get("degraded"), None::<&Value>, "{body}");
         app.stop().await;
     }
 }

@@ -92,9 +92,15 @@ pub fn channel(url: &str) -> anyhow::Result<Channel> {
 
 /// Asks a service's `grpc.health.v1` whether it serves (the empty service name: overall).
 pub async fn check_health(channel: Channel) -> bool {
+    check_status(channel, "").await
+}
+
+/// Whether the server reports `name` (a gRPC health service name; empty: the server) as
+/// SERVING within 2 seconds.
+pub async fn check_status(channel: Channel, name: &str) -> bool {
     let mut client = HealthClient::new(channel);
     let request = tonic::Request::new(HealthCheckRequest {
-        service: String::new(),
+        service: name.to_owned(),
     });
     match tokio::time::timeout(Duration::from_secs(2), client.check(request)).await {
         Ok(Ok(response)) => response.into_inner().status == ServingStatus::Serving as i32,
