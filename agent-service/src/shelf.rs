@@ -141,7 +141,7 @@ impl Shelf {
             .documents;
         Ok(docs
             .into_iter()
-            .filter(|d| d.status == "complete")
+            .filter(|d| d.status == "completed")
             .collect())
     }
 

@@ -38,11 +38,12 @@ impl Agents {
     }
 
     /// As [`start`](Self::start), with ingest-service (where the runs' files are stored
-    /// and the collections' documents come from).
+    /// and the collections' documents come from) and chat-service (sessions).
     pub(crate) async fn with_ingest(backend: &Backend, upstream: &ScriptedHttp) -> Agents {
         let stack = Stack::builder(backend)
             .tool_models(&upstream.base_url)
             .ingest()
+            .chat_replicas(1)
             .start()
             .await;
         let agent = stack.replica(Service::Agent, |_| {}).await;
