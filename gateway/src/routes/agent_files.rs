@@ -16,6 +16,7 @@ use crate::error::{ErrorBody, HttpResult};
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(list_agent_server_files)
         .service(delete_agent_server_files)
+        .service(delete_agent_server_directories)
         .service(list_agent_server_directory_stats)
         .service(get_agent_server_directory_stats)
         .service(list_all_agent_server_directory_stats);
@@ -217,6 +218,37 @@ pub async fn list_agent_server_files(
             })
             .collect(),
     ))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct DirTypesQuery {
+    /// Kinds of agent directories (the reference client's; a session's directories are all
+    /// its workspace, so every kind names it).
+    pub dir_types: Option<String>,
+}
+
+/// The deprecated DELETE of the reference client: the files of every session named (comma
+/// separated), as DELETE …/agent_server_files does for one. Every session is checked
+/// first, so one that is not the caller's (404) deletes nothing.
+#[utoipa::path(tag = "Agents", params(("session_ids" = String, Path, description = "comma-separated session ids"), DirTypesQuery),
+    responses((status = 204, description = "deleted"), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, description = "a deletion is in progress", body = ErrorBody)),
+    security(("bearer" = [])))]
+#[delete("/chats/{session_ids}/agent_server_directories")]
+pub async fn delete_agent_server_directories(
+    api: Api,
+    path: web::Path<String>,
+    _query: web::Query<DirTypesQuery>,
+) -> HttpResult<HttpResponse> {
+    let mut sessions = Vec::new();
+    for id in path.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        sessions.push(session(&api, id.to_owned()).await?);
+    }
+    for session_id in sessions {
+        api.agent()
+            .delete_session_files(pb::SessionRef { session_id })
+            .await?;
+    }
+    Ok(HttpResponse::NoContent().finish())
 }
 
 #[utoipa::path(tag = "Agents", params(("session_id" = String, Path)),

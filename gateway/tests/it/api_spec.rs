@@ -39,6 +39,10 @@ const SPEC_ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/chats/{session_id}/agent_server_files"),
     ("DELETE", "/api/v1/chats/{session_id}/agent_server_files"),
     (
+        "DELETE",
+        "/api/v1/chats/{session_ids}/agent_server_directories",
+    ),
+    (
         "GET",
         "/api/v1/chats/{session_id}/agent_server_directories/stats",
     ),
