@@ -20,8 +20,9 @@ use crate::tools::CodeSpec;
 /// The uid inside an unprivileged sandbox's user namespace.
 pub const INNER_UID: u32 = 1000;
 
-/// Files of `/etc` a program may need, read-only; missing ones are skipped.
-const ETC: &[&str] = &[
+/// Files of `/etc` a program may need, read-only; missing ones are skipped (the Landlock
+/// helper grants the same).
+pub(crate) const ETC: &[&str] = &[
     "ld.so.cache",
     "ld.so.conf",
     "ld.so.conf.d",
@@ -201,8 +202,8 @@ impl Bwrap {
         if let Some(docs) = &spec.documents {
             push(&[&"--ro-bind", docs, &crate::tools::DOCUMENTS_MOUNT]);
         }
-        for (k, v) in ENV {
-            push(&[&"--setenv", k, v]);
+        for (k, v) in super::environment(Path::new("/workspace"), Path::new("/tmp")) {
+            push(&[&"--setenv", &k, &v]);
         }
         push(&[&"--"]);
         if let Some(uid) = uid {
@@ -227,23 +228,6 @@ impl Bwrap {
         a
     }
 }
-
-/// The sandbox's whole environment.
-const ENV: &[(&str, &str)] = &[
-    ("PATH", "/usr/local/bin:/usr/bin:/bin"),
-    ("HOME", "/workspace"),
-    ("USER", "sandbox"),
-    ("TMPDIR", "/tmp"),
-    ("LANG", "C.UTF-8"),
-    ("PYTHONDONTWRITEBYTECODE", "1"),
-    ("PYTHONUNBUFFERED", "1"),
-    ("MPLBACKEND", "Agg"),
-    ("MPLCONFIGDIR", "/tmp/matplotlib"),
-    // Threads count against the process limit: keep BLAS pools small.
-    ("OPENBLAS_NUM_THREADS", "4"),
-    ("OMP_NUM_THREADS", "4"),
-    ("MKL_NUM_THREADS", "4"),
-];
 
 /// Writes the sandbox's own `/etc` files into `dir`: one user `sandbox` for the inner uid
 /// and every slot uid, and nothing of the host's accounts.

@@ -3,22 +3,34 @@
 //!
 //! - **bubblewrap** ([`bwrap`]): namespaces, a read-only system, the workspace as the only
 //!   writable place (besides a small tmpfs), no network;
-//! - the **Landlock + seccomp helper** of docs/ARCHITECTURE.md is not built yet: where
-//!   bubblewrap does not work the probe says so and code tools are refused;
+//! - **landlock** ([`helper`] on the service's side, [`exec`] the helper program
+//!   `docchat-sandbox-exec`): where namespaces cannot be created (a Kubernetes pod under the
+//!   runtime's default seccomp profile), a helper confines itself with Landlock (read-only
+//!   system, the workspace and a private tmp writable, no TCP, signals and abstract sockets
+//!   scoped), a seccomp filter (no socket but AF_UNIX, no ptrace, mount, namespaces, ...)
+//!   and the rlimits, then `execve`s the program;
 //! - **none**, only when an administrator sets `DOCCHAT_SANDBOX=none`: programs run on the
 //!   host with the limits but without isolation, said loudly at start and on every run.
+//!
+//! `auto` takes bubblewrap when its probe (a program writes and reads a file in a
+//! workspace) passes, else the helper when the same probe passes, else none is available
+//! and the reasons of both are reported (log and readiness); code tools are then refused.
 //!
 //! Every backend applies the rlimits of [`limits`], runs as a slot uid when the service is
 //! root, and is supervised by [`supervise`] (wall clock, cancellation, bounded output).
 //!
-//! Settings (environment): `DOCCHAT_SANDBOX` = `auto` (default) | `bubblewrap` | `none`;
-//! `DOCCHAT_SANDBOX_SLOTS` (runs at once, default 16); `DOCCHAT_SANDBOX_UID_BASE` (first
-//! slot uid when root, default 64200).
+//! Settings (environment): `DOCCHAT_SANDBOX` = `auto` (default) | `bubblewrap` |
+//! `landlock` (alias `helper`) | `none`; `DOCCHAT_SANDBOX_SLOTS` (runs at once, default
+//! 16); `DOCCHAT_SANDBOX_UID_BASE` (first slot uid when root, default 64200);
+//! `DOCCHAT_SANDBOX_HELPER` (the helper's path, default: next to the service's binary).
 
 pub mod bwrap;
+pub mod exec;
+pub mod helper;
 pub mod limits;
 pub mod supervise;
 
+use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -28,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::tools::{CodeOutput, CodeRunner, CodeSpec};
 use bwrap::Bwrap;
+use helper::{Helper, Invocation};
 use limits::{Limits, Slots};
 
 /// How the administrator asked the backend to be chosen.
@@ -37,6 +50,8 @@ pub enum Mode {
     Auto,
     /// bubblewrap or nothing.
     Bubblewrap,
+    /// The Landlock + seccomp helper or nothing.
+    Landlock,
     /// No isolation, on purpose.
     None,
 }
@@ -49,6 +64,8 @@ pub struct Settings {
     pub dir: PathBuf,
     pub slots: u32,
     pub uid_base: u32,
+    /// The helper program; `None`: `docchat-sandbox-exec` next to the running binary.
+    pub helper: Option<PathBuf>,
 }
 
 impl Settings {
@@ -61,10 +78,11 @@ impl Settings {
         {
             None | Some("auto") => Mode::Auto,
             Some("bubblewrap" | "bwrap") => Mode::Bubblewrap,
+            Some("landlock" | "helper") => Mode::Landlock,
             Some("none") => Mode::None,
             Some(other) => {
                 return Err(format!(
-                    "DOCCHAT_SANDBOX={other:?} is not one of auto, bubblewrap, none"
+                    "DOCCHAT_SANDBOX={other:?} is not one of auto, bubblewrap, landlock, none"
                 ));
             }
         };
@@ -80,12 +98,14 @@ impl Settings {
             dir,
             slots: number("DOCCHAT_SANDBOX_SLOTS", 16)?.clamp(1, 1024),
             uid_base: number("DOCCHAT_SANDBOX_UID_BASE", 64200)?.max(1000),
+            helper: var("DOCCHAT_SANDBOX_HELPER").map(PathBuf::from),
         })
     }
 }
 
 enum Backend {
     Bubblewrap(Bwrap),
+    Landlock(Helper),
     /// DOCCHAT_SANDBOX=none.
     Unconfined {
         prlimit: PathBuf,
@@ -97,10 +117,17 @@ enum Backend {
 /// What the probe found: the log line, readiness and whether code tools are offered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
-    /// `bubblewrap`, `none` (no isolation, on purpose) or `unavailable`.
+    /// `bubblewrap`, `landlock`, `none` (no isolation, on purpose) or `unavailable`.
     pub backend: &'static str,
     /// Why, when unavailable; how runs are isolated otherwise.
     pub detail: String,
+}
+
+impl Status {
+    /// Whether code runs isolated (the sandbox's readiness).
+    pub fn isolated(&self) -> bool {
+        matches!(self.backend, "bubblewrap" | "landlock")
+    }
 }
 
 /// The sandbox of one replica; see the module documentation.
@@ -121,7 +148,7 @@ impl Sandbox {
         };
         let status = sandbox.status();
         match &sandbox.backend {
-            Backend::Bubblewrap(_) => {
+            Backend::Bubblewrap(_) | Backend::Landlock(_) => {
                 tracing::info!(backend = status.backend, detail = %status.detail, "code sandbox ready");
             }
             Backend::Unconfined { .. } => tracing::error!(
@@ -139,7 +166,6 @@ impl Sandbox {
 
     async fn probe(settings: Settings) -> Sandbox {
         let root = nix::unistd::geteuid().is_root();
-        let slots = Slots::new(settings.uid_base, settings.slots, root);
         let uids = settings.uid_base..settings.uid_base.saturating_add(settings.slots);
         let unavailable = |why: String| Sandbox {
             backend: Backend::Unavailable(why),
@@ -148,30 +174,54 @@ impl Sandbox {
         if let Err(e) = prepare_dir(&settings.dir, uids) {
             return unavailable(format!("cannot prepare {}: {e}", settings.dir.display()));
         }
+        let with = |backend: Backend| Sandbox {
+            backend,
+            slots: Slots::new(settings.uid_base, settings.slots, root),
+        };
         if settings.mode == Mode::None {
             let (Some(prlimit), Some(setpriv)) = (bwrap::which("prlimit"), bwrap::which("setpriv"))
             else {
                 return unavailable("prlimit and setpriv (util-linux) are not installed".into());
             };
-            return Sandbox {
-                backend: Backend::Unconfined { prlimit, setpriv },
-                slots,
-            };
+            return with(Backend::Unconfined { prlimit, setpriv });
         }
-        let bwrap = match Bwrap::find(settings.dir.join("etc")) {
-            Ok(b) => b,
-            Err(why) => return unavailable(not_here(&why)),
+        let bubblewrap = || async {
+            let b = Bwrap::find(settings.dir.join("etc"))?;
+            with(Backend::Bubblewrap(b)).works(&settings.dir).await
         };
-        let sandbox = Sandbox {
-            backend: Backend::Bubblewrap(bwrap),
-            slots,
+        let landlock = || async {
+            let h = Helper::find(settings.helper.as_deref(), settings.dir.join("tmp"))?;
+            with(Backend::Landlock(h)).works(&settings.dir).await
         };
-        // The real thing, once: a program writes and reads a file in its workspace.
-        let workspace = settings.dir.join("probe");
+        match settings.mode {
+            Mode::Bubblewrap => bubblewrap()
+                .await
+                .unwrap_or_else(|e| unavailable(format!("bubblewrap: {e}"))),
+            Mode::Landlock => landlock()
+                .await
+                .unwrap_or_else(|e| unavailable(format!("landlock: {e}"))),
+            Mode::Auto | Mode::None => match bubblewrap().await {
+                Ok(sandbox) => sandbox,
+                Err(no_bwrap) => match landlock().await {
+                    Ok(sandbox) => {
+                        tracing::info!(reason = %no_bwrap, "bubblewrap does not work here: using the Landlock helper");
+                        sandbox
+                    }
+                    Err(no_helper) => {
+                        unavailable(format!("bubblewrap: {no_bwrap}; landlock: {no_helper}"))
+                    }
+                },
+            },
+        }
+    }
+
+    /// This sandbox when the real thing works once: a program writes and reads a file in a
+    /// workspace (under `dir`).
+    async fn works(self, dir: &Path) -> Result<Sandbox, String> {
+        let workspace = dir.join("probe");
         let _ = std::fs::remove_dir_all(&workspace);
-        if let Err(e) = std::fs::create_dir_all(&workspace) {
-            return unavailable(format!("cannot create {}: {e}", workspace.display()));
-        }
+        std::fs::create_dir_all(&workspace)
+            .map_err(|e| format!("cannot create {}: {e}", workspace.display()))?;
         let spec = CodeSpec {
             argv: vec![
                 "sh".into(),
@@ -184,14 +234,14 @@ impl Sandbox {
             memory_bytes: None,
             documents: None,
         };
-        match sandbox.run(spec, &CancellationToken::new()).await {
-            Ok(out) if out.exit_code == Some(0) && out.stdout.trim() == "ok" => sandbox,
-            Ok(out) => unavailable(not_here(&format!(
-                "bubblewrap does not work here (exit {:?}): {}",
+        match self.run(spec, &CancellationToken::new()).await {
+            Ok(out) if out.exit_code == Some(0) && out.stdout.trim() == "ok" => Ok(self),
+            Ok(out) => Err(format!(
+                "it does not work here (exit {:?}): {}",
                 out.exit_code,
                 out.stderr.trim()
-            ))),
-            Err(e) => unavailable(not_here(&e)),
+            )),
+            Err(e) => Err(e),
         }
     }
 
@@ -206,6 +256,17 @@ impl Sandbox {
                 backend: "bubblewrap",
                 detail: format!("namespaces, no network, read-only system, rlimits; {who}"),
             },
+            Backend::Landlock(_) => Status {
+                backend: "landlock",
+                detail: format!(
+                    "Landlock + seccomp helper: no network, read-only system, the workspace and a private tmp writable, signals and abstract sockets scoped, rlimits; {who}{}",
+                    if self.slots.switches() {
+                        ""
+                    } else {
+                        " (processes that leave the run's process group are not swept)"
+                    }
+                ),
+            },
             Backend::Unconfined { .. } => Status {
                 backend: "none",
                 detail: format!("DOCCHAT_SANDBOX=none: no isolation, rlimits only; {who}"),
@@ -217,13 +278,39 @@ impl Sandbox {
         }
     }
 
-    /// The command for `spec` on this backend, as `uid`.
-    fn command(&self, spec: &CodeSpec, uid: Option<u32>) -> Result<Command, String> {
+    /// The command for `spec` on this backend, as `uid`, with `tmp` as the run's private
+    /// temporary directory (the helper backend's).
+    fn command(
+        &self,
+        spec: &CodeSpec,
+        uid: Option<u32>,
+        tmp: Option<&Path>,
+    ) -> Result<Command, String> {
         let limits = Limits::for_spec(spec);
         match &self.backend {
             Backend::Bubblewrap(b) => {
                 let mut cmd = Command::new(b.program());
                 cmd.args(b.args(spec, &limits, uid)).env_clear();
+                Ok(cmd)
+            }
+            Backend::Landlock(h) => {
+                let workspace = std::path::absolute(&spec.workspace)
+                    .map_err(|e| format!("the workspace: {e}"))?;
+                let invocation = Invocation {
+                    uid,
+                    workspace,
+                    tmp: tmp.ok_or("no private tmp")?.to_path_buf(),
+                    documents: spec
+                        .documents
+                        .as_deref()
+                        .map(std::path::absolute)
+                        .transpose()
+                        .map_err(|e| format!("the documents: {e}"))?,
+                    limits,
+                    argv: spec.argv.iter().map(OsString::from).collect(),
+                };
+                let mut cmd = Command::new(h.program());
+                cmd.args(invocation.to_args()).env_clear();
                 Ok(cmd)
             }
             Backend::Unconfined { prlimit, setpriv } => {
@@ -256,9 +343,29 @@ impl Sandbox {
     }
 }
 
-/// The reason no backend works, with what else was tried.
-fn not_here(bwrap: &str) -> String {
-    format!("{bwrap}; the Landlock + seccomp backend is not built yet")
+/// The sandbox's whole environment, for a program whose home is `home` and whose temporary
+/// directory is `tmp` (`/workspace` and `/tmp` inside bubblewrap, the real paths for the
+/// helper).
+pub(crate) fn environment(home: &Path, tmp: &Path) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = [
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("USER", "sandbox"),
+        ("LANG", "C.UTF-8"),
+        ("PYTHONDONTWRITEBYTECODE", "1"),
+        ("PYTHONUNBUFFERED", "1"),
+        ("MPLBACKEND", "Agg"),
+        // Threads count against the process limit: keep BLAS pools small.
+        ("OPENBLAS_NUM_THREADS", "4"),
+        ("OMP_NUM_THREADS", "4"),
+        ("MKL_NUM_THREADS", "4"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.into(), v.into()))
+    .collect();
+    env.push(("HOME".into(), home.into()));
+    env.push(("TMPDIR".into(), tmp.into()));
+    env.push(("MPLCONFIGDIR".into(), tmp.join("matplotlib").into()));
+    env
 }
 
 /// The sandbox's directory: searchable by the slot uids, with our `/etc` files.
@@ -309,16 +416,36 @@ impl CodeRunner for Sandbox {
                 .and_then(|r| r.map_err(|e| e.to_string()))
                 .map_err(|e| format!("cannot prepare the workspace: {e}"))?;
         }
-        let cmd = self.command(&spec, slot.uid)?;
-        let result = supervise::run(cmd, spec.stdin.clone(), spec.wall_clock, cancel).await;
+        let tmp = match &self.backend {
+            Backend::Landlock(h) => Some(
+                h.private_tmp(slot.uid)
+                    .map_err(|e| format!("cannot prepare the run's tmp: {e}"))?,
+            ),
+            _ => None,
+        };
+        // The helper makes its own session (setsid), which a process group leader cannot.
+        let group = if matches!(self.backend, Backend::Landlock(_)) {
+            supervise::Group::OwnSession
+        } else {
+            supervise::Group::New
+        };
+        let result = match self.command(&spec, slot.uid, tmp.as_deref()) {
+            Ok(cmd) => supervise::run(cmd, group, spec.stdin.clone(), spec.wall_clock, cancel)
+                .await
+                .map_err(|e| {
+                    tracing::warn!(error = %e, "the sandbox did not start");
+                    format!("the sandbox did not start: {e}")
+                }),
+            Err(e) => Err(e),
+        };
         if let Some(uid) = slot.uid {
             supervise::sweep(uid).await;
         }
+        if let Some(tmp) = tmp {
+            let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(tmp)).await;
+        }
         drop(slot);
-        result.map_err(|e| {
-            tracing::warn!(error = %e, "the sandbox did not start");
-            format!("the sandbox did not start: {e}")
-        })
+        result
     }
 
     fn available(&self) -> bool {

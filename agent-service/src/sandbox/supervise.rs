@@ -57,9 +57,19 @@ impl Capture {
     }
 }
 
+/// How the run's process group comes to be: its id is the child's pid either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    /// Made here, at spawn.
+    New,
+    /// The program calls `setsid` itself (the Landlock helper: a group leader could not).
+    OwnSession,
+}
+
 /// Spawns `cmd` (stdio, process group and kill-on-drop are set here) and supervises it.
 pub async fn run(
     mut cmd: Command,
+    group: Group,
     stdin: Option<Vec<u8>>,
     wall_clock: Duration,
     cancel: &CancellationToken,
@@ -71,8 +81,10 @@ pub async fn run(
     })
     .stdout(Stdio::piped())
     .stderr(Stdio::piped())
-    .process_group(0)
     .kill_on_drop(true);
+    if group == Group::New {
+        cmd.process_group(0);
+    }
     let mut child = cmd.spawn()?;
     let group = child.id().map(|id| Pid::from_raw(id as i32));
     let mut out_pipe = child.stdout.take();
@@ -148,13 +160,14 @@ async fn read_some<R: AsyncReadExt + Unpin>(pipe: &mut Option<R>, buf: &mut [u8]
     }
 }
 
-/// SIGKILL to the run's process group. Called only before the child is reaped, so the
-/// group id is still the child's.
+/// SIGKILL to the run's process group, and to the child itself (which may not have made
+/// its group yet). Called only before the child is reaped, so the ids are still the child's.
 fn kill_group(group: Option<Pid>) {
-    if let Some(group) = group
-        && let Err(e) = killpg(group, Signal::SIGKILL)
-    {
-        tracing::debug!(error = %e, "killing the sandbox's process group");
+    if let Some(group) = group {
+        if let Err(e) = killpg(group, Signal::SIGKILL) {
+            tracing::debug!(error = %e, "killing the sandbox's process group");
+        }
+        let _ = kill(group, Signal::SIGKILL);
     }
 }
 
@@ -176,7 +189,9 @@ pub async fn sweep(uid: u32) {
     tracing::warn!(uid, "processes of a sandbox slot survived SIGKILL for 2 s");
 }
 
-/// Pids whose real uid is `uid` (from /proc/<pid>/status).
+/// Living pids whose real uid is `uid` (from /proc/<pid>/status). Zombies are left out:
+/// they are dead already, and whoever they were reparented to (the container's init) reaps
+/// them.
 fn processes_of(uid: u32) -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -185,10 +200,13 @@ fn processes_of(uid: u32) -> Vec<i32> {
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("Uid:"))
-                    .and_then(|rest| rest.split_whitespace().next()?.parse::<u32>().ok())
-                    == Some(uid)
+                let field = |name: &str| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix(name))
+                        .and_then(|rest| rest.split_whitespace().next())
+                };
+                field("Uid:").and_then(|u| u.parse::<u32>().ok()) == Some(uid)
+                    && !matches!(field("State:"), Some("Z" | "X"))
             })
         })
         .collect()
