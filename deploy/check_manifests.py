@@ -55,6 +55,15 @@ PACKAGES = {
     "docchat-scheduler-service": "scheduler-service",
 }
 BINARIES = set(PACKAGES.values())
+# agent-service's code sandbox (docs/ARCHITECTURE.md §7): the Landlock + seccomp helper, a
+# second binary of docchat-agent-service that must sit next to agent-service in the image.
+SANDBOX_HELPER = "docchat-sandbox-exec"
+# Debian packages the image needs for the sandbox (as scripts/sandbox-runtime.sh installs).
+SANDBOX_PACKAGES = ("bubblewrap", "util-linux", "python3", "python3-numpy", "python3-pandas", "python3-matplotlib")
+# The one container that runs as uid 0: agent-service, so that each code run gets a uid of its
+# own; with every capability dropped but these.
+SANDBOX_HOST = "agent-service"
+SANDBOX_CAPS = {"SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "KILL"}
 SERVICE_BINARIES = BINARIES - {"gateway"}  # the ones with a `migrate` subcommand
 OUR_IMAGE = "docchat:latest"
 # Public images a manifest may use besides ours (repository part, without the tag).
@@ -330,6 +339,35 @@ def check_kubernetes(objects: list[dict], report: Report) -> None:
                 problems.append(f"{c.get('name')}: no emptyDir mounted at /tmp")
         report.check(not problems, f"k8s deployment {name}: non-root uid 10001, read-only root, /tmp emptyDir", problems)
 
+        # No container adds privileges, except agent-service's sandbox host: uid 0 with only
+        # SANDBOX_CAPS, no privilege escalation, RuntimeDefault seccomp, and a PID 1 that
+        # reaps (shareProcessNamespace: the pause container).
+        problems = []
+        for c in all_containers(dep):
+            csc = c.get("securityContext") or {}
+            caps = csc.get("capabilities") or {}
+            added = set(caps.get("add") or [])
+            as_root = csc.get("runAsUser") == 0 or csc.get("runAsNonRoot") is False
+            sandbox_host = name == SANDBOX_HOST and c.get("name") == SANDBOX_HOST
+            if csc.get("privileged"):
+                problems.append(f"{c.get('name')}: privileged")
+            if csc.get("allowPrivilegeEscalation") is not False:
+                problems.append(f"{c.get('name')}: allowPrivilegeEscalation is not false")
+            if caps.get("drop") != ["ALL"]:
+                problems.append(f"{c.get('name')}: capabilities do not drop ALL")
+            if (as_root or added) and not sandbox_host:
+                problems.append(f"{c.get('name')}: runs as root or adds capabilities {sorted(added)}")
+            if sandbox_host and as_root:
+                if not added <= SANDBOX_CAPS:
+                    problems.append(f"{c.get('name')}: adds {sorted(added - SANDBOX_CAPS)} beyond {sorted(SANDBOX_CAPS)}")
+                if (psc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
+                    problems.append("the pod's seccompProfile is not RuntimeDefault")
+                if spec.get("shareProcessNamespace") is not True:
+                    problems.append("shareProcessNamespace is not true (nothing reaps the sandbox's orphans)")
+        report.check(not problems, f"k8s deployment {name}: no added privileges"
+                     + (" (agent-service: uid 0 for the sandbox's per-run uids, only " + ", ".join(sorted(SANDBOX_CAPS)) + ")"
+                        if name == SANDBOX_HOST else ""), problems)
+
     # Services: selector finds a Deployment and targetPort is one of its container ports.
     for name, svc in sorted(by_kind.get("Service", {}).items()):
         spec = svc.get("spec") or {}
@@ -500,6 +538,25 @@ def check_compose(root: Path, compose: dict, report: Report) -> None:
             test = (svc.get("healthcheck") or {}).get("test")
             report.check(test == ["CMD", binary, "healthcheck"], f"compose {name}: healthcheck {test}",
                          f"want ['CMD', '{binary}', 'healthcheck']")
+            # Privileges: only agent-service (the sandbox's per-run uids) runs as root, with
+            # SANDBOX_CAPS at most and an init that reaps the runs' orphans.
+            added = set(svc.get("cap_add") or [])
+            as_root = str(svc.get("user", "")).split(":")[0] in ("0", "root")
+            problems = []
+            if svc.get("privileged"):
+                problems.append("privileged")
+            if "ALL" not in (svc.get("cap_drop") or []):
+                problems.append("cap_drop lacks ALL")
+            if "no-new-privileges:true" not in (svc.get("security_opt") or []):
+                problems.append("security_opt lacks no-new-privileges:true")
+            if binary == SANDBOX_HOST:
+                if not added <= SANDBOX_CAPS:
+                    problems.append(f"adds {sorted(added - SANDBOX_CAPS)} beyond {sorted(SANDBOX_CAPS)}")
+                if as_root and svc.get("init") is not True:
+                    problems.append("runs as root without init: true (nothing reaps the sandbox's orphans)")
+            elif as_root or added:
+                problems.append(f"runs as root or adds capabilities {sorted(added)}")
+            report.check(not problems, f"compose {name}: privileges (root {as_root}, cap_add {sorted(added)})", problems)
 
         # DOCCHAT_*_URL: gRPC URLs point at the right service on 50051; the others (database,
         # AMQP) at a defined service; every service has a database of its own.
@@ -681,6 +738,22 @@ def check_dockerfile(root: Path, report: Report) -> None:
     report.check(bool(user) and user[-1].split(":")[0] not in ("root", "0"),
                  f"dockerfile: final stage runs as non-root ({user[-1] if user else 'no USER'})",
                  "add USER 10001:10001")
+
+    # agent-service's code sandbox: the helper beside agent-service in both targets, and the
+    # sandbox's Debian packages in the runtime base.
+    problems = []
+    if "prebuilt" in by_name and SANDBOX_HELPER not in copied_binaries(chain("prebuilt"), None):
+        problems.append(f"prebuilt does not COPY {SANDBOX_HELPER} from the build context")
+    if SANDBOX_HELPER not in out_of_target:
+        problems.append(f"target/release/{SANDBOX_HELPER} is not copied out of the target dir")
+    if SANDBOX_HELPER not in copied:
+        problems.append(f"final stage does not COPY --from {SANDBOX_HELPER} into /usr/local/bin")
+    installs = " ".join(a for k, a in final if k == "RUN" and "apt-get install" in a).split()
+    missing = [p for p in SANDBOX_PACKAGES if p not in installs]
+    if missing:
+        problems.append(f"the runtime does not apt-get install {missing}")
+    report.check(not problems, f"dockerfile: agent-service's sandbox ({SANDBOX_HELPER} beside agent-service, "
+                 + ", ".join(SANDBOX_PACKAGES) + ")", problems)
 
     ignore = root / ".dockerignore"
     entries = set(ignore.read_text().split()) if ignore.is_file() else set()

@@ -22,7 +22,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docchat/target}"
 models="${DOCCHAT_TEST_MODELS_DIR:-$HOME/.cache/docchat/models}"
 project="docchat-compose-test"
 image="${DOCCHAT_COMPOSE_TEST_IMAGE:-docchat:compose-test}"
-binaries=(gateway admin-service ingest-service chat-service agent-service scheduler-service)
+# The six services, and agent-service's sandbox helper (the Dockerfile installs it beside agent-service).
+binaries=(gateway admin-service ingest-service chat-service agent-service docchat-sandbox-exec scheduler-service)
 
 started=$SECONDS
 step_start=$SECONDS
