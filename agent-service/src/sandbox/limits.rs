@@ -1,9 +1,10 @@
 //! What one sandboxed run may use, and who it runs as.
 //!
-//! The limits are rlimits set by util-linux `prlimit(1)` just before the program is executed
-//! (soft = hard, so the program cannot raise them): the workspace forbids `unsafe`, which a
-//! `pre_exec` hook would need, and `prlimit` runs inside the sandbox, so bubblewrap itself is
-//! not limited. As root each run takes a slot: an unprivileged uid of its own from a small
+//! The limits are rlimits set just before the program is executed (soft = hard, so the
+//! program cannot raise them): under bubblewrap by util-linux `prlimit(1)` inside the
+//! sandbox (the workspace forbids `unsafe`, which a `pre_exec` hook would need, and bubblewrap
+//! itself stays unlimited), under the Landlock helper by the helper itself (`setrlimit`, from
+//! the values the service passes it). As root each run takes a slot: an unprivileged uid of its own from a small
 //! range, so `RLIMIT_NPROC` (counted per uid, ignored for root) bounds that run alone and
 //! every process left behind can be found and killed by its uid.
 
