@@ -45,7 +45,7 @@ async fn looping_upstream() -> ScriptedHttp {
 #[allow(clippy::print_stderr, reason = "prints its figures")]
 async fn agent_step_overhead() {
     let upstream = looping_upstream().await;
-    let agents = Agents::start(&Backend::sqlite(), &upstream).await;
+    let agents = Agents::with_ingest(&Backend::sqlite(), &upstream).await;
     let alice = user("alice", false);
     let args = json!({"agent_tools": ["list_files"], "agent_max_turns": TURNS + 5});
 
@@ -67,7 +67,8 @@ async fn agent_step_overhead() {
 
     let mut per_step = Vec::new();
     for round in 0..3 {
-        let session = format!("bench-{round}");
+        let session = uuid::Uuid::new_v4().to_string();
+        let _ = round;
         let t = Instant::now();
         let (_tx, mut events) = agents
             .run(&alice, start(&session, "Loop", args.clone()))
@@ -96,7 +97,10 @@ async fn agent_step_overhead() {
         let args = args.clone();
         async move {
             let (_tx, mut events) = agents
-                .run(&alice, start(&format!("c-{i}"), "Loop", args))
+                .run(
+                    &alice,
+                    start(&uuid::Uuid::new_v4().to_string(), "Loop", args),
+                )
                 .await
                 .unwrap();
             events_until_finished(&mut events).await.1
