@@ -91,7 +91,7 @@ async fn agent_step_overhead() {
     );
 
     let t = Instant::now();
-    let runs = (0..CONCURRENT).map(|i| {
+    let runs = (0..CONCURRENT).map(|_| {
         let agents = &agents;
         let alice = alice.clone();
         let args = args.clone();
