@@ -255,6 +255,18 @@ impl ChatService for ChatGrpc {
             .map(session_pb))
     }
 
+    async fn session_names(&self, request: Request<pb::SessionIds>) -> Reply<pb::SessionNameList> {
+        let me = caller(&request)?;
+        ok(sessions::names(&self.db, &me, &request.get_ref().ids)
+            .await
+            .map(|rows| pb::SessionNameList {
+                sessions: rows
+                    .into_iter()
+                    .map(|(id, name)| pb::SessionName { id, name })
+                    .collect(),
+            }))
+    }
+
     async fn delete_session(&self, request: Request<pb::SessionRef>) -> Reply<pb::ChatSession> {
         let me = caller(&request)?;
         let deleted = sessions::delete(&self.db, &me, &request.get_ref().id).await?;

@@ -102,6 +102,31 @@ pub async fn get(
         .ok_or_else(|| not_found(id))
 }
 
+/// Of `ids`, the caller's sessions as (id, name), in one query; other ids are left out.
+pub async fn names(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    ids: &[String],
+) -> ApiResult<Vec<(String, Option<String>)>> {
+    if ids.len() as u64 > MAX_LIMIT {
+        return Err(ApiError::bad_request(format!(
+            "at most {MAX_LIMIT} session ids at once"
+        )));
+    }
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(chat_sessions::Entity::find()
+        .select_only()
+        .column(chat_sessions::Column::Id)
+        .column(chat_sessions::Column::Name)
+        .filter(chat_sessions::Column::OwnerId.eq(caller.user_id.clone()))
+        .filter(chat_sessions::Column::Id.is_in(ids.iter().cloned()))
+        .into_tuple()
+        .all(db)
+        .await?)
+}
+
 /// Deletes an owned session with its messages; answers the deleted session.
 pub async fn delete(
     db: &DatabaseConnection,

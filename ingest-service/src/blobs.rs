@@ -4,8 +4,9 @@
 use std::path::PathBuf;
 
 use docchat_common::error::{ApiError, ApiResult};
+use futures::Stream;
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[derive(Clone, Debug)]
 pub struct BlobStore {
@@ -50,13 +51,44 @@ impl BlobStore {
 
     pub async fn read(&self, id: &str) -> ApiResult<Vec<u8>> {
         let path = self.path(id)?;
-        tokio::fs::read(&path).await.map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                ApiError::not_found(format!("blob {id} not found"))
-            } else {
-                ApiError::internal("reading blob", e)
-            }
-        })
+        tokio::fs::read(&path).await.map_err(|e| read_error(id, e))
+    }
+
+    /// A blob's bytes in order, read from its file as the stream is polled (never held
+    /// whole): pieces of `piece` bytes, the last one shorter. NOT_FOUND when the blob is
+    /// missing (checked now, before the stream is handed out).
+    pub async fn stream(
+        &self,
+        id: &str,
+        piece: usize,
+    ) -> ApiResult<impl Stream<Item = ApiResult<Vec<u8>>> + Send + 'static + use<>> {
+        let path = self.path(id)?;
+        let file = tokio::fs::File::open(&path)
+            .await
+            .map_err(|e| read_error(id, e))?;
+        let piece = piece.max(1);
+        Ok(futures::stream::try_unfold(
+            file,
+            move |mut file| async move {
+                let mut buf = vec![0u8; piece];
+                let mut filled = 0;
+                while filled < piece {
+                    let n = file
+                        .read(&mut buf[filled..])
+                        .await
+                        .map_err(|e| ApiError::internal("reading blob", e))?;
+                    if n == 0 {
+                        break;
+                    }
+                    filled += n;
+                }
+                if filled == 0 {
+                    return Ok(None);
+                }
+                buf.truncate(filled);
+                Ok(Some((buf, file)))
+            },
+        ))
     }
 
     pub async fn delete(&self, id: &str) -> ApiResult<()> {
@@ -66,6 +98,14 @@ impl BlobStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(ApiError::internal("deleting blob", e)),
         }
+    }
+}
+
+fn read_error(id: &str, e: std::io::Error) -> ApiError {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        ApiError::not_found(format!("blob {id} not found"))
+    } else {
+        ApiError::internal("reading blob", e)
     }
 }
 

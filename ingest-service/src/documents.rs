@@ -64,7 +64,8 @@ fn sort_column(name: &str) -> ApiResult<documents::Column> {
     })
 }
 
-/// Documents the caller may read: its own, and those of public collections.
+/// Documents the caller may read: its own, and those of public collections (an agent
+/// document, of no collection, only its owner).
 async fn readable(db: &DatabaseConnection, caller: &Caller) -> ApiResult<Condition> {
     let public: Vec<String> = collections::Entity::find()
         .select_only()
@@ -93,14 +94,17 @@ async fn filtered(
         None => q = q.filter(documents::Column::OwnerId.eq(caller.user_id.clone())),
     }
     if let Some(session) = &filter.chat_session_id {
-        if uuid::Uuid::parse_str(session).is_err() {
-            return Err(ApiError::bad_request(format!(
-                "chat_session_id {session:?} is not a valid UUID"
-            )));
-        }
-        q = q.filter(documents::Column::ChatSessionId.eq(session.clone()));
+        q = q.filter(documents::Column::ChatSessionId.eq(session_id(session)?));
     }
     Ok(q)
+}
+
+/// A chat session id as documents store it (a UUID in its hyphenated lowercase form);
+/// anything else is a 400.
+pub fn session_id(id: &str) -> ApiResult<String> {
+    uuid::Uuid::parse_str(id)
+        .map(|u| u.hyphenated().to_string())
+        .map_err(|_| ApiError::bad_request(format!("chat_session_id {id:?} is not a valid UUID")))
 }
 
 pub async fn list(
@@ -147,7 +151,8 @@ pub async fn count(
     Ok(filtered(db, caller, filter).await?.count(db).await?)
 }
 
-fn not_found(id: &str) -> ApiError {
+/// The answer for a document that does not exist or is not the caller's to see.
+pub fn not_found(id: &str) -> ApiError {
     ApiError::not_found(format!("document {id} not found"))
 }
 
@@ -170,6 +175,10 @@ pub async fn touch_collection<C: ConnectionTrait>(
     count_delta: i64,
     size_delta: i64,
 ) -> ApiResult<()> {
+    // Agent documents belong to no collection.
+    if collection_id.is_empty() {
+        return Ok(());
+    }
     let at = now();
     collections::Entity::update_many()
         .col_expr(

@@ -9,12 +9,15 @@ use docchat_common::settings::SettingsClient;
 use docchat_common::time::{opt_to_proto, to_proto};
 use docchat_proto::common::v1::{Empty, PageRequest};
 use docchat_proto::ingest::v1 as pb;
+use docchat_proto::ingest::v1::document_bytes::Part as DocumentPart;
 use docchat_proto::ingest::v1::ingest_service_server::IngestService;
+use futures::StreamExt;
 use sea_orm::DatabaseConnection;
 use tokio::sync::Notify;
 use tonic::Streaming;
 use tonic::{Request, Response, Status};
 
+use crate::agent_files::AgentFiles;
 use crate::blobs::BlobStore;
 use crate::collections::{self, CollectionView};
 use crate::documents::{self, ListFilter};
@@ -108,12 +111,23 @@ pub fn document_pb(d: doc_entity::Model) -> pb::Document {
         created_at: Some(to_proto(created_at)),
         updated_at: Some(to_proto(updated_at)),
         collection_id,
-        // Agent-generated documents (and their session's name and visibility) arrive with
-        // the agent issue; uploaded documents have no source chat.
+        // The session's name and visibility are chat-service's to tell: the gateway adds
+        // them for its caller.
         chat_session_visible: false,
         chat_session_name: None,
         chat_session_id,
         summary,
+    }
+}
+
+impl IngestGrpc {
+    fn agent_files(&self) -> AgentFiles<'_> {
+        AgentFiles {
+            db: &self.db,
+            blobs: &self.blobs,
+            settings: &self.settings,
+            max_bytes: self.max_upload_bytes,
+        }
     }
 }
 
@@ -441,6 +455,7 @@ impl IngestService for IngestGrpc {
     async fn delete_document(&self, request: Request<pb::DocumentRef>) -> Reply<Empty> {
         let me = caller(&request)?;
         let doc = documents::delete(&self.db, &me, &request.get_ref().id).await?;
+        self.agent_files().drop_bytes(&me, &doc).await;
         self.searcher.vectors.forget(&doc.collection_id);
         self.relay.notify();
         Ok(Response::new(Empty {}))
@@ -469,9 +484,12 @@ impl IngestService for IngestGrpc {
 
     async fn put_agent_file(
         &self,
-        _request: Request<Streaming<pb::AgentFileChunk>>,
+        request: Request<Streaming<pb::AgentFileChunk>>,
     ) -> Reply<pb::Document> {
-        Err(Status::unimplemented("PutAgentFile is not built yet"))
+        let me = caller(&request)?;
+        let doc = self.agent_files().put(&me, request.into_inner()).await?;
+        self.relay.notify();
+        Ok(Response::new(document_pb(doc)))
     }
 
     type ReadDocumentBytesStream = std::pin::Pin<
@@ -480,18 +498,37 @@ impl IngestService for IngestGrpc {
 
     async fn read_document_bytes(
         &self,
-        _request: Request<pb::ReadDocumentBytesRequest>,
+        request: Request<pb::ReadDocumentBytesRequest>,
     ) -> Reply<Self::ReadDocumentBytesStream> {
-        Err(Status::unimplemented("ReadDocumentBytes is not built yet"))
+        let me = caller(&request)?;
+        let pb::ReadDocumentBytesRequest { id, owned_only } = request.into_inner();
+        let (doc, bytes) = self.agent_files().read(&me, &id, owned_only).await?;
+        let first = pb::DocumentBytes {
+            part: Some(DocumentPart::Document(document_pb(doc))),
+        };
+        let rest = bytes.map(|piece| {
+            piece
+                .map(|data| pb::DocumentBytes {
+                    part: Some(DocumentPart::Data(data)),
+                })
+                .map_err(Status::from)
+        });
+        Ok(Response::new(Box::pin(
+            futures::stream::once(async { Ok(first) }).chain(rest),
+        )))
     }
 
     async fn delete_session_documents(
         &self,
-        _request: Request<pb::SessionDocumentsRef>,
+        request: Request<pb::SessionDocumentsRef>,
     ) -> Reply<pb::Count> {
-        Err(Status::unimplemented(
-            "DeleteSessionDocuments is not built yet",
-        ))
+        let me = caller(&request)?;
+        let session = &request.get_ref().chat_session_id;
+        let n = self.agent_files().delete_session(&me, session).await?;
+        self.relay.notify();
+        Ok(Response::new(pb::Count {
+            count: i64::try_from(n).unwrap_or(i64::MAX),
+        }))
     }
 
     async fn create_tag(&self, request: Request<pb::TagRequest>) -> Reply<pb::Tag> {

@@ -16,16 +16,19 @@ use crate::jobs::{self, Fairness, IngestParams};
 
 /// What counts against document_limit_per_user: the owner's documents and the jobs that
 /// will make one, in one statement (one snapshot, so a job turning into its document
-/// between two counts cannot be missed).
+/// between two counts cannot be missed). Documents an agent generated (with a
+/// chat_session_id) count against agents_document_limit_per_user instead.
 async fn documents_held<C: ConnectionTrait>(conn: &C, owner: &str) -> ApiResult<i64> {
     let backend = conn.get_database_backend();
     let sql = match backend {
         DbBackend::Postgres => {
-            "SELECT (SELECT COUNT(*) FROM documents WHERE owner_id = $1) + \
+            "SELECT (SELECT COUNT(*) FROM documents \
+               WHERE owner_id = $1 AND chat_session_id IS NULL) + \
              (SELECT COUNT(*) FROM jobs WHERE owner_id = $1 AND status IN ('queued', 'running'))"
         }
         _ => {
-            "SELECT (SELECT COUNT(*) FROM documents WHERE owner_id = ?1) + \
+            "SELECT (SELECT COUNT(*) FROM documents \
+               WHERE owner_id = ?1 AND chat_session_id IS NULL) + \
              (SELECT COUNT(*) FROM jobs WHERE owner_id = ?1 AND status IN ('queued', 'running'))"
         }
     };

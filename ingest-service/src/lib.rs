@@ -1,5 +1,6 @@
 //! ingest-service: collections, documents, ingestion and retrieval.
 
+pub mod agent_files;
 pub mod blobs;
 pub mod collections;
 pub mod costs;

@@ -26,6 +26,50 @@ pub fn clean_filename(name: &str) -> ApiResult<String> {
     Ok(clean)
 }
 
+/// A blob written from a stream of pieces, not yet recorded in `uploads`.
+#[derive(Debug, Clone)]
+pub struct Received {
+    /// The blob's id, which its `uploads` row takes.
+    pub id: String,
+    pub size: i64,
+    pub sha256: String,
+}
+
+/// Writes a stream of byte pieces into a new blob; past `max_bytes` it is 413 and nothing is
+/// kept (the temporary file goes with the writer).
+pub async fn write_blob<S>(blobs: &BlobStore, mut pieces: S, max_bytes: u64) -> ApiResult<Received>
+where
+    S: Stream<Item = ApiResult<Vec<u8>>> + Unpin,
+{
+    let mut writer = blobs.writer().await?;
+    while let Some(bytes) = pieces.next().await {
+        let bytes = bytes?;
+        if writer.size() + bytes.len() as u64 > max_bytes {
+            return Err(ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("file is larger than the {} MB limit", max_bytes / 1_000_000),
+            ));
+        }
+        writer.write(&bytes).await?;
+    }
+    let id = uuid::Uuid::new_v4().to_string();
+    let size = i64::try_from(writer.size()).unwrap_or(i64::MAX);
+    let sha256 = writer.finish(blobs, &id).await?;
+    Ok(Received { id, size, sha256 })
+}
+
+/// The `uploads` row of a received blob, owned by `caller`.
+pub fn row(caller: &Caller, filename: String, blob: &Received) -> uploads::ActiveModel {
+    uploads::ActiveModel {
+        id: Set(blob.id.clone()),
+        owner_id: Set(caller.user_id.clone()),
+        filename: Set(filename),
+        size: Set(blob.size),
+        sha256: Set(blob.sha256.clone()),
+        created_at: Set(now()),
+    }
+}
+
 pub async fn receive<S>(
     db: &DatabaseConnection,
     blobs: &BlobStore,
@@ -43,39 +87,16 @@ where
         Some(Err(status)) => return Err(status.into()),
         _ => return Err(ApiError::bad_request("an upload starts with its metadata")),
     };
-    let mut writer = blobs.writer().await?;
-    while let Some(message) = stream.next().await {
-        match message?.part {
-            Some(Part::Data(bytes)) => {
-                if writer.size() + bytes.len() as u64 > max_bytes {
-                    return Err(ApiError::new(
-                        ErrorCode::PayloadTooLarge,
-                        format!("file is larger than the {} MB limit", max_bytes / 1_000_000),
-                    ));
-                }
-                writer.write(&bytes).await?;
-            }
-            Some(Part::Meta(_)) => return Err(ApiError::bad_request("metadata sent twice")),
-            None => {}
-        }
-    }
-    let id = uuid::Uuid::new_v4().to_string();
-    let size = writer.size();
-    let sha256 = writer.finish(blobs, &id).await?;
-    let row = uploads::ActiveModel {
-        id: Set(id.clone()),
-        owner_id: Set(caller.user_id.clone()),
-        filename: Set(filename),
-        size: Set(i64::try_from(size).unwrap_or(i64::MAX)),
-        sha256: Set(sha256),
-        created_at: Set(now()),
-    }
-    .insert(db)
-    .await;
-    match row {
+    let pieces = stream.map(|message| match message?.part {
+        Some(Part::Data(bytes)) => Ok(bytes),
+        Some(Part::Meta(_)) => Err(ApiError::bad_request("metadata sent twice")),
+        None => Ok(Vec::new()),
+    });
+    let blob = write_blob(blobs, pieces, max_bytes).await?;
+    match row(caller, filename, &blob).insert(db).await {
         Ok(row) => Ok(row),
         Err(e) => {
-            let _ = blobs.delete(&id).await;
+            let _ = blobs.delete(&blob.id).await;
             Err(e.into())
         }
     }

@@ -155,3 +155,47 @@ docchat_common::backend_tests! {
         stack.stop().await;
     }
 }
+
+docchat_common::backend_tests! {
+    /// SessionNames answers the caller's sessions among the ids, with their names, and
+    /// leaves out another user's and unknown ones.
+    async fn session_names_answer_only_the_callers_sessions(backend) {
+        use sea_orm::{ConnectionTrait, Statement};
+        let stack = Stack::builder(&backend).chat_replicas(1).start().await;
+        let (alice, bob) = (user("alice", false), user("bob", false));
+        let named = stack.session(stack.chat(), &alice).await;
+        let unnamed = stack.session(stack.chat(), &alice).await;
+        let bobs = stack.session(stack.chat(), &bob).await;
+        // A session is named by its first question; here directly.
+        let db = stack.database(Service::Chat).await;
+        let sql = match db.get_database_backend() {
+            sea_orm::DbBackend::Postgres => "UPDATE chat_sessions SET name = 'Plans' WHERE id = $1",
+            _ => "UPDATE chat_sessions SET name = 'Plans' WHERE id = ?",
+        };
+        db.execute(Statement::from_sql_and_values(db.get_database_backend(), sql, [named.clone().into()]))
+            .await
+            .unwrap();
+        db.close().await.unwrap();
+
+        let ask = |who, ids: Vec<String>| {
+            let mut cc = stack.chat_client(stack.chat());
+            let request = stack.req(Service::Chat, who, pb::SessionIds { ids });
+            async move { cc.session_names(request).await.map(|r| r.into_inner().sessions) }
+        };
+        let ids = vec![named.clone(), unnamed.clone(), bobs.clone(), "nope".to_owned()];
+        let mut got = ask(&alice, ids.clone()).await.unwrap();
+        got.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut want = vec![
+            pb::SessionName { id: named.clone(), name: Some("Plans".into()) },
+            pb::SessionName { id: unnamed.clone(), name: None },
+        ];
+        want.sort_by(|a, b| a.id.cmp(&b.id));
+        assert_eq!(got, want, "{}", backend.name);
+        let theirs = ask(&bob, ids).await.unwrap();
+        assert_eq!(theirs, [pb::SessionName { id: bobs, name: None }]);
+        assert!(ask(&alice, vec![]).await.unwrap().is_empty());
+        let many = ask(&alice, vec![named; 1001]).await.unwrap_err();
+        assert_eq!(many.code(), Code::InvalidArgument);
+        stack.stop().await;
+    }
+}

@@ -7,7 +7,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::comma_list;
-use super::documents::Document;
+use super::documents::{Document, seen_by};
 use crate::auth::Api;
 use crate::error::{ErrorBody, HttpResult};
 
@@ -219,7 +219,5 @@ pub async fn list_documents_for_tags(
         .list_documents_for_tags(request)
         .await?
         .into_inner();
-    Ok(web::Json(
-        list.documents.into_iter().map(Document::from).collect(),
-    ))
+    Ok(web::Json(seen_by(&api, list.documents).await?))
 }

@@ -11,6 +11,7 @@
 
 mod admin_keys;
 mod agent;
+mod agent_documents;
 mod agent_files;
 mod api_spec;
 mod compat;

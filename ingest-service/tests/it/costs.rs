@@ -72,20 +72,21 @@ fn models_file(dir: &std::path::Path, base_url: &str) -> std::path::PathBuf {
     path
 }
 
-struct Admin {
+/// admin-service as an administrator: global settings, the ledger, users.
+pub(crate) struct Admin {
     client: AdminServiceClient<tonic::transport::Channel>,
     keys: Arc<docchat_common::JwtKeys>,
 }
 
 impl Admin {
-    fn of(stack: &Stack) -> Admin {
+    pub(crate) fn of(stack: &Stack) -> Admin {
         Admin {
             client: AdminServiceClient::new(stack.admin().channel()),
             keys: stack.keys.clone(),
         }
     }
 
-    async fn set(&self, key: &str, value: &str) {
+    pub(crate) async fn set(&self, key: &str, value: &str) {
         let request = admin_pb::SetGlobalSettingRequest {
             key_name: key.into(),
             string_value: value.into(),

@@ -45,7 +45,7 @@ pub async fn stored_vectors(s: &Stack) -> (i64, Option<i64>) {
 
 /// Whether the MiniLM embedder was fetched; its absence fails the test in CI and is a loud
 /// skip elsewhere.
-fn model_present() -> bool {
+pub(crate) fn model_present() -> bool {
     docchat_common::testing::model_file(docchat_common::testing::MINILM_WEIGHTS).is_some()
 }
 

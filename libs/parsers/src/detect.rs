@@ -117,7 +117,9 @@ fn unsupported_hint(ext: &str) -> Option<&'static str> {
     })
 }
 
-fn extension(filename: &str) -> Option<String> {
+/// The lowercase extension of `filename`'s last path component (`.bashrc`-style names
+/// have none).
+pub fn extension(filename: &str) -> Option<String> {
     let name = filename.rsplit(['/', '\\']).next().unwrap_or(filename);
     let (stem, ext) = name.rsplit_once('.')?;
     if stem.is_empty() && !TEXT.contains(&ext.to_ascii_lowercase().as_str()) {
@@ -126,6 +128,31 @@ fn extension(filename: &str) -> Option<String> {
     }
     let ext = ext.trim().to_ascii_lowercase();
     (!ext.is_empty()).then_some(ext)
+}
+
+/// The kind a lowercase extension names, if it names a readable one.
+fn kind_of_extension(ext: &str) -> Option<DocumentKind> {
+    match ext {
+        "pdf" => Some(DocumentKind::Pdf),
+        "docx" | "docm" | "dotx" | "dotm" => Some(DocumentKind::Docx),
+        "pptx" | "pptm" | "ppsx" | "ppsm" | "potx" => Some(DocumentKind::Pptx),
+        "xlsx" | "xlsm" | "xltx" | "xltm" => Some(DocumentKind::Xlsx),
+        "csv" | "tsv" | "tab" => Some(DocumentKind::Csv),
+        "json" | "jsonl" | "ndjson" | "geojson" => Some(DocumentKind::Json),
+        "vtt" | "webvtt" | "srt" => Some(DocumentKind::Transcript),
+        "md" | "markdown" | "mdown" | "mkd" | "mkdn" | "mdwn" | "mdx" => {
+            Some(DocumentKind::Markdown)
+        }
+        "html" | "htm" | "xhtml" | "shtml" => Some(DocumentKind::Html),
+        e if TEXT.contains(&e) => Some(DocumentKind::Text),
+        _ => None,
+    }
+}
+
+/// The kind `filename`'s extension names, without looking at any bytes; `None` for
+/// unknown extensions, media and names without one. [`detect`] trusts the same table.
+pub fn kind_by_extension(filename: &str) -> Option<DocumentKind> {
+    kind_of_extension(&extension(filename)?)
 }
 
 /// Whether `filename` is audio or video (by extension), which needs transcription
@@ -152,22 +179,7 @@ pub fn detect(filename: &str, bytes: &[u8]) -> Result<DocumentKind, ParseError> 
                 ".{ext} (audio and video are transcribed, not parsed)"
             )));
         }
-        let kind = match ext {
-            "pdf" => Some(DocumentKind::Pdf),
-            "docx" | "docm" | "dotx" | "dotm" => Some(DocumentKind::Docx),
-            "pptx" | "pptm" | "ppsx" | "ppsm" | "potx" => Some(DocumentKind::Pptx),
-            "xlsx" | "xlsm" | "xltx" | "xltm" => Some(DocumentKind::Xlsx),
-            "csv" | "tsv" | "tab" => Some(DocumentKind::Csv),
-            "json" | "jsonl" | "ndjson" | "geojson" => Some(DocumentKind::Json),
-            "vtt" | "webvtt" | "srt" => Some(DocumentKind::Transcript),
-            "md" | "markdown" | "mdown" | "mkd" | "mkdn" | "mdwn" | "mdx" => {
-                Some(DocumentKind::Markdown)
-            }
-            "html" | "htm" | "xhtml" | "shtml" => Some(DocumentKind::Html),
-            e if TEXT.contains(&e) => Some(DocumentKind::Text),
-            _ => None,
-        };
-        if let Some(kind) = kind {
+        if let Some(kind) = kind_of_extension(ext) {
             return Ok(kind);
         }
         if let Some(hint) = unsupported_hint(ext) {
@@ -276,6 +288,12 @@ mod tests {
         assert_eq!(extension("a/b/Report.PDF").as_deref(), Some("pdf"));
         assert_eq!(extension("noext"), None);
         assert_eq!(extension(".bashrc"), None);
+        assert_eq!(
+            kind_by_extension("out/report.md"),
+            Some(DocumentKind::Markdown)
+        );
+        assert_eq!(kind_by_extension("chart.PNG"), None);
+        assert_eq!(kind_by_extension("noext"), None);
         assert!(is_media("talk.MP3"));
         assert!(!is_media("talk.txt"));
     }

@@ -29,7 +29,7 @@ mod transcript;
 mod util;
 
 pub use chunk::{Chunk, ChunkOptions, chunk};
-pub use detect::{detect, is_media};
+pub use detect::{detect, extension, is_media, kind_by_extension};
 pub use error::ParseError;
 pub use model::{AudioSegment, Block, DocumentKind, Page, ParsedDocument};
 pub use transcript::{display_name, segments_to_document};

@@ -1,5 +1,5 @@
 //! ingest-service calls a test makes through the stack: uploads, collections, ingestion
-//! jobs, search.
+//! jobs, search, agent files.
 
 use std::time::Duration;
 
@@ -8,6 +8,7 @@ use docchat_common::config::Service;
 use docchat_proto::ingest::v1 as pb;
 use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
 use docchat_proto::ingest::v1::upload_chunk::Part;
+use docchat_proto::ingest::v1::{agent_file_chunk, document_bytes};
 use tonic::transport::Channel;
 
 use crate::Stack;
@@ -41,6 +42,74 @@ impl Stack {
             .upload(request)
             .await
             .map(|r| r.into_inner())
+    }
+
+    /// Stores `bytes` as the file `path` of chat session `session` (PutAgentFile, as
+    /// agent-service does), in 4 KiB pieces; with `document_id` non-empty, as new bytes of
+    /// that document.
+    pub async fn put_agent_file(
+        &self,
+        who: &Caller,
+        session: &str,
+        path: &str,
+        document_id: &str,
+        bytes: &[u8],
+    ) -> Result<pb::Document, tonic::Status> {
+        let mut parts = vec![pb::AgentFileChunk {
+            part: Some(agent_file_chunk::Part::Meta(pb::AgentFileMeta {
+                chat_session_id: session.into(),
+                path: path.into(),
+                document_id: document_id.into(),
+            })),
+        }];
+        for piece in bytes.chunks(4096) {
+            parts.push(pb::AgentFileChunk {
+                part: Some(agent_file_chunk::Part::Data(piece.to_vec())),
+            });
+        }
+        let request = self.req(Service::Ingest, who, tokio_stream::iter(parts));
+        self.ingest_client()
+            .put_agent_file(request)
+            .await
+            .map(|r| r.into_inner())
+    }
+
+    /// A document's stored file through ReadDocumentBytes: the document, and the data
+    /// messages' lengths and bytes in order.
+    pub async fn read_document_bytes(
+        &self,
+        who: &Caller,
+        id: &str,
+        owned_only: bool,
+    ) -> Result<(pb::Document, Vec<usize>, Vec<u8>), tonic::Status> {
+        let request = pb::ReadDocumentBytesRequest {
+            id: id.into(),
+            owned_only,
+        };
+        let mut stream = self
+            .ingest_client()
+            .read_document_bytes(self.req(Service::Ingest, who, request))
+            .await?
+            .into_inner();
+        let mut doc = None;
+        let (mut pieces, mut bytes) = (Vec::new(), Vec::new());
+        while let Some(message) = stream.message().await? {
+            match message.part {
+                Some(document_bytes::Part::Document(d)) => {
+                    assert!(
+                        doc.is_none() && bytes.is_empty(),
+                        "the document comes first, once"
+                    );
+                    doc = Some(d);
+                }
+                Some(document_bytes::Part::Data(data)) => {
+                    pieces.push(data.len());
+                    bytes.extend_from_slice(&data);
+                }
+                None => {}
+            }
+        }
+        Ok((doc.expect("the stream carries its document"), pieces, bytes))
     }
 
     /// Creates a collection (the default embedder).
