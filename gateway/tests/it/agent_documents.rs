@@ -5,8 +5,10 @@
 use std::time::Duration;
 
 use docchat_common::Caller;
+use docchat_common::config::Service;
 use docchat_common::testing::user;
 use reqwest::Method;
+use sea_orm::{ConnectionTrait, Statement};
 use serde_json::{Value, json};
 
 use crate::completions::{app_with, collection_with, session, upstream};
@@ -83,6 +85,26 @@ docchat_common::backend_tests! {
         }
         let (s, _) = read(app.http(Method::GET, &format!("/file?id={}", doc.id), None).send().await.unwrap()).await;
         assert_eq!(s, 401);
+
+        // A document of a public collection: bob may read it, but downloads only his own.
+        let cid = collection_with(&app, &alice, "public.txt", b"Public notes.".to_vec()).await;
+        let db = app.database(Service::Ingest).await;
+        let sql = match db.get_database_backend() {
+            sea_orm::DbBackend::Postgres => "UPDATE collections SET is_public = TRUE WHERE id = $1",
+            _ => "UPDATE collections SET is_public = 1 WHERE id = ?",
+        };
+        db.execute(Statement::from_sql_and_values(db.get_database_backend(), sql, [cid.clone().into()]))
+            .await
+            .unwrap();
+        db.close().await.unwrap();
+        let (s, listed) = app.call(Method::GET, &format!("/api/v1/collections/{cid}/documents"), &bob, None).await;
+        assert_eq!(s, 200, "{listed}");
+        let public = listed[0]["id"].as_str().unwrap().to_owned();
+        let (s, b) = read(download(&app, &bob, &format!("?id={public}")).await).await;
+        assert_error(s, &b, 404);
+        let r = download(&app, &alice, &format!("?id={public}")).await;
+        assert_eq!((r.status().as_u16(), header(&r, "content-type")), (200, "text/plain"));
+        assert_eq!(r.bytes().await.unwrap().as_ref(), b"Public notes.");
         app.stop().await;
     }
 }

@@ -289,7 +289,7 @@ docchat_common::backend_tests! {
         s.put_agent_file(&alice, &session, "a.txt", &a.id, b"a2").await.unwrap();
 
         // Parallel writes of one user stop at the limit exactly.
-        let puts = (0..8).map(|i| {
+        let puts = (0..40).map(|i| {
             let (s, bob) = (&s, &bob);
             async move {
                 s.put_agent_file(bob, &new_session(), &format!("f{i}.txt"), "", b"x").await
