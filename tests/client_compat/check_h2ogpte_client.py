@@ -293,13 +293,15 @@ def _():
 
 
 def raw_bytes(path, key):
-    """GET `path` as `key`: (status, headers, bytes), errors included."""
+    """GET `path` as `key`: (status, headers, bytes), errors included. The headers are the
+    response's own (their names case-insensitive, as in HTTP: the gateway writes them
+    lowercase)."""
     req = urllib.request.Request(f"{BASE}{path}", headers={"Authorization": f"Bearer {key}"})
     try:
         with urllib.request.urlopen(req) as r:
-            return r.status, dict(r.headers), r.read()
+            return r.status, r.headers, r.read()
     except urllib.error.HTTPError as e:
-        return e.code, dict(e.headers), e.read()
+        return e.code, e.headers, e.read()
 
 
 @check("the agent analyses a CSV of a collection with Python: answer, chart in agent_files, /file downloads it")
