@@ -97,11 +97,19 @@ pub fn walk(root: &Path) -> Vec<(String, std::fs::Metadata)> {
     out
 }
 
-/// The regular files of a workspace, as the API lists them.
+/// Hidden files and caches (a path part starting with `.`, `__pycache__`): the tools'
+/// working files (matplotlib's and fontconfig's caches under `.cache`, say), not the agent's
+/// output. They are neither listed nor stored (directory stats still count them).
+pub fn working_file(rel: &str) -> bool {
+    rel.split('/')
+        .any(|part| part.starts_with('.') || part == "__pycache__")
+}
+
+/// The regular files of a workspace, as the API lists them (not its working files).
 pub fn list(session_id: &str, root: &Path) -> Vec<pb::SessionFile> {
     walk(root)
         .into_iter()
-        .filter(|(_, m)| m.is_file())
+        .filter(|(rel, m)| m.is_file() && !working_file(rel))
         .map(|(rel, m)| pb::SessionFile {
             id: file_id(session_id, &rel),
             bytes: m.len() as i64,
@@ -178,15 +186,22 @@ mod tests {
         std::fs::write(outside.path().join("secret"), b"xxxxxxxx").unwrap();
         std::fs::create_dir(ws.path().join("notes")).unwrap();
         std::fs::write(ws.path().join("notes/plan.md"), b"hello").unwrap();
+        std::fs::create_dir_all(ws.path().join(".cache/fontconfig")).unwrap();
+        std::fs::write(ws.path().join(".cache/fontconfig/x.cache-9"), b"c").unwrap();
         std::os::unix::fs::symlink(outside.path(), ws.path().join("out")).unwrap();
         let files = list("s1", ws.path());
         let names: Vec<_> = files.iter().map(|f| f.filename.as_str()).collect();
-        assert_eq!(names, ["notes/plan.md"]);
+        assert_eq!(
+            names,
+            ["notes/plan.md"],
+            "links and working files are not listed"
+        );
         assert_eq!(files[0].bytes, 5);
         assert_eq!(files[0].id, file_id("s1", "notes/plan.md"));
         let s = stats("s1", ws.path(), true);
-        assert_eq!((s.file_count, s.directory_count, s.size_bytes), (2, 1, 5));
-        assert_eq!(s.top_level_contents, ["notes", "out"]);
+        // Stats measure the directory as it is, working files too.
+        assert_eq!((s.file_count, s.directory_count, s.size_bytes), (3, 3, 6));
+        assert_eq!(s.top_level_contents, [".cache", "notes", "out"]);
         assert!(s.files.iter().all(|f| f.path != "out/secret"));
     }
 }

@@ -168,7 +168,7 @@ impl Stored {
         let mut seen = HashSet::new();
         let mut limit_reached = false;
         for (rel, meta) in found {
-            if !meta.is_file() || working_file(&rel) {
+            if !meta.is_file() || crate::files::working_file(&rel) {
                 continue;
             }
             seen.insert(rel.clone());
@@ -324,13 +324,6 @@ impl Stored {
             .retain(|p, _| !p.starts_with(root));
         Ok(())
     }
-}
-
-/// Hidden files and caches (a path part starting with `.`, `__pycache__`): the tools'
-/// working files (matplotlib's font cache under `.cache`, say), not the agent's output.
-fn working_file(rel: &str) -> bool {
-    rel.split('/')
-        .any(|part| part.starts_with('.') || part == "__pycache__")
 }
 
 /// The SHA-256 of a file, hex; `None` when it cannot be read.
