@@ -2,7 +2,8 @@
 answers ANSWER, whole or streamed one word an event with usage last. Prints its port.
 
 An agent's request (with `tools`) whose question contains CSV_MARK is answered with a call
-of the `python` tool that analyses /documents/sales.csv and saves a chart; once the tool's
+of the `python` tool that analyses sales.csv where the system prompt says the collection's
+documents are, and saves a chart; once the tool's
 result is in the conversation, with a text quoting the result's TOTAL line.
 
 Usage: scripted_upstream.py [HOST]  (runs until killed; HOST defaults to 127.0.0.1: the compose
@@ -10,6 +11,7 @@ test binds the Docker bridge's address so that containers reach it)
 """
 
 import json
+import re
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -19,7 +21,7 @@ CSV_CODE = """import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
-df = pd.read_csv("/documents/sales.csv")
+df = pd.read_csv("DOCUMENTS/sales.csv")
 ax = df.plot(x="month", y="amount", kind="bar", legend=False)
 ax.set_ylabel("amount")
 plt.tight_layout()
@@ -39,7 +41,12 @@ def agent_step(body):
     last_user = max(i for i, m in enumerate(messages) if m.get("role") == "user")
     results = [m for m in messages[last_user:] if m.get("role") == "tool"]
     if not results:
-        return {"call": {"id": "call_csv", "name": "python", "arguments": json.dumps({"code": CSV_CODE})}}
+        # Where the collection's documents are, as the system prompt says (the sandbox's
+        # /documents, or their host path under a backend without a mount namespace).
+        system = " ".join(str(m.get("content")) for m in messages if m.get("role") == "system")
+        found = re.search(r"readable \(not writable\) by your code at (\S+?):", system)
+        code = CSV_CODE.replace("DOCUMENTS", found.group(1) if found else "/documents")
+        return {"call": {"id": "call_csv", "name": "python", "arguments": json.dumps({"code": code})}}
     out = str(results[-1].get("content"))
     total = next((line for line in out.splitlines() if line.startswith("TOTAL")), "no total: " + out[:200])
     return {"text": f"{total}. The chart is sales_chart.png."}
