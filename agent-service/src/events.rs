@@ -63,14 +63,10 @@ impl EventHandler for SessionDisk {
 
 /// Removes `root/<session>` (links inside are removed, never followed).
 async fn remove_workspace(root: &Path, session: &str) {
-    let valid = !session.is_empty()
-        && session
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if !valid {
+    let Ok(dir) = workspaces::session_dir(root, session) else {
         return;
-    }
-    match tokio::fs::remove_dir_all(root.join(session)).await {
+    };
+    match tokio::fs::remove_dir_all(dir).await {
         Ok(()) => tracing::debug!(session, "removed the workspace of a deleted session"),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => {

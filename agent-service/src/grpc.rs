@@ -23,6 +23,7 @@ use crate::run::agents::AgentType;
 use crate::run::args::{self, RunArgs, ToolSelection};
 use crate::run::control::Control;
 use crate::run::{Engine, RunRequest};
+use crate::workspaces::session_dir;
 use crate::{files, preferences, workspaces};
 
 /// Tool-capable chat models, ready to call.
@@ -195,19 +196,6 @@ fn accepted(args: &RunArgs, tools: &[String], model: &ModelEntry) -> pb::RunAcce
         tools: tools.to_vec(),
         model: model.name.clone(),
     }
-}
-
-/// A session id usable as a directory name.
-fn session_dir(root: &std::path::Path, session_id: &str) -> ApiResult<PathBuf> {
-    if session_id.is_empty()
-        || session_id.len() > 128
-        || !session_id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        return Err(ApiError::bad_request("invalid session_id"));
-    }
-    Ok(root.join(session_id))
 }
 
 type EventStream =

@@ -42,9 +42,7 @@ pub fn fetch_enabled() -> bool {
     })
 }
 
-/// The gRPC health service name that reports whether code runs in a sandbox (SERVING with a
-/// sandbox backend; NOT_SERVING when code tools are refused or DOCCHAT_SANDBOX=none).
-pub const SANDBOX_HEALTH: &str = "docchat.agent.v1.Sandbox";
+pub use docchat_common::grpc::SANDBOX_HEALTH;
 
 /// Runs agent-service on `listener` until `shutdown`.
 pub async fn serve(

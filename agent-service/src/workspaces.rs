@@ -8,6 +8,20 @@ use sea_orm::{ConnectionTrait, DatabaseConnection};
 
 use crate::preferences::stmt;
 
+/// The workspace directory of `session_id` under `root`; 400 for an id that is not a plain
+/// directory name.
+pub fn session_dir(root: &std::path::Path, session_id: &str) -> ApiResult<std::path::PathBuf> {
+    if session_id.is_empty()
+        || session_id.len() > 128
+        || !session_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(ApiError::bad_request("invalid session_id"));
+    }
+    Ok(root.join(session_id))
+}
+
 fn db_error(e: sea_orm::DbErr) -> ApiError {
     ApiError::internal("session workspaces", e)
 }

@@ -74,12 +74,26 @@ class Handler(BaseHTTPRequestHandler):
                              "finish_reason": "stop"}],
                 "usage": usage,
             }).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
+            self.send_whole(out)
             return
+        send = self.start_stream()
+        for word in ANSWER.split(" "):
+            piece = word if word.endswith(".") else word + " "
+            send(json.dumps({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}))
+        send(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+        send(json.dumps({"choices": [], "usage": usage}))
+        self.end_stream(send)
+
+
+    def send_whole(self, out):
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def start_stream(self):
+        """Starts a chunked event stream; answers the function that sends one event."""
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("transfer-encoding", "chunked")
@@ -90,15 +104,12 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
             self.wfile.flush()
 
-        for word in ANSWER.split(" "):
-            piece = word if word.endswith(".") else word + " "
-            send(json.dumps({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}))
-        send(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
-        send(json.dumps({"choices": [], "usage": usage}))
+        return send
+
+    def end_stream(self, send):
         send("[DONE]")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
-
 
     def agent_reply(self, body, step, usage):
         """One agent step, streamed (the arguments in two pieces) or whole."""
@@ -115,22 +126,9 @@ class Handler(BaseHTTPRequestHandler):
                               "model": body.get("model", "scripted"),
                               "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                               "usage": usage}).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
+            self.send_whole(out)
             return
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-
-        def send(data):
-            payload = f"data: {data}\n\n".encode()
-            self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
-            self.wfile.flush()
-
+        send = self.start_stream()
         if "call" in step:
             c = step["call"]
             half = len(c["arguments"]) // 2
@@ -143,9 +141,7 @@ class Handler(BaseHTTPRequestHandler):
             send(json.dumps({"choices": [{"index": 0, "delta": {"content": step["text"]}, "finish_reason": None}]}))
         send(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}))
         send(json.dumps({"choices": [], "usage": usage}))
-        send("[DONE]")
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+        self.end_stream(send)
 
 
 def main():

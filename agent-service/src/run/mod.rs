@@ -230,11 +230,15 @@ impl Engine {
                 continue;
             }
             tool_runs += tool_calls.len();
+            let may_write = tool_calls
+                .iter()
+                .any(|c| self.catalog.get(&c.name).is_none_or(|t| t.writes()));
             match calls::run_all(self, &mut st, turns, tool_calls).await {
                 Ok(results) => messages.extend(results),
                 Err(end) => break end,
             }
-            if req.args.stream_files {
+            // A round of reads leaves the workspace as it was: no walk for it.
+            if req.args.stream_files && may_write {
                 self.store_files(&mut st, turns).await;
             }
         };

@@ -13,6 +13,10 @@ pub struct AskModel;
 
 #[async_trait::async_trait]
 impl Tool for AskModel {
+    fn writes(&self) -> bool {
+        false
+    }
+
     fn name(&self) -> &'static str {
         "ask_model"
     }

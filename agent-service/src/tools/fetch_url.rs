@@ -55,6 +55,10 @@ pub fn public(ip: IpAddr) -> bool {
 
 #[async_trait::async_trait]
 impl Tool for FetchUrl {
+    fn writes(&self) -> bool {
+        false
+    }
+
     fn name(&self) -> &'static str {
         "fetch_url"
     }

@@ -11,6 +11,10 @@ pub struct ListFiles;
 
 #[async_trait::async_trait]
 impl Tool for ListFiles {
+    fn writes(&self) -> bool {
+        false
+    }
+
     fn name(&self) -> &'static str {
         "list_files"
     }

@@ -102,6 +102,12 @@ pub trait Tool: Send + Sync {
     /// The JSON schema of the arguments.
     fn parameters(&self) -> Value;
     async fn call(&self, ctx: &ToolCtx, args: Value) -> Result<ToolOutput, String>;
+
+    /// Whether a call may change the workspace (its files are stored after such calls
+    /// only). Tools that only read say so.
+    fn writes(&self) -> bool {
+        true
+    }
 }
 
 /// Every tool by name, in catalogue order.

@@ -11,6 +11,10 @@ pub struct ReadFile;
 
 #[async_trait::async_trait]
 impl Tool for ReadFile {
+    fn writes(&self) -> bool {
+        false
+    }
+
     fn name(&self) -> &'static str {
         "read_file"
     }

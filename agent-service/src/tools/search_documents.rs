@@ -11,6 +11,10 @@ pub struct SearchDocuments;
 
 #[async_trait::async_trait]
 impl Tool for SearchDocuments {
+    fn writes(&self) -> bool {
+        false
+    }
+
     fn name(&self) -> &'static str {
         "search_documents"
     }

@@ -43,6 +43,24 @@ async fn session_documents(
     docs
 }
 
+/// The session's files as agent-service lists them for `who`.
+async fn session_files(
+    agents: &Agents,
+    who: &Caller,
+    session: &str,
+) -> Result<Vec<pb::SessionFile>, tonic::Status> {
+    AgentServiceClient::new(agents.agent().channel())
+        .list_session_files(agents.req(
+            who,
+            Service::Agent,
+            pb::SessionRef {
+                session_id: session.into(),
+            },
+        ))
+        .await
+        .map(|r| r.into_inner().files)
+}
+
 /// A document's bytes, as its owner reads them.
 async fn document_bytes(agents: &Agents, who: &Caller, id: &str) -> Vec<u8> {
     let mut stream = agents
@@ -173,18 +191,10 @@ docchat_common::backend_tests! {
 
         // The session's files are named by their documents; bob sees none of them.
         let mut client = AgentServiceClient::new(agents.agent().channel());
-        let listed = client
-            .list_session_files(agents.req(&alice, Service::Agent, pb::SessionRef { session_id: session.clone() }))
-            .await
-            .unwrap()
-            .into_inner()
-            .files;
+        let listed = session_files(&agents, &alice, &session).await.unwrap();
         assert_eq!(listed.len(), 1, "{}: {listed:?}", backend.name);
         assert_eq!((listed[0].id.as_str(), listed[0].filename.as_str()), (doc_id.as_str(), "out/report.md"));
-        let err = client
-            .list_session_files(agents.req(&bob, Service::Agent, pb::SessionRef { session_id: session.clone() }))
-            .await
-            .unwrap_err();
+        let err = session_files(&agents, &bob, &session).await.unwrap_err();
         assert_eq!(err.code(), Code::NotFound, "{}", backend.name);
 
         // Deleting the session's files deletes their documents, and a later run on B does
@@ -194,12 +204,7 @@ docchat_common::backend_tests! {
             .await
             .unwrap();
         assert!(session_documents(&agents, &alice, &session).await.is_empty(), "{}", backend.name);
-        let listed = client
-            .list_session_files(agents.req(&alice, Service::Agent, pb::SessionRef { session_id: session.clone() }))
-            .await
-            .unwrap()
-            .into_inner()
-            .files;
+        let listed = session_files(&agents, &alice, &session).await.unwrap();
         assert!(listed.is_empty(), "{}: {listed:?}", backend.name);
         replica_b.stop().await.unwrap();
         agents.stop().await;
@@ -305,14 +310,8 @@ docchat_common::backend_tests! {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
         // The records went too; the documents stay (their session is gone, not them).
-        let mut client = AgentServiceClient::new(agents.agent().channel());
         loop {
-            let listed = client
-                .list_session_files(agents.req(&alice, Service::Agent, pb::SessionRef { session_id: session.clone() }))
-                .await
-                .unwrap()
-                .into_inner()
-                .files;
+            let listed = session_files(&agents, &alice, &session).await.unwrap();
             if listed.is_empty() {
                 break;
             }

@@ -29,9 +29,6 @@ pub struct Health {
     pub degraded: Vec<String>,
 }
 
-/// agent-service's health name for its code sandbox (docchat_agent_service::SANDBOX_HEALTH).
-const SANDBOX_HEALTH: &str = "docchat.agent.v1.Sandbox";
-
 /// Parts that work only in part, while their service is up.
 async fn degraded(state: &AppState, down: &[String]) -> Vec<String> {
     let agent = format!("{}-service", Service::Agent.name());
@@ -39,7 +36,7 @@ async fn degraded(state: &AppState, down: &[String]) -> Vec<String> {
         return Vec::new();
     }
     let channel = state.clients.channel(Service::Agent).clone();
-    if docchat_common::grpc::check_status(channel, SANDBOX_HEALTH).await {
+    if docchat_common::grpc::check_status(channel, docchat_common::grpc::SANDBOX_HEALTH).await {
         Vec::new()
     } else {
         vec![

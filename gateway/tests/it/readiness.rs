@@ -7,6 +7,17 @@ use serde_json::Value;
 
 use crate::harness::{ADMIN_KEY, Stack, read};
 
+/// GET /rpc/health/readiness as the administrator: status and body.
+async fn readiness(app: &Stack) -> (u16, Value) {
+    read(
+        app.http(Method::GET, "/rpc/health/readiness", Some(ADMIN_KEY))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
 docchat_common::backend_tests! {
     async fn readiness_is_503_while_a_service_is_down(backend) {
         // The gateway with admin-service alone; nothing listens where the others should be.
@@ -27,13 +38,7 @@ docchat_common::backend_tests! {
             .start()
             .await;
         // Live (the start waited for that), not ready.
-        let (s, body) = read(
-            app.http(Method::GET, "/rpc/health/readiness", Some(ADMIN_KEY))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
+        let (s, body) = readiness(&app).await;
         assert_eq!(s, 503, "{body}");
         let down: Vec<&str> = body["unavailable"]
             .as_array()
@@ -71,7 +76,7 @@ docchat_common::backend_tests! {
             .set_service_status("", tonic_health::ServingStatus::Serving)
             .await;
         reporter
-            .set_service_status("docchat.agent.v1.Sandbox", tonic_health::ServingStatus::NotServing)
+            .set_service_status(docchat_common::grpc::SANDBOX_HEALTH, tonic_health::ServingStatus::NotServing)
             .await;
         let stop = tokio_util::sync::CancellationToken::new();
         let server = tonic::transport::Server::builder()
@@ -93,13 +98,7 @@ docchat_common::backend_tests! {
             .gateway()
             .start()
             .await;
-        let (s, body) = read(
-            app.http(Method::GET, "/rpc/health/readiness", Some(ADMIN_KEY))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
+        let (s, body) = readiness(&app).await;
         assert_eq!(s, 200, "{body}");
         let degraded = body["degraded"].as_array().cloned().unwrap_or_default();
         assert_eq!(degraded.len(), 1, "{body}");
@@ -111,13 +110,7 @@ docchat_common::backend_tests! {
 
     async fn readiness_is_plain_when_the_agent_has_its_sandbox(backend) {
         let app = Stack::builder(&backend).everything().start().await;
-        let (s, body) = read(
-            app.http(Method::GET, "/rpc/health/readiness", Some(ADMIN_KEY))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
+        let (s, body) = readiness(&app).await;
         assert_eq!(s, 200, "{body}");
         if body.get("degraded").is_some() {
             docchat_common::testing::unavailable(&format!(

@@ -91,6 +91,11 @@ pub fn channel(url: &str) -> anyhow::Result<Channel> {
 }
 
 /// Asks a service's `grpc.health.v1` whether it serves (the empty service name: overall).
+/// agent-service's gRPC health name for its code sandbox: SERVING while code runs isolated
+/// (a sandbox backend works), NOT_SERVING when code tools are refused or DOCCHAT_SANDBOX=none.
+/// The gateway's readiness reads it.
+pub const SANDBOX_HEALTH: &str = "docchat.agent.v1.Sandbox";
+
 pub async fn check_health(channel: Channel) -> bool {
     check_status(channel, "").await
 }
