@@ -23,6 +23,7 @@ use crate::run::agents::AgentType;
 use crate::run::args::{self, RunArgs, ToolSelection};
 use crate::run::control::Control;
 use crate::run::{Engine, RunRequest};
+use crate::tools::ExtensionTool;
 use crate::workspaces::session_dir;
 use crate::{files, preferences, workspaces};
 
@@ -104,7 +105,26 @@ pub struct AgentGrpc {
 }
 
 impl AgentGrpc {
-    /// The tools of a run: checked names, the caller's preference or the agent's defaults.
+    /// The caller's custom tools (none without extensions).
+    async fn custom_tools(&self, caller: &Caller) -> ApiResult<Vec<ExtensionTool>> {
+        match &self.engine.extensions {
+            Some(ext) => ext.tools(caller).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Tool names neither built in nor among the caller's custom tools.
+    fn unknown_tools<'a>(&self, names: &'a [String], custom: &[ExtensionTool]) -> Vec<&'a str> {
+        self.engine
+            .catalog
+            .unknown(names)
+            .into_iter()
+            .filter(|n| !custom.iter().any(|c| c.name == *n))
+            .collect()
+    }
+
+    /// The tools of a run: checked names, the caller's preference or the agent's defaults;
+    /// the caller's custom tools enabled by default join every run.
     async fn tools_for(
         &self,
         caller: &Caller,
@@ -112,24 +132,31 @@ impl AgentGrpc {
         has_collection: bool,
     ) -> ApiResult<Vec<String>> {
         let catalog = &self.engine.catalog;
+        let custom = self.custom_tools(caller).await?;
+        let known = |n: &String| catalog.get(n).is_some() || custom.iter().any(|c| &c.name == n);
         let mut names: Vec<String> = match &args.tools {
-            ToolSelection::All => catalog.names().map(str::to_owned).collect(),
+            ToolSelection::All => catalog
+                .names()
+                .map(str::to_owned)
+                .chain(custom.iter().map(|c| c.name.clone()))
+                .collect(),
             ToolSelection::Names(names) => {
-                let unknown = catalog.unknown(names);
+                let unknown = self.unknown_tools(names, &custom);
                 if !unknown.is_empty() {
                     return Err(ApiError::bad_request(format!(
                         "unknown agent tool(s): {}; the tools are: {}",
                         unknown.join(", "),
-                        catalog.names().collect::<Vec<_>>().join(", ")
+                        catalog
+                            .names()
+                            .chain(custom.iter().map(|c| c.name.as_str()))
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     )));
                 }
                 names.clone()
             }
             ToolSelection::Auto => match preferences::get(&self.db, &caller.user_id).await? {
-                Some(pref) if !pref.is_empty() => pref
-                    .into_iter()
-                    .filter(|n| catalog.get(n).is_some())
-                    .collect(),
+                Some(pref) if !pref.is_empty() => pref.into_iter().filter(known).collect(),
                 _ => args
                     .agent_type
                     .default_tools()
@@ -139,12 +166,19 @@ impl AgentGrpc {
                     .collect(),
             },
         };
+        names.extend(
+            custom
+                .iter()
+                .filter(|c| c.enable_by_default)
+                .map(|c| c.name.clone()),
+        );
         if !has_collection && args.tools != ToolSelection::All {
             names.retain(|n| {
                 n != "search_documents" || matches!(args.tools, ToolSelection::Names(_))
             });
         }
-        names.dedup();
+        let mut seen = std::collections::HashSet::new();
+        names.retain(|n| seen.insert(n.clone()));
         Ok(names)
     }
 
@@ -323,8 +357,9 @@ impl AgentService for AgentGrpc {
     }
 
     async fn list_tools(&self, request: Request<Empty>) -> Result<Response<pb::ToolList>, Status> {
-        caller(&request)?;
+        let caller = caller(&request)?;
         let defaults = AgentType::General.default_tools();
+        let custom = self.custom_tools(&caller).await?;
         let tools = self
             .engine
             .catalog
@@ -337,6 +372,14 @@ impl AgentService for AgentGrpc {
                 extendable: false,
                 api_keys: Some(pb::ApiKeys::default()),
             })
+            .chain(custom.into_iter().map(|c| pb::Tool {
+                name: c.name,
+                description: c.description,
+                enabled: true,
+                default: c.enable_by_default,
+                extendable: false,
+                api_keys: Some(pb::ApiKeys::default()),
+            }))
             .collect();
         Ok(Response::new(pb::ToolList { tools }))
     }
@@ -358,7 +401,8 @@ impl AgentService for AgentGrpc {
     ) -> Result<Response<Empty>, Status> {
         let caller = caller(&request)?;
         let mut tools = request.into_inner().tools;
-        let unknown = self.engine.catalog.unknown(&tools);
+        let custom = self.custom_tools(&caller).await?;
+        let unknown = self.unknown_tools(&tools, &custom);
         if !unknown.is_empty() {
             return Err(ApiError::bad_request(format!(
                 "unknown agent tool(s): {}",

@@ -123,6 +123,7 @@ pub async fn serve_with(
     let sandbox_status = sandbox.status();
     let engine = run::Engine {
         catalog,
+        extensions: None,
         stored: Some(Arc::new(stored::Stored::new(db.clone(), clients.clone()))),
         deps: Arc::new(tools::ToolDeps {
             code: Arc::new(sandbox),

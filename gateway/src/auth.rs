@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use actix_web::{FromRequest, HttpRequest, dev::Payload, web};
 use docchat_common::Caller;
-use docchat_common::clients::{AdminClient, AgentClient, ChatClient, IngestClient};
+use docchat_common::clients::{
+    AdminClient, AgentClient, ChatClient, CustomAgentClient, CustomToolClient, IngestClient,
+};
 use docchat_common::error::{ApiError, ErrorCode};
 use docchat_proto::admin::v1::AuthenticateRequest;
 use sha2::{Digest, Sha256};
@@ -47,6 +49,16 @@ impl Api {
     /// agent-service on behalf of the caller.
     pub fn agent(&self) -> AgentClient {
         self.state.clients.agent(&self.caller)
+    }
+
+    /// agent-service's custom tools and MCP inspection on behalf of the caller.
+    pub fn custom_tools(&self) -> CustomToolClient {
+        self.state.clients.custom_tools(&self.caller)
+    }
+
+    /// agent-service's custom agents, associations and keys on behalf of the caller.
+    pub fn custom_agents(&self) -> CustomAgentClient {
+        self.state.clients.custom_agents(&self.caller)
     }
 
     /// The gateway's shared state (configuration, readiness channels).

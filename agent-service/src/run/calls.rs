@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::asker::RunAsker;
 use super::{End, Engine, State, TOOL_CONCURRENCY, schema};
-use crate::tools::{ToolCtx, ToolOutput, clip};
+use crate::tools::{Catalog, ToolCtx, ToolOutput, clip};
 
 /// What a tool_finished summary keeps.
 const SUMMARY: usize = 2000;
@@ -35,14 +35,8 @@ pub(super) async fn run_all(
         max_tokens: (req.start.max_new_tokens > 0).then_some(req.start.max_new_tokens),
     };
     let ctx = ToolCtx {
-        caller: req.caller.clone(),
-        workspace: req.workspace.clone(),
-        collection_id: req.start.collection_id.clone(),
-        cancel: cancel.clone(),
-        timeout: req.args.turn_timeout,
-        max_memory: req.args.max_memory,
-        deps: engine.deps.clone(),
         asker: Some(std::sync::Arc::new(asker)),
+        ..tool_ctx(engine, req, cancel.clone())
     };
     for c in &calls {
         st.emit(pb::run_event::Event::ToolStarted(pb::ToolCallStarted {
@@ -52,13 +46,13 @@ pub(super) async fn run_all(
         }))
         .await;
     }
-    let offered = &req.tools;
+    let (catalog, offered) = (&st.catalog, &st.offered);
     let work = futures::stream::iter(calls.iter().cloned())
         .map(|call| {
             let ctx = ctx.clone();
             async move {
                 let started = Instant::now();
-                let result = one(engine, offered, &ctx, &call).await;
+                let result = one(catalog, offered, &ctx, &call).await;
                 (call, result, started.elapsed())
             }
         })
@@ -102,14 +96,31 @@ pub(super) async fn run_all(
     Ok(messages)
 }
 
-async fn one(
+/// What the run's tool calls get (without the asker, which books model calls).
+pub(super) fn tool_ctx(
     engine: &Engine,
+    req: &super::RunRequest,
+    cancel: CancellationToken,
+) -> ToolCtx {
+    ToolCtx {
+        caller: req.caller.clone(),
+        workspace: req.workspace.clone(),
+        collection_id: req.start.collection_id.clone(),
+        cancel,
+        timeout: req.args.turn_timeout,
+        max_memory: req.args.max_memory,
+        deps: engine.deps.clone(),
+        asker: None,
+    }
+}
+
+async fn one(
+    catalog: &Catalog,
     offered: &[String],
     ctx: &ToolCtx,
     call: &ToolCall,
 ) -> Result<ToolOutput, String> {
-    let tool = engine
-        .catalog
+    let tool = catalog
         .get(&call.name)
         .filter(|_| offered.contains(&call.name))
         .ok_or_else(|| {

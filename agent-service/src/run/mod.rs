@@ -27,7 +27,7 @@ use docchat_proto::agent::v1 as pb;
 use tokio::sync::mpsc;
 
 use crate::stored::Stored;
-use crate::tools::{Catalog, ToolDeps};
+use crate::tools::{Catalog, Extensions, ToolCtx, ToolDeps};
 use args::RunArgs;
 use budget::{Budget, usage_of};
 use control::Control;
@@ -39,7 +39,10 @@ const TOOL_CONCURRENCY: usize = 4;
 /// What runs share on a replica.
 #[derive(Clone)]
 pub struct Engine {
+    /// The built-in tools.
     pub catalog: Catalog,
+    /// The callers' custom tools; `None` in tests without them.
+    pub extensions: Option<Arc<dyn Extensions>>,
     /// The workspace's files as documents; `None` in tests without ingest-service.
     pub stored: Option<Arc<Stored>>,
     pub deps: Arc<ToolDeps>,
@@ -51,7 +54,7 @@ pub struct RunRequest {
     pub caller: Caller,
     pub start: pb::RunStart,
     pub args: RunArgs,
-    /// The tools offered (names in the catalogue).
+    /// The tools asked for: built-in names and custom tool names (opened per run).
     pub tools: Vec<String>,
     pub workspace: PathBuf,
     pub model: Arc<ChatModel>,
@@ -100,6 +103,10 @@ struct State<'a> {
     files: Vec<pb::AgentFile>,
     /// The workspace was restored, so files missing from it were removed by the run.
     restored: bool,
+    /// This run's tools: the built-in ones and the custom tools opened for it.
+    catalog: Catalog,
+    /// The names offered to the model.
+    offered: Vec<String>,
 }
 
 impl State<'_> {
@@ -137,18 +144,19 @@ impl Engine {
         let has_collection = !req.start.collection_id.is_empty();
         let rag = pb::RagKind::try_from(req.start.rag_kind).unwrap_or(pb::RagKind::None);
         let documents_at = self.documents_at(&req);
+        let (catalog, offered, opened) = self.open_tools(&req, control).await;
         let mut messages = prompt::messages(
             req.args.agent_type,
             rag,
             &req.start,
             has_collection,
             documents_at.as_deref(),
+            &opened.instructions,
         );
         let prompt_raw = serde_json::to_string(&messages).unwrap_or_default();
-        let specs: Vec<ToolSpec> = req
-            .tools
+        let specs: Vec<ToolSpec> = offered
             .iter()
-            .filter_map(|n| self.catalog.get(n))
+            .filter_map(|n| catalog.get(n))
             .map(|t| ToolSpec {
                 name: t.name().into(),
                 description: t.description().into(),
@@ -168,7 +176,12 @@ impl Engine {
             history: History::default(),
             files: Vec::new(),
             restored: false,
+            catalog,
+            offered,
         };
+        for note in &opened.notes {
+            st.history.note(0, note);
+        }
         self.restore(&mut st).await;
         let mut turns = 0u32;
         let mut tool_runs = 0usize;
@@ -232,7 +245,7 @@ impl Engine {
             tool_runs += tool_calls.len();
             let may_write = tool_calls
                 .iter()
-                .any(|c| self.catalog.get(&c.name).is_none_or(|t| t.writes()));
+                .any(|c| st.catalog.get(&c.name).is_none_or(|t| t.writes()));
             match calls::run_all(self, &mut st, turns, tool_calls).await {
                 Ok(results) => messages.extend(results),
                 Err(end) => break end,
@@ -272,6 +285,35 @@ impl Engine {
             turns,
             time_to_first_token: st.ttft.unwrap_or(0.0),
         }
+    }
+
+    /// The run's catalogue: the built-in tools asked for, and the custom ones opened (an MCP
+    /// server gives one tool per tool it lists). What `opened` holds lives until the run
+    /// ends.
+    async fn open_tools(
+        &self,
+        req: &RunRequest,
+        control: &Control,
+    ) -> (Catalog, Vec<String>, crate::tools::Opened) {
+        let (builtin, custom): (Vec<String>, Vec<String>) = req
+            .tools
+            .iter()
+            .cloned()
+            .partition(|n| self.catalog.get(n).is_some());
+        let mut catalog = self.catalog.clone();
+        let mut offered = builtin;
+        let opened = match (&self.extensions, custom.is_empty()) {
+            (Some(ext), false) => {
+                let ctx = calls::tool_ctx(self, req, control.stop_token().child_token());
+                ext.open(&req.caller, &custom, &ctx).await
+            }
+            _ => crate::tools::Opened::default(),
+        };
+        for tool in &opened.tools {
+            offered.push(tool.name().to_owned());
+            catalog = catalog.with(tool.clone());
+        }
+        (catalog, offered, opened)
     }
 
     /// Where the run's code sees the collection's documents: only with a collection, a

@@ -1,5 +1,5 @@
 //! The first messages of a run: the agent type's instructions, the fast_agentic_rag
-//! contexts, the caller's extra text, the conversation and the question.
+//! contexts, the custom tools' instructions, the caller's extra text, the conversation and the question.
 
 use docchat_inference::ChatMessage;
 use docchat_proto::agent::v1 as pb;
@@ -12,6 +12,7 @@ pub fn messages(
     start: &pb::RunStart,
     has_collection: bool,
     documents_at: Option<&str>,
+    tool_instructions: &[String],
 ) -> Vec<ChatMessage> {
     let mut system = agent.instructions().to_owned();
     system.push_str(
@@ -30,6 +31,10 @@ pub fn messages(
         system.push_str(&format!(
             "\nThe collection's documents are readable (not writable) by your code at {at}: each original file, and its extracted text as <name>.txt with a `--- page N ---` line before every page."
         ));
+    }
+    for line in tool_instructions {
+        system.push_str("\n");
+        system.push_str(line);
     }
     if !start.contexts.is_empty() {
         system.push_str("\n\nPassages retrieved from the user's documents for this question:\n");

@@ -17,11 +17,11 @@ impl Tool for AskModel {
         false
     }
 
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "ask_model"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Asks the language model a question about a piece of text (for example a part of a long document) and returns its answer."
     }
 

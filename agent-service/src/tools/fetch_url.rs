@@ -59,11 +59,11 @@ impl Tool for FetchUrl {
         false
     }
 
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "fetch_url"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Fetches a public web page (http or https) and returns its text."
     }
 

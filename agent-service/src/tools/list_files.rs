@@ -15,11 +15,11 @@ impl Tool for ListFiles {
         false
     }
 
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "list_files"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Lists the files of the workspace (or of one folder of it), with their sizes."
     }
 

@@ -23,6 +23,44 @@ use tokio_util::sync::CancellationToken;
 
 pub use python::{CodeOutput, CodeRunner, CodeSpec, DOCUMENTS_MOUNT, NoSandbox};
 
+/// A custom tool of the caller's as the catalogue lists it (see [`Extensions`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExtensionTool {
+    /// What agent_tools and the tool preference name it by (its tool_name).
+    pub name: String,
+    pub description: String,
+    /// tool_args.enable_by_default: offered in every new run of its owner.
+    pub enable_by_default: bool,
+}
+
+/// Custom tools made callable for one run.
+#[derive(Default)]
+pub struct Opened {
+    /// The tools offered to the model (an MCP server gives one per tool it lists). Dropping
+    /// them ends what they started (MCP server processes, sessions).
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// Lines for the system prompt (a general_code tool's system_prompt).
+    pub instructions: Vec<String>,
+    /// What could not be opened and why: noted in the run's history; the run goes on
+    /// without it.
+    pub notes: Vec<String>,
+}
+
+/// What users added to the agent, resolved per caller: their custom tools (custom_tools/).
+/// The run loop knows tools only through this seam.
+#[async_trait::async_trait]
+pub trait Extensions: Send + Sync {
+    /// The caller's custom tools, in the order the catalogue lists them.
+    async fn tools(
+        &self,
+        caller: &Caller,
+    ) -> Result<Vec<ExtensionTool>, docchat_common::error::ApiError>;
+
+    /// Makes the named custom tools (names from [`Extensions::tools`]) callable in one run
+    /// whose tools run with `ctx`'s workspace and limits.
+    async fn open(&self, caller: &Caller, names: &[String], ctx: &ToolCtx) -> Opened;
+}
+
 /// What a tool gave back.
 #[derive(Debug, Clone, Default)]
 pub struct ToolOutput {
@@ -97,8 +135,8 @@ impl ToolCtx {
 
 #[async_trait::async_trait]
 pub trait Tool: Send + Sync {
-    fn name(&self) -> &'static str;
-    fn description(&self) -> &'static str;
+    fn name(&self) -> &str;
+    fn description(&self) -> &str;
     /// The JSON schema of the arguments.
     fn parameters(&self) -> Value;
     async fn call(&self, ctx: &ToolCtx, args: Value) -> Result<ToolOutput, String>;
@@ -144,7 +182,7 @@ impl Catalog {
         self.tools.iter().find(|t| t.name() == name)
     }
 
-    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+    pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
         self.tools.iter().map(|t| t.name())
     }
 

@@ -103,11 +103,11 @@ pub struct Python;
 
 #[async_trait::async_trait]
 impl Tool for Python {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "python"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Runs Python 3 code in a sandbox whose working directory is the workspace (numpy, pandas, matplotlib available; no network). Print what you want to see; save files to keep them."
     }
 

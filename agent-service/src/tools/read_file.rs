@@ -15,11 +15,11 @@ impl Tool for ReadFile {
         false
     }
 
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "read_file"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Reads a text file of the workspace (path relative to the workspace)."
     }
 

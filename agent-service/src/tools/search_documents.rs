@@ -15,11 +15,11 @@ impl Tool for SearchDocuments {
         false
     }
 
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "search_documents"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Searches the documents of the chat session's collection and returns the most relevant passages with their document names and pages."
     }
 

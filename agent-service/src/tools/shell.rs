@@ -9,11 +9,11 @@ pub struct Shell;
 
 #[async_trait::async_trait]
 impl Tool for Shell {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "shell"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Runs a shell command (sh -c) in a sandbox whose working directory is the workspace; no network."
     }
 

@@ -11,11 +11,11 @@ pub struct WriteFile;
 
 #[async_trait::async_trait]
 impl Tool for WriteFile {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "write_file"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Writes a text file in the workspace (path relative to the workspace), replacing it if it exists. Files in the workspace are given to the user."
     }
 

@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use docchat_proto::admin::v1::admin_service_client::AdminServiceClient;
 use docchat_proto::agent::v1::agent_service_client::AgentServiceClient;
+use docchat_proto::agent::v1::custom_agent_service_client::CustomAgentServiceClient;
+use docchat_proto::agent::v1::custom_tool_service_client::CustomToolServiceClient;
 use docchat_proto::chat::v1::chat_service_client::ChatServiceClient;
 use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
 use tonic::metadata::MetadataValue;
@@ -44,6 +46,8 @@ pub type AdminClient = AdminServiceClient<Bound>;
 pub type IngestClient = IngestServiceClient<Bound>;
 pub type ChatClient = ChatServiceClient<Bound>;
 pub type AgentClient = AgentServiceClient<Bound>;
+pub type CustomToolClient = CustomToolServiceClient<Bound>;
+pub type CustomAgentClient = CustomAgentServiceClient<Bound>;
 
 /// Lazily connecting channels to every service and the keys to sign for them; cheap to
 /// clone. Hand out clients bound to one caller with [`Clients::admin`], [`Clients::ingest`],
@@ -126,6 +130,20 @@ impl Clients {
     /// agent-service on behalf of `caller`.
     pub fn agent(&self, caller: &Caller) -> AgentClient {
         AgentServiceClient::new(self.bound(caller, Service::Agent))
+            .max_decoding_message_size(self.max_message_bytes)
+            .max_encoding_message_size(self.max_message_bytes)
+    }
+
+    /// agent-service's custom tools and MCP inspection on behalf of `caller`.
+    pub fn custom_tools(&self, caller: &Caller) -> CustomToolClient {
+        CustomToolServiceClient::new(self.bound(caller, Service::Agent))
+            .max_decoding_message_size(self.max_message_bytes)
+            .max_encoding_message_size(self.max_message_bytes)
+    }
+
+    /// agent-service's custom agents, associations and stored keys on behalf of `caller`.
+    pub fn custom_agents(&self, caller: &Caller) -> CustomAgentClient {
+        CustomAgentServiceClient::new(self.bound(caller, Service::Agent))
             .max_decoding_message_size(self.max_message_bytes)
             .max_encoding_message_size(self.max_message_bytes)
     }

@@ -13,6 +13,12 @@ use std::time::Duration;
 
 use docchat_proto::admin::v1::admin_service_server::{AdminService, AdminServiceServer};
 use docchat_proto::agent::v1::agent_service_server::{AgentService, AgentServiceServer};
+use docchat_proto::agent::v1::custom_agent_service_server::{
+    CustomAgentService, CustomAgentServiceServer,
+};
+use docchat_proto::agent::v1::custom_tool_service_server::{
+    CustomToolService, CustomToolServiceServer,
+};
 use docchat_proto::chat::v1::chat_service_server::{ChatService, ChatServiceServer};
 use docchat_proto::ingest::v1::ingest_service_server::{IngestService, IngestServiceServer};
 use sea_orm::DatabaseConnection;
@@ -66,6 +72,8 @@ api!(AdminServiceServer, AdminService, Service::Admin);
 api!(IngestServiceServer, IngestService, Service::Ingest);
 api!(ChatServiceServer, ChatService, Service::Chat);
 api!(AgentServiceServer, AgentService, Service::Agent);
+api!(CustomToolServiceServer, CustomToolService, Service::Agent);
+api!(CustomAgentServiceServer, CustomAgentService, Service::Agent);
 
 /// A service's gRPC server being assembled; see the module documentation.
 pub struct Host {
