@@ -1,6 +1,7 @@
 //! agent-service: the agent loop ([`run`]), its tools ([`tools`]), tool preferences and the
 //! built-in agents over gRPC ([`grpc`]); see ARCHITECTURE.md §7 "Agent".
 
+pub mod archive;
 pub mod events;
 pub mod files;
 pub mod grpc;

@@ -16,7 +16,7 @@ use docchat_common::error::{ApiError, ErrorCode};
 use docchat_proto::admin::v1::AuthenticateRequest;
 use sha2::{Digest, Sha256};
 
-use crate::error::HttpError;
+use crate::error::{HttpError, TerseError};
 use crate::state::AppState;
 
 /// The authenticated caller of a request and the services, bound to that caller.
@@ -154,5 +154,37 @@ impl FromRequest for Api {
             let caller = resolve(&state, &key).await?;
             Ok(Api { caller, state })
         })
+    }
+}
+
+/// [`Api`] for SPEC.md's custom tool and custom agent endpoints: a missing or bad key
+/// answers `{"code": 401, "message": "Unauthorized"}` (see [`TerseError`]); handlers return
+/// [`crate::error::TerseResult`].
+pub struct AgentsApi(pub Api);
+
+impl std::ops::Deref for AgentsApi {
+    type Target = Api;
+
+    fn deref(&self) -> &Api {
+        &self.0
+    }
+}
+
+impl AgentsApi {
+    /// The caller holds `permission`, else 401 `Unauthorized`.
+    pub fn require(&self, permission: &str) -> Result<(), TerseError> {
+        self.caller()
+            .require_permission(permission)
+            .map_err(|e| TerseError(HttpError(e)))
+    }
+}
+
+impl FromRequest for AgentsApi {
+    type Error = TerseError;
+    type Future = Pin<Box<dyn Future<Output = Result<AgentsApi, TerseError>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let api = Api::from_request(req, payload);
+        Box::pin(async move { Ok(AgentsApi(api.await?)) })
     }
 }

@@ -57,3 +57,42 @@ pub fn bad_request(message: impl Into<String>) -> HttpError {
 }
 
 pub type HttpResult<T> = Result<T, HttpError>;
+
+/// An error of SPEC.md's custom tool and custom agent endpoints: the same body, but a 401
+/// (no key, a bad key, a missing permission) says only `Unauthorized`, as their error table
+/// gives it.
+#[derive(Debug)]
+pub struct TerseError(pub HttpError);
+
+impl std::fmt::Display for TerseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl ResponseError for TerseError {
+    fn status_code(&self) -> StatusCode {
+        self.0.status_code()
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let status = self.0.0.code.http_status();
+        let message = if status == 401 {
+            "Unauthorized".to_owned()
+        } else {
+            self.0.0.message.clone()
+        };
+        HttpResponse::build(self.status_code()).json(ErrorBody {
+            code: status,
+            message,
+        })
+    }
+}
+
+impl<E: Into<HttpError>> From<E> for TerseError {
+    fn from(e: E) -> Self {
+        TerseError(e.into())
+    }
+}
+
+pub type TerseResult<T> = Result<T, TerseError>;

@@ -2,6 +2,7 @@
 //! A tool's failure is a message the model reads (`Err(String)`), never an abort of the run.
 
 mod ask_model;
+pub mod custom;
 mod fetch_url;
 mod list_files;
 mod python;
