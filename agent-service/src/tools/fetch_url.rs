@@ -1,10 +1,8 @@
-//! fetch_url: GETs a web page for the model. Egress rule: the host is resolved first and
-//! the request goes to the address that was checked (no second lookup); loopback, private,
-//! link-local, unspecified, multicast and other special addresses are refused, so the
-//! agent can never reach docchat's own ports, PostgreSQL or RabbitMQ. Redirects are
-//! followed by hand, each hop checked again. DOCCHAT_AGENT_FETCH=off turns the tool off.
+//! fetch_url: GETs a web page for the model through the agent's egress rule
+//! ([`crate::egress`]): the host is resolved and checked once and the request goes to the
+//! checked address (no second lookup). Redirects are followed by hand, each hop checked
+//! again. DOCCHAT_AGENT_FETCH=off turns the tool off.
 
-use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -18,40 +16,6 @@ const SHOWN: usize = 50_000;
 const REDIRECTS: usize = 5;
 
 pub struct FetchUrl;
-
-/// Whether the sandbox's egress rule lets `ip` through.
-pub fn public(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            !(v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                || o[0] == 0
-                || (o[0] == 100 && (64..128).contains(&o[1])) // CGNAT
-                || (o[0] == 192 && o[1] == 0 && o[2] == 0)
-                || (o[0] == 198 && (18..20).contains(&o[1]))
-                || o[0] >= 240)
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return public(IpAddr::V4(v4));
-            }
-            let s = v6.segments();
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00 // unique local
-                || (s[0] & 0xffc0) == 0xfe80 // link-local
-                || (s[0] == 0x2001 && s[1] == 0xdb8)
-                || (s[0] == 0x64 && s[1] == 0xff9b))
-        }
-    }
-}
 
 #[async_trait::async_trait]
 impl Tool for FetchUrl {
@@ -117,18 +81,7 @@ async fn fetch_once(ctx: &ToolCtx, url: &reqwest::Url) -> Result<reqwest::Respon
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_owned();
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((bare.as_str(), port))
-        .await
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?
-        .collect();
-    let allowed = ctx.deps.fetch_allow.contains(&bare);
-    let addr = addrs
-        .iter()
-        .copied()
-        .find(|a| allowed || public(a.ip()))
-        .ok_or_else(|| {
-            format!("{host} resolves to a loopback, private or link-local address, which the agent may not reach")
-        })?;
+    let addr = crate::egress::resolve(&bare, port, &ctx.deps.fetch_allow).await?;
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .resolve(&bare, addr)
@@ -158,31 +111,4 @@ async fn read_capped(response: reqwest::Response) -> Result<Vec<u8>, String> {
         }
     }
     Ok(body)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn special_addresses_are_refused() {
-        for bad in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
-            "169.254.169.254",
-            "0.0.0.0",
-            "100.64.0.1",
-            "::1",
-            "fe80::1",
-            "fd00::1",
-            "::ffff:127.0.0.1",
-        ] {
-            assert!(!public(bad.parse().unwrap()), "{bad}");
-        }
-        for good in ["93.184.216.34", "1.1.1.1", "2606:4700:4700::1111"] {
-            assert!(public(good.parse().unwrap()), "{good}");
-        }
-    }
 }
