@@ -15,10 +15,18 @@ fn protos(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    println!("cargo:rerun-if-changed=docchat");
     let mut files = Vec::new();
     protos(Path::new("docchat"), &mut files)?;
     files.sort();
+    // Every file and every directory (a new .proto changes its directory), named one by
+    // one: a directory alone was not always seen to change when a file was added.
+    println!("cargo:rerun-if-changed=docchat");
+    for file in &files {
+        println!("cargo:rerun-if-changed={}", file.display());
+        if let Some(dir) = file.parent() {
+            println!("cargo:rerun-if-changed={}", dir.display());
+        }
+    }
 
     let mut config = tonic_prost_build::Config::new();
     config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
