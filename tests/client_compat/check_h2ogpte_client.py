@@ -86,6 +86,7 @@ def _():
     assert result.api_key.username == name and result.api_key.is_global_key
     state["user"] = client(result.secret_key)
     state["user_key"] = result.secret_key
+    state["user_id"] = user["id"]
     state["username"] = name
 
 
@@ -357,6 +358,79 @@ def _():
     assert DocumentsApi(state["user"]).list_documents(chat_session_id=sid) == []
     status, _, _ = raw_bytes(f"/file?{query}", state["user_key"])
     assert status == 404, f"a deleted file gives {status}"
+
+
+ADD_NUMBERS = b'''def add_numbers(a: int, b: int = 2) -> dict:
+    """Adds two numbers.
+
+    Args:
+        a: the first number
+        b: the second number
+    """
+    return {"sum": a + b}
+'''
+
+
+def sandbox_or_skip(what):
+    """Whether the agent's code sandbox works here; without one, a skip (or a failure when
+    DOCCHAT_CHECK_SANDBOX=required)."""
+    tools = AgentsApi(state["user"]).list_agent_tools()
+    if next(t for t in tools if t.name == "python").enabled:
+        return True
+    if SANDBOX == "required":
+        raise AssertionError(f"{what}: no code sandbox works here")
+    print(f"SKIP {what}: no code sandbox in this deployment (DOCCHAT_CHECK_SANDBOX=auto)")
+    return False
+
+
+@check("an administrator lets the user build agents (a role with ConfigureAgents, ManageCustomAgent, DeleteCustomAgent)")
+def _():
+    perms = PermissionsApi(admin)
+    role = perms.create_role(RoleCreateRequest(name=f"builder-{uuid.uuid4().hex[:6]}", description="custom tools and agents"))
+    for p in ("ConfigureAgents", "ManageCustomAgent", "DeleteCustomAgent"):
+        perms.assign_permission_to_role(role.id, p)
+    perms.assign_roles_to_user(state["user_id"], [role.name])
+    names = {p.name for p in PermissionsApi(state["user"]).get_current_user_permissions()}
+    assert {"ConfigureAgents", "ManageCustomAgent", "DeleteCustomAgent"} <= names, names
+
+
+@check("custom tools: a general_code function added, listed, read, updated, downloaded, called by the agent, deleted")
+def _():
+    agents = AgentsApi(state["user"])
+    created = agents.add_custom_agent_tool(
+        tool_type="general_code",
+        tool_args=json.dumps({"description": "adds", "system_prompt": "Use add_numbers for sums."}),
+        file=("add_numbers.py", ADD_NUMBERS),
+    )
+    assert len(created) == 1 and created[0].agent_custom_tool_id, created
+    tool_id = created[0].agent_custom_tool_id
+    listed = agents.list_custom_agent_tools()
+    assert [(t.id, t.tool_name, t.tool_type) for t in listed] == [(tool_id, "add_numbers", "general_code")], listed
+    one = agents.get_custom_agent_tool(tool_id)
+    assert one.file_name == "add_numbers.py" and one.tool_args["enable_by_default"] is True, one
+    updated = agents.update_custom_agent_tool(tool_id, tool_args=json.dumps({"description": "adds two numbers"}))
+    assert updated.agent_custom_tool_id == tool_id
+    assert agents.get_custom_agent_tool(tool_id).tool_args["description"] == "adds two numbers"
+    assert bytes(agents.download_custom_agent_tool(tool_id)) == ADD_NUMBERS
+    assert any(t.name == "add_numbers" for t in agents.list_agent_tools())
+    try:
+        AgentsApi(admin).get_custom_agent_tool(tool_id)
+    except ApiException as e:
+        assert e.status == 404, e.status
+    else:
+        raise AssertionError("another user reads the tool")
+    if sandbox_or_skip("the general_code call"):
+        chats = ChatApi(state["user"])
+        sid = chats.create_chat_session().id
+        reply = chats.get_completion(sid, ChatCompletionRequest(
+            message="[add 40 and 2] What is 40 plus 2?",
+            llm="scripted",
+            llm_args={"use_agent": True, "agent_tools": ["add_numbers"]},
+            rag_config={"rag_type": "agent_only"},
+        ))
+        assert reply.body.startswith("SUM") and "42" in reply.body, reply.body
+    agents.delete_custom_agent_tool([tool_id])
+    assert agents.list_custom_agent_tools() == []
 
 
 failed = [n for n, err in results if err]

@@ -1,7 +1,8 @@
 """A scripted OpenAI-compatible upstream for the client checks: POST /v1/chat/completions
 answers ANSWER, whole or streamed one word an event with usage last. Prints its port.
 
-An agent's request (with `tools`) whose question contains CSV_MARK is answered with a call
+An agent's request (with `tools`) whose question carries one of TOOL_MARKS calls that tool,
+then answers with its result. One whose question contains CSV_MARK is answered with a call
 of the `python` tool that analyses sales.csv where the system prompt says the collection's
 documents are, and saves a chart; once the tool's
 result is in the conversation, with a text quoting the result's TOTAL line.
@@ -30,16 +31,36 @@ print("TOTAL", int(df["amount"].sum()))
 """
 
 
+# Questions marked so call one tool once, then answer PREFIX and the tool's result: the
+# custom-tool checks (a general_code function, an MCP server's tool).
+TOOL_MARKS = {
+    "[add 40 and 2]": ("add_numbers", {"a": 40, "b": 2}, "SUM"),
+}
+
+
+def marked_tool_step(mark, messages, results):
+    name, args, prefix = TOOL_MARKS[mark]
+    if not results:
+        return {"call": {"id": "call_tool", "name": name, "arguments": json.dumps(args)}}
+    return {"text": f"{prefix} {results[-1].get('content')}"}
+
+
 def agent_step(body):
-    """The agent's next step for the CSV question: a tool call, a text, or None (not ours)."""
+    """The agent's next step for a marked question: a tool call, a text, or None (not ours)."""
     if not body.get("tools"):
         return None
     messages = body.get("messages", [])
     users = [m for m in messages if m.get("role") == "user"]
-    if not users or CSV_MARK not in str(users[-1].get("content")):
+    if not users:
         return None
+    question = str(users[-1].get("content"))
     last_user = max(i for i, m in enumerate(messages) if m.get("role") == "user")
     results = [m for m in messages[last_user:] if m.get("role") == "tool"]
+    mark = next((m for m in TOOL_MARKS if m in question), None)
+    if mark:
+        return marked_tool_step(mark, messages, results)
+    if CSV_MARK not in question:
+        return None
     if not results:
         # Where the collection's documents are, as the system prompt says (the sandbox's
         # /documents, or their host path under a backend without a mount namespace).
