@@ -440,6 +440,8 @@ impl AgentService for AgentGrpc {
                 r#type: "built_in".into(),
                 owner: String::new(),
                 description: a.description().to_owned(),
+                api_keys: Vec::new(),
+                mcp_servers: Vec::new(),
             })
             .collect();
         Ok(Response::new(pb::AgentList { agents }))
