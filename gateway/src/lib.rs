@@ -82,8 +82,7 @@ fn app(
 ) {
     use routes::{
         agent_files, agents, chats, collections, compat, completions, configuration, custom_tools,
-        documents,
-        extractors, files, health, identity, meta, models, tags, uploads,
+        documents, extractors, files, health, identity, meta, models, tags, uploads,
     };
     let max_body = state.config.max_body_bytes;
     let json = web::JsonConfig::default()

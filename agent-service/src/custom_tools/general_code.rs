@@ -46,7 +46,9 @@ fn files_of(dir: &Path, record: &ToolRecord) -> Result<(Value, String), String> 
         let entries = std::fs::read_dir(&d).map_err(|e| format!("the tool's files: {e}"))?;
         for e in entries.flatten() {
             let path = e.path();
-            let kind = e.file_type().map_err(|e| format!("the tool's files: {e}"))?;
+            let kind = e
+                .file_type()
+                .map_err(|e| format!("the tool's files: {e}"))?;
             if kind.is_dir() {
                 stack.push(path);
                 continue;
@@ -134,12 +136,9 @@ impl Opener for GeneralCode {
             ));
         }
         let (files, source) = files_of(dir, record)?;
-        let described = drive(
-            ctx,
-            request("describe", &files, &source, name, json!({})),
-        )
-        .await
-        .map_err(|e| format!("custom tool {name} could not be read: {e}"))?;
+        let described = drive(ctx, request("describe", &files, &source, name, json!({})))
+            .await
+            .map_err(|e| format!("custom tool {name} could not be read: {e}"))?;
         if let Some(err) = described.get("error").and_then(Value::as_str) {
             return Err(format!("custom tool {name} could not be read: {err}"));
         }

@@ -60,7 +60,9 @@ impl CustomTools {
             .map_err(|e| e.message)?;
         match file {
             None => Ok(None),
-            Some(f) => files::materialize(&self.root, &record.id, f).await.map(Some),
+            Some(f) => files::materialize(&self.root, &record.id, f)
+                .await
+                .map(Some),
         }
     }
 
@@ -82,7 +84,11 @@ impl CustomTools {
 
 /// tool_usage_mode holds `runner` (agent runs; absent means both modes).
 fn runs_in_agent(record: &ToolRecord) -> bool {
-    match record.args.get("tool_usage_mode").and_then(|m| m.as_array()) {
+    match record
+        .args
+        .get("tool_usage_mode")
+        .and_then(|m| m.as_array())
+    {
         Some(modes) => modes.iter().any(|m| m.as_str() == Some("runner")),
         None => true,
     }

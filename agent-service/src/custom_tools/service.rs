@@ -42,7 +42,6 @@ fn wire(r: ToolRecord) -> pb::CustomTool {
     }
 }
 
-
 impl CustomToolGrpc {
     async fn create(&self, caller: &Caller, req: pb::CustomToolUpload) -> ApiResult<Vec<String>> {
         caller.require_permission(CONFIGURE_AGENTS)?;
@@ -53,7 +52,10 @@ impl CustomToolGrpc {
             file: &req.file,
         })?;
         if req.generate_system_prompt {
-            for tool in tools.iter_mut().filter(|t| t.tool_type == ToolType::GeneralCode) {
+            for tool in tools
+                .iter_mut()
+                .filter(|t| t.tool_type == ToolType::GeneralCode)
+            {
                 let timeout = match req.system_prompt_generation_timeout_seconds {
                     0 => DEFAULT_PROMPT_TIMEOUT,
                     s => Duration::from_secs(u64::from(s)),
@@ -92,7 +94,10 @@ impl CustomToolGrpc {
         if args == record.args {
             return Err(ApiError::not_found(NOT_FOUND));
         }
-        let tool_name = match (record.tool_type, args.get("tool_name").and_then(Value::as_str)) {
+        let tool_name = match (
+            record.tool_type,
+            args.get("tool_name").and_then(Value::as_str),
+        ) {
             // A remote_mcp tool is its server: its name stays.
             (ToolType::RemoteMcp, _) | (_, None) => record.tool_name.clone(),
             (_, Some(name)) => name.trim().to_owned(),
@@ -128,7 +133,11 @@ impl CustomToolGrpc {
         })
     }
 
-    async fn inspect(&self, caller: &Caller, req: pb::InspectRequest) -> ApiResult<pb::InspectResult> {
+    async fn inspect(
+        &self,
+        caller: &Caller,
+        req: pb::InspectRequest,
+    ) -> ApiResult<pb::InspectResult> {
         caller.require_permission(CONFIGURE_AGENTS)?;
         let failed = |error: String| pb::InspectResult {
             status: "error".into(),
@@ -172,15 +181,21 @@ impl CustomToolGrpc {
                 Err(e) => return Ok(failed(e)),
             };
             let target = InspectTarget::Tool(&record, dir.as_deref());
-            return inspector.inspect(caller, target, &req.model, secrets.as_ref()).await;
+            return inspector
+                .inspect(caller, target, &req.model, secrets.as_ref())
+                .await;
         }
         if !req.servers_json.is_empty() {
             let Ok(Value::Object(servers)) = serde_json::from_str::<Value>(&req.servers_json)
             else {
-                return Ok(failed("servers must be a JSON object of server name to configuration.".into()));
+                return Ok(failed(
+                    "servers must be a JSON object of server name to configuration.".into(),
+                ));
             };
             let target = InspectTarget::Servers(servers);
-            return inspector.inspect(caller, target, &req.model, secrets.as_ref()).await;
+            return inspector
+                .inspect(caller, target, &req.model, secrets.as_ref())
+                .await;
         }
         if req.file_name.is_empty() || !req.has_file_data {
             return Ok(failed("file_name and file_data_base64 go together.".into()));
@@ -189,7 +204,9 @@ impl CustomToolGrpc {
             name: &req.file_name,
             data: &req.file_data,
         };
-        inspector.inspect(caller, target, &req.model, secrets.as_ref()).await
+        inspector
+            .inspect(caller, target, &req.model, secrets.as_ref())
+            .await
     }
 }
 
@@ -256,7 +273,9 @@ impl CustomToolService for CustomToolGrpc {
         request: Request<pb::IdRef>,
     ) -> Result<Response<pb::ToolFile>, Status> {
         let caller = caller(&request)?;
-        Ok(Response::new(self.download(&caller, &request.get_ref().id).await?))
+        Ok(Response::new(
+            self.download(&caller, &request.get_ref().id).await?,
+        ))
     }
 
     async fn inspect_mcp(
@@ -264,6 +283,8 @@ impl CustomToolService for CustomToolGrpc {
         request: Request<pb::InspectRequest>,
     ) -> Result<Response<pb::InspectResult>, Status> {
         let caller = caller(&request)?;
-        Ok(Response::new(self.inspect(&caller, request.into_inner()).await?))
+        Ok(Response::new(
+            self.inspect(&caller, request.into_inner()).await?,
+        ))
     }
 }

@@ -104,7 +104,11 @@ pub async fn list(db: &DatabaseConnection, owner_id: &str) -> ApiResult<Vec<Tool
 }
 
 /// The owner's tool `id`; `None` when missing or another user's.
-pub async fn get(db: &DatabaseConnection, owner_id: &str, id: &str) -> ApiResult<Option<ToolRecord>> {
+pub async fn get(
+    db: &DatabaseConnection,
+    owner_id: &str,
+    id: &str,
+) -> ApiResult<Option<ToolRecord>> {
     let row = db
         .query_one(stmt(
             db,
@@ -118,7 +122,11 @@ pub async fn get(db: &DatabaseConnection, owner_id: &str, id: &str) -> ApiResult
 
 /// The uploaded file of the owner's tool `id`; `None` when missing, not owned or without
 /// a file.
-pub async fn file(db: &DatabaseConnection, owner_id: &str, id: &str) -> ApiResult<Option<StoredFile>> {
+pub async fn file(
+    db: &DatabaseConnection,
+    owner_id: &str,
+    id: &str,
+) -> ApiResult<Option<StoredFile>> {
     let row = db
         .query_one(stmt(
             db,

@@ -47,9 +47,7 @@ pub fn prepare(up: &Upload<'_>) -> ApiResult<Vec<NewTool>> {
     match kind {
         ToolType::RemoteMcp => remote_mcp(args, up),
         _ => {
-            let name = up
-                .file_name
-                .ok_or_else(|| ApiError::bad_request(NO_FILE))?;
+            let name = up.file_name.ok_or_else(|| ApiError::bad_request(NO_FILE))?;
             local(kind, args, name, up.file)
         }
     }
@@ -113,7 +111,11 @@ fn defaults(kind: ToolType, args: &mut Map<String, Value>, file_name: &str) -> A
     let name = match args.get("tool_name") {
         None | Some(Value::Null) => stem(file_name).to_owned(),
         Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
-        Some(_) => return Err(ApiError::bad_request("tool_args.tool_name must be a non-empty string.")),
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "tool_args.tool_name must be a non-empty string.",
+            ));
+        }
     };
     args.insert("tool_name".into(), Value::String(name));
     args.entry("description").or_insert(json!(""));
@@ -131,12 +133,16 @@ fn defaults(kind: ToolType, args: &mut Map<String, Value>, file_name: &str) -> A
 pub fn check_fields(args: &Map<String, Value>) -> ApiResult<()> {
     for key in ["description", "system_prompt"] {
         if args.get(key).is_some_and(|v| !v.is_string()) {
-            return Err(ApiError::bad_request(format!("tool_args.{key} must be a string.")));
+            return Err(ApiError::bad_request(format!(
+                "tool_args.{key} must be a string."
+            )));
         }
     }
     for key in ["enable_by_default", "should_unzip"] {
         if args.get(key).is_some_and(|v| !v.is_boolean()) {
-            return Err(ApiError::bad_request(format!("tool_args.{key} must be a boolean.")));
+            return Err(ApiError::bad_request(format!(
+                "tool_args.{key} must be a boolean."
+            )));
         }
     }
     if let Some(modes) = args.get("tool_usage_mode") {
@@ -154,21 +160,31 @@ pub fn check_fields(args: &Map<String, Value>) -> ApiResult<()> {
         .get("tool_name")
         .is_some_and(|v| v.as_str().is_none_or(|s| s.trim().is_empty()))
     {
-        return Err(ApiError::bad_request("tool_args.tool_name must be a non-empty string."));
+        return Err(ApiError::bad_request(
+            "tool_args.tool_name must be a non-empty string.",
+        ));
     }
     Ok(())
 }
 
-fn local(kind: ToolType, mut args: Map<String, Value>, name: &str, file: &[u8]) -> ApiResult<Vec<NewTool>> {
+fn local(
+    kind: ToolType,
+    mut args: Map<String, Value>,
+    name: &str,
+    file: &[u8],
+) -> ApiResult<Vec<NewTool>> {
     let ext = extension(name);
     if ext == ".zip" {
-        archive::check(file, &Limits::UPLOAD).map_err(|e| {
-            ApiError::bad_request(format!("The archive was refused: {e}"))
-        })?;
+        archive::check(file, &Limits::UPLOAD)
+            .map_err(|e| ApiError::bad_request(format!("The archive was refused: {e}")))?;
     }
     if kind == ToolType::BrowserAction
         && ext == ".py"
-        && !name.rsplit('/').next().unwrap_or(name).starts_with("browser_")
+        && !name
+            .rsplit('/')
+            .next()
+            .unwrap_or(name)
+            .starts_with("browser_")
     {
         return Err(ApiError::bad_request(format!(
             "Invalid file name: {name}. A browser_action script's name must start with browser_."
@@ -212,7 +228,9 @@ pub fn source_path(tool_name: &str, entries: &[String]) -> Option<String> {
         let py: Vec<&String> = entries
             .iter()
             .filter(|p| {
-                p.ends_with(".py") && p.strip_prefix(root.as_str()).is_some_and(|rest| !rest.contains('/'))
+                p.ends_with(".py")
+                    && p.strip_prefix(root.as_str())
+                        .is_some_and(|rest| !rest.contains('/'))
             })
             .collect();
         if py.len() == 1 {
@@ -275,7 +293,9 @@ pub fn check_function(tool_name: &str, file_name: &str, file: &[u8]) -> ApiResul
         .chars()
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && tool_name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        && tool_name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_');
     if !is_identifier {
         return Err(ApiError::bad_request(format!(
             "tool_name {tool_name} is not a Python function name: for general_code it must name the function defined in the file."
@@ -344,7 +364,10 @@ fn remote_mcp(mut args: Map<String, Value>, up: &Upload<'_>) -> ApiResult<Vec<Ne
             own.insert("tool_usage_mode".into(), mode.clone());
         }
         let mut tool_args = args.clone();
-        tool_args.insert("mcp_config_json".into(), Value::String(Value::Object(own).to_string()));
+        tool_args.insert(
+            "mcp_config_json".into(),
+            Value::String(Value::Object(own).to_string()),
+        );
         tools.push(NewTool {
             tool_name: name,
             tool_type: ToolType::RemoteMcp,
@@ -380,9 +403,18 @@ mod tests {
     #[test]
     fn the_source_of_a_zip() {
         let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(source_path("f", &names(&["a.py", "f.py"])), Some("f.py".into()));
-        assert_eq!(source_path("f", &names(&["a.py", "main.py"])), Some("main.py".into()));
-        assert_eq!(source_path("f", &names(&["pkg/", "pkg/only.py", "pkg/data.txt"])), Some("pkg/only.py".into()));
+        assert_eq!(
+            source_path("f", &names(&["a.py", "f.py"])),
+            Some("f.py".into())
+        );
+        assert_eq!(
+            source_path("f", &names(&["a.py", "main.py"])),
+            Some("main.py".into())
+        );
+        assert_eq!(
+            source_path("f", &names(&["pkg/", "pkg/only.py", "pkg/data.txt"])),
+            Some("pkg/only.py".into())
+        );
         assert_eq!(source_path("f", &names(&["a.py", "b.py"])), None);
     }
 }

@@ -35,16 +35,28 @@ impl MigrationTrait for Migration {
                         .not_null()
                         .primary_key(),
                 )
-                .col(ColumnDef::new(CustomTools::OwnerId).string_len(64).not_null())
+                .col(
+                    ColumnDef::new(CustomTools::OwnerId)
+                        .string_len(64)
+                        .not_null(),
+                )
                 .col(ColumnDef::new(CustomTools::OwnerEmail).text().not_null())
                 .col(ColumnDef::new(CustomTools::ToolName).text().not_null())
-                .col(ColumnDef::new(CustomTools::ToolType).string_len(32).not_null())
+                .col(
+                    ColumnDef::new(CustomTools::ToolType)
+                        .string_len(32)
+                        .not_null(),
+                )
                 // A JSON object.
                 .col(ColumnDef::new(CustomTools::ToolArgs).text().not_null())
                 .col(ColumnDef::new(CustomTools::FileName).text().null())
                 // The upload as sent (≤ 20 MB); NULL without a file.
                 .col(ColumnDef::new(CustomTools::FileData).binary().null())
-                .col(ColumnDef::new(CustomTools::FileSha256).string_len(64).null())
+                .col(
+                    ColumnDef::new(CustomTools::FileSha256)
+                        .string_len(64)
+                        .null(),
+                )
                 .col(
                     ColumnDef::new(CustomTools::CreatedAt)
                         .timestamp_with_time_zone()

@@ -186,7 +186,11 @@ pub async fn add_custom_agent_tool(
         generate_system_prompt: generate,
         system_prompt_generation_timeout_seconds: timeout,
     };
-    let created = api.custom_tools().create_custom_tool(upload).await?.into_inner();
+    let created = api
+        .custom_tools()
+        .create_custom_tool(upload)
+        .await?
+        .into_inner();
     let body: Vec<CreatedTool> = created
         .ids
         .into_iter()
@@ -204,7 +208,11 @@ pub async fn add_custom_agent_tool(
 )]
 #[get("/agents/custom_tools")]
 pub async fn list_custom_agent_tools(api: AgentsApi) -> TerseResult<HttpResponse> {
-    let list = api.custom_tools().list_custom_tools(Empty {}).await?.into_inner();
+    let list = api
+        .custom_tools()
+        .list_custom_tools(Empty {})
+        .await?
+        .into_inner();
     let tools: Vec<CustomTool> = list
         .tools
         .into_iter()
@@ -235,7 +243,10 @@ pub async fn get_custom_agent_tool(
 
 /// tool_args of a PUT: JSON `{tool_args: {...}}`, or the client's multipart with tool_args
 /// as a JSON string. `None`: not given.
-async fn update_args(req: &HttpRequest, mut payload: web::Payload) -> Result<Option<String>, HttpError> {
+async fn update_args(
+    req: &HttpRequest,
+    mut payload: web::Payload,
+) -> Result<Option<String>, HttpError> {
     let is_json = req
         .headers()
         .get(CONTENT_TYPE)
@@ -248,7 +259,10 @@ async fn update_args(req: &HttpRequest, mut payload: web::Payload) -> Result<Opt
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|e| bad_request(format!("unreadable body: {e}")))?;
         if body.len() + chunk.len() > MAX_FILE {
-            return Err(HttpError(ApiError::new(ErrorCode::PayloadTooLarge, TOO_LARGE)));
+            return Err(HttpError(ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                TOO_LARGE,
+            )));
         }
         body.extend_from_slice(&chunk);
     }
@@ -284,7 +298,11 @@ pub async fn update_custom_agent_tool(
         id: path.into_inner(),
         tool_args_json,
     };
-    let done = api.custom_tools().update_custom_tool(update).await?.into_inner();
+    let done = api
+        .custom_tools()
+        .update_custom_tool(update)
+        .await?
+        .into_inner();
     Ok(HttpResponse::Ok().json(CreatedTool {
         agent_custom_tool_id: done.id,
     }))

@@ -22,16 +22,31 @@ const TOOLS: &str = "/api/v1/agents/custom_tools";
 async fn grant(app: &Stack, uid: &str, permission: &str) {
     let name = format!("r-{uid}-{permission}");
     let (s, role) = app
-        .call(Method::POST, "/api/v1/roles", ADMIN_KEY, Some(json!({"name": name, "description": ""})))
+        .call(
+            Method::POST,
+            "/api/v1/roles",
+            ADMIN_KEY,
+            Some(json!({"name": name, "description": ""})),
+        )
         .await;
     assert_eq!(s, 201, "{role}");
     let rid = role["id"].as_str().unwrap();
     let (s, b) = app
-        .call(Method::PUT, &format!("/api/v1/roles/{rid}/permissions/{permission}"), ADMIN_KEY, None)
+        .call(
+            Method::PUT,
+            &format!("/api/v1/roles/{rid}/permissions/{permission}"),
+            ADMIN_KEY,
+            None,
+        )
         .await;
     assert!(s < 300, "{b}");
     let (s, b) = app
-        .call(Method::PUT, &format!("/api/v1/users/{uid}/roles/{name}"), ADMIN_KEY, None)
+        .call(
+            Method::PUT,
+            &format!("/api/v1/users/{uid}/roles/{name}"),
+            ADMIN_KEY,
+            None,
+        )
         .await;
     assert!(s < 300, "{b}");
     tokio::time::sleep(Duration::from_millis(600)).await; // auth cache
@@ -59,7 +74,14 @@ fn form(tool_type: Option<&str>, tool_args: Option<&str>, file: Option<(&str, Ve
 }
 
 async fn post(app: &Stack, key: Option<&str>, form: Form) -> (u16, Value) {
-    read(app.http(Method::POST, TOOLS, key).multipart(form).send().await.unwrap()).await
+    read(
+        app.http(Method::POST, TOOLS, key)
+            .multipart(form)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
 }
 
 fn assert_body(status: u16, body: &Value, want: u16, message: &str) {
@@ -86,7 +108,8 @@ def add_numbers(a: int, b: int = 2) -> dict:
 fn zip_of(files: &[(&str, &[u8])]) -> Vec<u8> {
     let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     for (name, data) in files {
-        w.start_file(*name, zip::write::SimpleFileOptions::default()).unwrap();
+        w.start_file(*name, zip::write::SimpleFileOptions::default())
+            .unwrap();
         w.write_all(data).unwrap();
     }
     w.finish().unwrap().into_inner()
@@ -94,8 +117,12 @@ fn zip_of(files: &[(&str, &[u8])]) -> Vec<u8> {
 
 fn symlink_zip() -> Vec<u8> {
     let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    w.add_symlink("link", "/etc/passwd", zip::write::SimpleFileOptions::default())
-        .unwrap();
+    w.add_symlink(
+        "link",
+        "/etc/passwd",
+        zip::write::SimpleFileOptions::default(),
+    )
+    .unwrap();
     w.finish().unwrap().into_inner()
 }
 
