@@ -58,7 +58,9 @@ pub async fn insert(
     let tx = db.begin().await.map_err(db_error)?;
     let now = chrono::Utc::now();
     let mut ids = Vec::with_capacity(tools.len());
-    for t in tools {
+    for (i, t) in tools.into_iter().enumerate() {
+        // The tools of one upload list in their order (a microsecond apart).
+        let now = now + chrono::Duration::microseconds(i as i64);
         let id = uuid::Uuid::new_v4().to_string();
         let sha = t.file.as_ref().map(|b| hex::encode(Sha256::digest(b)));
         tx.execute(stmt(
