@@ -98,11 +98,12 @@ fn runs_in_agent(record: &ToolRecord) -> bool {
 impl Extensions for CustomTools {
     async fn tools(&self, caller: &Caller) -> Result<Vec<ExtensionTool>, ApiError> {
         let mut seen = std::collections::HashSet::new();
-        Ok(store::list(&self.db, &caller.user_id)
+        // One entry per name, the newest (as open() opens it), in upload order.
+        let mut tools: Vec<ExtensionTool> = store::list(&self.db, &caller.user_id)
             .await?
             .into_iter()
+            .rev()
             .filter(runs_in_agent)
-            // One entry per name: open() opens every tool of that name.
             .filter(|r| seen.insert(r.tool_name.clone()))
             .map(|r| ExtensionTool {
                 description: r.arg("description").to_owned(),
@@ -113,7 +114,9 @@ impl Extensions for CustomTools {
                     .unwrap_or(true),
                 name: r.tool_name,
             })
-            .collect())
+            .collect();
+        tools.reverse();
+        Ok(tools)
     }
 
     async fn open(&self, caller: &Caller, names: &[String], ctx: &ToolCtx) -> Opened {
@@ -127,10 +130,17 @@ impl Extensions for CustomTools {
                 return opened;
             }
         };
-        for record in records
+        // One tool per name, the newest (the list is oldest first): two uploads of the
+        // same name must not offer the model two tools of one name.
+        let mut newest: Vec<&ToolRecord> = Vec::new();
+        for r in records
             .iter()
             .filter(|r| names.contains(&r.tool_name) && runs_in_agent(r))
         {
+            newest.retain(|n| n.tool_name != r.tool_name);
+            newest.push(r);
+        }
+        for record in newest {
             match self.open_one(record, ctx).await {
                 Ok(o) => {
                     opened.tools.extend(o.tools);

@@ -102,6 +102,9 @@ impl CustomToolGrpc {
             (ToolType::RemoteMcp, _) | (_, None) => record.tool_name.clone(),
             (_, Some(name)) => name.trim().to_owned(),
         };
+        if tool_name != record.tool_name {
+            upload::check_name(&tool_name)?;
+        }
         if record.tool_type == ToolType::GeneralCode && tool_name != record.tool_name {
             let file = store::file(&self.tools.db, &caller.user_id, &req.id)
                 .await?

@@ -117,6 +117,7 @@ fn defaults(kind: ToolType, args: &mut Map<String, Value>, file_name: &str) -> A
             ));
         }
     };
+    check_name(&name)?;
     args.insert("tool_name".into(), Value::String(name));
     args.entry("description").or_insert(json!(""));
     args.entry("enable_by_default").or_insert(json!(true));
@@ -127,6 +128,16 @@ fn defaults(kind: ToolType, args: &mut Map<String, Value>, file_name: &str) -> A
         args.entry("system_prompt").or_insert(json!(""));
     }
     check_fields(args)
+}
+
+/// A custom tool may not take a built-in tool's name: runs name tools by name.
+pub fn check_name(name: &str) -> ApiResult<()> {
+    if crate::tools::Catalog::builtin().get(name).is_some() {
+        return Err(ApiError::bad_request(format!(
+            "tool_name {name} is the name of a built-in agent tool; choose another."
+        )));
+    }
+    Ok(())
 }
 
 /// The types of the fields SPEC.md gives (on create and on update).
@@ -353,6 +364,7 @@ fn remote_mcp(mut args: Map<String, Value>, up: &Upload<'_>) -> ApiResult<Vec<Ne
     check_fields(&args)?;
     let mut tools = Vec::new();
     for (name, server) in servers {
+        check_name(&name)?;
         if !server.is_object() {
             return Err(ApiError::bad_request(format!(
                 "The MCP server {name} is not a JSON object."

@@ -105,8 +105,20 @@ async fn read_part(field: &mut Field, max: usize) -> Result<Vec<u8>, HttpError> 
     Ok(out)
 }
 
+/// A text part (tool_args, tool_type, …): at most 1 MB.
 async fn read_text(field: &mut Field) -> Result<String, HttpError> {
-    String::from_utf8(read_part(field, MAX_FILE).await?).map_err(form_error)
+    const MAX_TEXT: usize = 1 << 20;
+    let mut out = Vec::new();
+    while let Some(chunk) = field.next().await {
+        let chunk = chunk.map_err(form_error)?;
+        if out.len() + chunk.len() > MAX_TEXT {
+            return Err(bad_request(
+                "A form field other than file is larger than 1 MB.",
+            ));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    String::from_utf8(out).map_err(form_error)
 }
 
 /// The multipart form's parts, by name (the file part with its name).

@@ -326,14 +326,25 @@ docchat_common::backend_tests! {
         assert_eq!(s, 400, "{b}");
         let (s, b) = post(&app, Some(&alice), form(Some("remote_mcp"), Some(r#"{"mcp_config_json": "{}"}"#), None)).await;
         assert_eq!(s, 400, "no mcpServers: {b}");
+        // The configuration as a .json file instead.
+        let file = json!({"mcpServers": {"files": {"url": "https://files.example/mcp"}}}).to_string();
+        let (s, b) = post(&app, Some(&alice), form(Some("remote_mcp"), Some("{}"), Some(("servers.json", file.into_bytes())))).await;
+        assert_eq!(s, 201, "{b}");
+        let from_file = b[0]["agent_custom_tool_id"].as_str().unwrap().to_owned();
+        let (_, one) = app.call(Method::GET, &format!("{TOOLS}/{from_file}"), &alice, None).await;
+        assert_eq!((&one["tool_name"], &one["file_name"]), (&json!("files"), &json!("servers.json")), "{one}");
+        // A built-in tool's name is refused.
+        let (s, b) = post(&app, Some(&alice), form(Some("general_code"), Some(r#"{"tool_name": "python"}"#), Some(("python.py", b"def python():\n    pass\n".to_vec())))).await;
+        assert_eq!(s, 400, "{b}");
+        assert!(b["message"].as_str().unwrap().contains("built-in"), "{b}");
 
         // DELETE: comma-separated, percent-encoded too; unknown ids count 0.
         let path = format!("{TOOLS}/{}%2C{}", remote[0], remote[1]);
         let (s, b) = app.call(Method::DELETE, &path, &alice, None).await;
         assert_eq!((s, b), (200, json!({"count": 2})));
-        let path = format!("{TOOLS}/{id},{zip_id},nope");
+        let path = format!("{TOOLS}/{id},{zip_id},{from_file},nope");
         let (s, b) = app.call(Method::DELETE, &path, &alice, None).await;
-        assert_eq!((s, b), (200, json!({"count": 2})));
+        assert_eq!((s, b), (200, json!({"count": 3})));
         assert!(tool_list(&app, &alice).await.is_empty());
         let (s, _) = app.call(Method::GET, &format!("{TOOLS}/{id}/download"), &alice, None).await;
         assert_eq!(s, 404);
