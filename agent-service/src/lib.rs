@@ -126,18 +126,8 @@ pub async fn serve_with(
     .await;
     let sandbox_status = sandbox.status();
     let custom_tools = Arc::new(custom_tools(&ctx, db.clone()));
-    let prompts = docchat_inference::ChatModel::default_of(
-        &registry,
-        &docchat_inference::LocalOptions::default(),
-    )
-    .unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "no default chat model for custom tools' system prompts");
-        None
-    })
-    .map(|m| {
-        Arc::new(custom_tools::prompt::ModelPrompts(Arc::new(m)))
-            as Arc<dyn custom_tools::prompt::PromptWriter>
-    });
+    let budget: Arc<dyn run::budget::Budget> = Arc::new(budget);
+    let prompts = prompt_writer(&registry, budget.clone());
     let engine = run::Engine {
         catalog,
         extensions: Some(custom_tools.clone()),
@@ -152,7 +142,7 @@ pub async fn serve_with(
             fetch: fetch_enabled(),
             fetch_allow,
         }),
-        budget: Arc::new(budget),
+        budget,
     };
     let api = grpc::AgentGrpc {
         db: db.clone(),
@@ -180,6 +170,29 @@ pub async fn serve_with(
         .await
 }
 
+/// The registry's default chat model writing general_code tools' system prompts (none
+/// without one).
+fn prompt_writer(
+    registry: &docchat_inference::Registry,
+    budget: Arc<dyn run::budget::Budget>,
+) -> Option<Arc<dyn custom_tools::prompt::PromptWriter>> {
+    let entry = registry.default_chat_model()?.clone();
+    match docchat_inference::ChatModel::from_entry(
+        &entry,
+        &docchat_inference::LocalOptions::default(),
+    ) {
+        Ok(model) => Some(Arc::new(custom_tools::prompt::ModelPrompts {
+            model: Arc::new(model),
+            entry,
+            budget,
+        })),
+        Err(e) => {
+            tracing::warn!(error = %e, "no default chat model for custom tools' system prompts");
+            None
+        }
+    }
+}
+
 /// The caller's custom tools with the opener of each tool type this replica runs.
 ///
 /// REGISTRATION POINTS (issue 16): each kind's module registers its opener here.
@@ -193,7 +206,7 @@ fn custom_tools(
         // general_code: a Python function run in the sandbox (custom_tools/general_code.rs).
         .with_opener(
             ToolType::GeneralCode,
-            Arc::new(custom_tools::general_code::GeneralCode),
+            Arc::new(custom_tools::general_code::GeneralCode::default()),
         )
     // local_mcp, remote_mcp: crate::mcp (branch ext-mcp) registers its openers here, and
     // sets `.inspector` for POST /agents/mcp/inspect_tool.

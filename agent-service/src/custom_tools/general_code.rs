@@ -9,8 +9,9 @@
 //! mount: every sandbox backend already gives a run stdin and a writable TMPDIR, and the
 //! files are small (an upload is at most 20 MB).
 
-use std::path::Path;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
@@ -26,8 +27,16 @@ const MAX_FILES: u64 = 64 << 20;
 /// Bytes of a result shown to the model.
 const SHOWN: usize = 20_000;
 
-/// The [`Opener`] of general_code tools.
-pub struct GeneralCode;
+/// The [`Opener`] of general_code tools. What the sandbox read of a function is kept per
+/// (files directory, function): the directory's name carries the upload's hash, so a run
+/// opening the tool again starts no sandbox for it.
+#[derive(Default)]
+pub struct GeneralCode {
+    described: Mutex<HashMap<(PathBuf, String), Value>>,
+}
+
+/// Functions described at most (then the memo starts over).
+const MEMO: usize = 1000;
 
 /// The request the driver reads.
 fn request(mode: &str, files: &Value, source: &str, function: &str, args: Value) -> Vec<u8> {
@@ -136,12 +145,30 @@ impl Opener for GeneralCode {
             ));
         }
         let (files, source) = files_of(dir, record)?;
-        let described = drive(ctx, request("describe", &files, &source, name, json!({})))
-            .await
-            .map_err(|e| format!("custom tool {name} could not be read: {e}"))?;
-        if let Some(err) = described.get("error").and_then(Value::as_str) {
-            return Err(format!("custom tool {name} could not be read: {err}"));
-        }
+        let key = (dir.to_path_buf(), name.clone());
+        let known = self
+            .described
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        let described = match known {
+            Some(d) => d,
+            None => {
+                let d = drive(ctx, request("describe", &files, &source, name, json!({})))
+                    .await
+                    .map_err(|e| format!("custom tool {name} could not be read: {e}"))?;
+                if let Some(err) = d.get("error").and_then(Value::as_str) {
+                    return Err(format!("custom tool {name} could not be read: {err}"));
+                }
+                let mut memo = self.described.lock().unwrap_or_else(|p| p.into_inner());
+                if memo.len() >= MEMO {
+                    memo.clear();
+                }
+                memo.insert(key, d.clone());
+                d
+            }
+        };
         let doc = described
             .get("description")
             .and_then(Value::as_str)

@@ -5,17 +5,25 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult, ErrorCode};
-use docchat_inference::{ChatMessage, ChatModel};
+use docchat_inference::{ChatMessage, ChatModel, ModelEntry};
+
+use crate::run::budget::{Budget, usage_of};
 
 /// Writes a tool's system prompt from its code.
 #[async_trait::async_trait]
 pub trait PromptWriter: Send + Sync {
-    async fn write(&self, tool_name: &str, source: &str) -> ApiResult<String>;
+    async fn write(&self, caller: &Caller, tool_name: &str, source: &str) -> ApiResult<String>;
 }
 
-/// The deployment's default chat model.
-pub struct ModelPrompts(pub Arc<ChatModel>);
+/// The deployment's default chat model, checked against and booked to the caller's cost
+/// caps like the agent's own calls.
+pub struct ModelPrompts {
+    pub model: Arc<ChatModel>,
+    pub entry: ModelEntry,
+    pub budget: Arc<dyn Budget>,
+}
 
 /// Source bytes shown to the model (the rest is cut).
 const SHOWN: usize = 60_000;
@@ -24,7 +32,8 @@ const INSTRUCTIONS: &str = "You write the system prompt an AI agent reads about 
 
 #[async_trait::async_trait]
 impl PromptWriter for ModelPrompts {
-    async fn write(&self, tool_name: &str, source: &str) -> ApiResult<String> {
+    async fn write(&self, caller: &Caller, tool_name: &str, source: &str) -> ApiResult<String> {
+        self.budget.check(caller).await?;
         let messages = [
             ChatMessage::system(INSTRUCTIONS),
             ChatMessage::user(format!(
@@ -32,12 +41,24 @@ impl PromptWriter for ModelPrompts {
                 crate::tools::clip(source, SHOWN)
             )),
         ];
-        let done = self.0.complete(&messages, 1024, 0.0).await.map_err(|e| {
-            ApiError::new(
-                ErrorCode::BadGateway,
-                format!("The model could not write the system prompt: {e}"),
-            )
-        })?;
+        let done = self
+            .model
+            .complete(&messages, 1024, 0.0)
+            .await
+            .map_err(|e| {
+                ApiError::new(
+                    ErrorCode::BadGateway,
+                    format!("The model could not write the system prompt: {e}"),
+                )
+            })?;
+        let usage = usage_of(
+            caller,
+            &self.entry,
+            "agent.custom_tool_prompt",
+            "",
+            (done.prompt_tokens, done.completion_tokens),
+        );
+        self.budget.book(usage).await;
         Ok(done.text.trim().to_owned())
     }
 }
@@ -45,6 +66,7 @@ impl PromptWriter for ModelPrompts {
 /// The system prompt of `tool_name`, or 408 past `timeout`.
 pub async fn generate(
     writer: Option<&dyn PromptWriter>,
+    caller: &Caller,
     tool_name: &str,
     source: &str,
     timeout: Duration,
@@ -54,7 +76,7 @@ pub async fn generate(
             "generate_system_prompt needs a default chat model, and none is configured.",
         )
     })?;
-    tokio::time::timeout(timeout, writer.write(tool_name, source))
+    tokio::time::timeout(timeout, writer.write(caller, tool_name, source))
         .await
         .map_err(|_| {
             ApiError::new(

@@ -65,9 +65,14 @@ impl CustomToolGrpc {
                     tool.file_name.as_deref().unwrap_or_default(),
                     tool.file.as_deref().unwrap_or_default(),
                 )?;
-                let text =
-                    prompt::generate(self.prompts.as_deref(), &tool.tool_name, &source, timeout)
-                        .await?;
+                let text = prompt::generate(
+                    self.prompts.as_deref(),
+                    caller,
+                    &tool.tool_name,
+                    &source,
+                    timeout,
+                )
+                .await?;
                 if let Some(args) = tool.args.as_object_mut() {
                     args.insert("system_prompt".into(), Value::String(text));
                 }
