@@ -260,3 +260,81 @@ impl Tool for FunctionTool {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)] // test code: fail loudly
+mod tests {
+    use super::*;
+
+    /// The driver's reading of a signature and docstring (run here with the host's python3,
+    /// on test code only; the service runs it in the sandbox).
+    fn describe(source: &str, function: &str) -> Option<Value> {
+        use std::io::Write;
+        let Ok(mut child) = std::process::Command::new("python3")
+            .args(["-c", DRIVER])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+        else {
+            docchat_common::testing::unavailable("python3 for the general_code driver");
+            return None;
+        };
+        let files = json!([{"path": "f.py", "data": hex::encode(source)}]);
+        let req = request("describe", &files, "f.py", function, json!({}));
+        child.stdin.take().unwrap().write_all(&req).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let (_, answer) = text
+            .rsplit_once(MARK)
+            .unwrap_or_else(|| panic!("no answer: {}", String::from_utf8_lossy(&out.stderr)));
+        Some(serde_json::from_str(answer.trim()).unwrap())
+    }
+
+    #[test]
+    fn signatures_and_docstrings_become_the_schema() {
+        let source = r#"
+from typing import List, Optional
+
+async def lookup(city: str, days: Optional[int] = None, tags: List[str] = [], *, units: "str" = "metric", **extra) -> dict:
+    """Looks the weather up.
+
+    :param city: the city's name
+    :param days: how many days
+        ahead to look
+    :returns: the forecast
+    """
+"#;
+        let Some(d) = describe(source, "lookup") else {
+            return;
+        };
+        assert_eq!(d["description"], "Looks the weather up.", "{d}");
+        let p = &d["parameters"];
+        assert_eq!(p["required"], json!(["city"]), "{p}");
+        assert_eq!(
+            p["properties"]["city"],
+            json!({"type": "string", "description": "the city's name"})
+        );
+        assert_eq!(p["properties"]["days"]["type"], "integer", "{p}");
+        assert_eq!(
+            p["properties"]["days"]["description"], "how many days ahead to look",
+            "{p}"
+        );
+        assert_eq!(
+            p["properties"]["tags"],
+            json!({"type": "array", "items": {"type": "string"}, "default": []})
+        );
+        assert_eq!(
+            p["properties"]["units"],
+            json!({"type": "string", "default": "metric"})
+        );
+        assert!(
+            p.get("additionalProperties").is_none(),
+            "**extra takes more: {p}"
+        );
+        let missing = describe(source, "nope").unwrap();
+        assert!(
+            missing["error"].as_str().unwrap().contains("nope"),
+            "{missing}"
+        );
+    }
+}
