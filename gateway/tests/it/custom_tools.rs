@@ -102,6 +102,8 @@ def add_numbers(a: int, b: int = 2) -> dict:
         b: the second number
     """
     print("adding")
+    if a < 0:
+        raise ValueError("a must not be negative")
     return {"sum": a + b}
 "#;
 
@@ -354,6 +356,7 @@ docchat_common::backend_tests! {
     async fn a_general_code_function_is_called_by_the_agent_in_the_sandbox(backend) {
         let upstream = agent_upstream(vec![
             ScriptedTurn::calls(vec![ScriptedCall::new("c1", "add_numbers", json!({"a": 40}))]),
+            ScriptedTurn::calls(vec![ScriptedCall::new("c2", "add_numbers", json!({"a": -1}))]),
             ScriptedTurn::text("The sum is 42."),
         ])
         .await;
@@ -389,7 +392,7 @@ docchat_common::backend_tests! {
         assert!(last["error"].is_null(), "{last}");
         assert_eq!(body, "The sum is 42.");
         let calls: Vec<Value> = upstream.bodies().into_iter().filter(|b| b["tools"].is_array()).collect();
-        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(calls.len(), 3, "{calls:?}");
         let offered = calls[0]["tools"].as_array().unwrap().iter()
             .find(|t| t["function"]["name"] == "add_numbers")
             .unwrap_or_else(|| panic!("add_numbers not offered: {}", calls[0]["tools"]));
@@ -402,6 +405,9 @@ docchat_common::backend_tests! {
         assert!(calls[0]["messages"].to_string().contains("Use add_numbers for sums."), "the system_prompt reached the model");
         let second = calls[1]["messages"].to_string();
         assert!(second.contains(r#"{\"sum\": 42}"#), "the function's result came back: {second}");
+        // A function that raises: its traceback is the tool's error.
+        let third = calls[2]["messages"].to_string();
+        assert!(third.contains("ValueError: a must not be negative"), "the function's error came back: {third}");
         app.stop().await;
     }
 
