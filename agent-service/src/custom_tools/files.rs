@@ -9,10 +9,15 @@ use super::store::StoredFile;
 use super::upload::extension;
 use crate::archive::{self, Limits};
 
+/// Where tool `id`'s file with hash `sha256` is materialized.
+pub fn dir_of(root: &Path, id: &str, sha256: &str) -> PathBuf {
+    let short = sha256.get(..12).unwrap_or(sha256);
+    root.join(format!("{id}-{short}"))
+}
+
 /// The directory of tool `id`'s file, made when missing.
 pub async fn materialize(root: &Path, id: &str, file: StoredFile) -> Result<PathBuf, String> {
-    let short = file.sha256.get(..12).unwrap_or(&file.sha256).to_owned();
-    let dir = root.join(format!("{id}-{short}"));
+    let dir = dir_of(root, id, &file.sha256);
     if dir.is_dir() {
         return Ok(dir);
     }

@@ -55,6 +55,19 @@ impl CustomTools {
 
     /// The directory of a stored tool's file on this replica (`None` without a file).
     pub async fn files_of(&self, record: &ToolRecord) -> Result<Option<PathBuf>, String> {
+        // Already on this replica's disk: the bytes stay in the database.
+        let hash = store::file_hash(&self.db, &record.owner_id, &record.id)
+            .await
+            .map_err(|e| e.message)?;
+        match hash {
+            None => return Ok(None),
+            Some(sha) => {
+                let dir = files::dir_of(&self.root, &record.id, &sha);
+                if dir.is_dir() {
+                    return Ok(Some(dir));
+                }
+            }
+        }
         let file = store::file(&self.db, &record.owner_id, &record.id)
             .await
             .map_err(|e| e.message)?;

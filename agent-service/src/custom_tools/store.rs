@@ -152,6 +152,32 @@ pub async fn file(
     }))
 }
 
+/// The hash of the owner's tool `id`'s file (`None` when missing, not owned or without a
+/// file): what names its materialized directory, read without the bytes.
+pub async fn file_hash(
+    db: &DatabaseConnection,
+    owner_id: &str,
+    id: &str,
+) -> ApiResult<Option<String>> {
+    let row = db
+        .query_one(stmt(
+            db,
+            "SELECT file_sha256 FROM custom_tools \
+             WHERE id = ? AND owner_id = ? AND file_data IS NOT NULL",
+            vec![id.into(), owner_id.into()],
+        ))
+        .await
+        .map_err(db_error)?;
+    match row {
+        None => Ok(None),
+        Some(r) => Ok(Some(
+            r.try_get::<Option<String>>("", "file_sha256")
+                .map_err(db_error)?
+                .unwrap_or_default(),
+        )),
+    }
+}
+
 /// Replaces the tool's name and args; false when no row of the owner's was changed.
 pub async fn update(
     db: &DatabaseConnection,
