@@ -211,6 +211,14 @@ docchat_common::backend_tests! {
             .call(Method::PUT, &format!("{TOOLS}/00000000-0000-0000-0000-000000000000"), &key, Some(json!({"tool_args": {"description": "x"}})))
             .await;
         assert_body(s, &b, 404, "Custom agent tool not found or no changes made.");
+        // A large upload (past gRPC's 4 MB default) goes through whole.
+        let large = format!("{ADD}\n# {}\n", "x".repeat(6 << 20)).into_bytes();
+        let (s, b) = post(&app, Some(&key), form(Some("general_code"), Some("{}"), Some(("add_numbers.py", large.clone())))).await;
+        assert_eq!(s, 201, "{b}");
+        let large_id = b[0]["agent_custom_tool_id"].as_str().unwrap();
+        let r = app.http(Method::GET, &format!("{TOOLS}/{large_id}/download"), Some(&key)).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.bytes().await.unwrap().len(), large.len());
         // Nothing changed: 404 too.
         let (s, b) = app.call(Method::PUT, &format!("{TOOLS}/{id}"), &key, Some(json!({"tool_args": {"description": ""}}))).await;
         assert_body(s, &b, 404, "Custom agent tool not found or no changes made.");
