@@ -2,6 +2,7 @@
 //! built-in agents over gRPC ([`grpc`]); see ARCHITECTURE.md §7 "Agent".
 
 pub mod archive;
+pub mod custom_tools;
 pub mod egress;
 pub mod events;
 pub mod files;
@@ -26,6 +27,7 @@ use docchat_common::host::Host;
 use docchat_common::outbox::OutboxRelay;
 use docchat_common::settings::SettingsClient;
 use docchat_proto::agent::v1::agent_service_server::AgentServiceServer;
+use docchat_proto::agent::v1::custom_tool_service_server::CustomToolServiceServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -123,9 +125,12 @@ pub async fn serve_with(
     ))
     .await;
     let sandbox_status = sandbox.status();
+    let custom_tools = Arc::new(custom_tools(&ctx, db.clone()));
+    let budget: Arc<dyn run::budget::Budget> = Arc::new(budget);
+    let prompts = prompt_writer(&registry, budget.clone());
     let engine = run::Engine {
         catalog,
-        extensions: None,
+        extensions: Some(custom_tools.clone()),
         stored: Some(Arc::new(stored::Stored::new(db.clone(), clients.clone()))),
         deps: Arc::new(tools::ToolDeps {
             code: Arc::new(sandbox),
@@ -137,7 +142,7 @@ pub async fn serve_with(
             fetch: fetch_enabled(),
             fetch_allow,
         }),
-        budget: Arc::new(budget),
+        budget,
     };
     let api = grpc::AgentGrpc {
         db: db.clone(),
@@ -149,6 +154,12 @@ pub async fn serve_with(
     };
     Host::new(&ctx)
         .api(AgentServiceServer::new(api))
+        .api(CustomToolServiceServer::new(
+            custom_tools::service::CustomToolGrpc {
+                tools: custom_tools,
+                prompts,
+            },
+        ))
         // Readiness of code execution, apart from the service's: without a sandbox the
         // other tools still work.
         .status(
@@ -157,4 +168,48 @@ pub async fn serve_with(
         )
         .serve(listener, shutdown, background, db)
         .await
+}
+
+/// The registry's default chat model writing general_code tools' system prompts (none
+/// without one).
+fn prompt_writer(
+    registry: &docchat_inference::Registry,
+    budget: Arc<dyn run::budget::Budget>,
+) -> Option<Arc<dyn custom_tools::prompt::PromptWriter>> {
+    let entry = registry.default_chat_model()?.clone();
+    match docchat_inference::ChatModel::from_entry(
+        &entry,
+        &docchat_inference::LocalOptions::default(),
+    ) {
+        Ok(model) => Some(Arc::new(custom_tools::prompt::ModelPrompts {
+            model: Arc::new(model),
+            entry,
+            budget,
+        })),
+        Err(e) => {
+            tracing::warn!(error = %e, "no default chat model for custom tools' system prompts");
+            None
+        }
+    }
+}
+
+/// The caller's custom tools with the opener of each tool type this replica runs.
+///
+/// REGISTRATION POINTS (issue 16): each kind's module registers its opener here.
+fn custom_tools(
+    ctx: &ServiceContext,
+    db: sea_orm::DatabaseConnection,
+) -> custom_tools::CustomTools {
+    use tools::custom::ToolType;
+    let root = ctx.config.data_dir.join("agent").join("custom_tools");
+    custom_tools::CustomTools::new(db, root)
+        // general_code: a Python function run in the sandbox (custom_tools/general_code.rs).
+        .with_opener(
+            ToolType::GeneralCode,
+            Arc::new(custom_tools::general_code::GeneralCode::default()),
+        )
+    // local_mcp, remote_mcp: crate::mcp (branch ext-mcp) registers its openers here, and
+    // sets `.inspector` for POST /agents/mcp/inspect_tool.
+    // browser_action: crate::browser (branch ext-browser) registers its opener here.
+    // Secrets: tools::custom::NoSecrets until the custom agents' key store lands.
 }

@@ -1,10 +1,11 @@
-//! Schema of agent-service (SQLite and PostgreSQL). Tool preferences, session workspaces and their files' documents (issue 15); the outbox is here from the start because every service publishes `job.*`.
+//! Schema of agent-service (SQLite and PostgreSQL). Tool preferences, session workspaces and their files' documents (issue 15); custom tools (issue 16); the outbox is here from the start because every service publishes `job.*`.
 
 use sea_orm_migration::prelude::*;
 
 mod m20261124_000001_tool_preferences;
 mod m20261124_000002_session_workspaces;
 mod m20261124_000003_workspace_files;
+mod m20261125_000001_custom_tools;
 
 pub struct Migrator;
 
@@ -16,6 +17,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000001_tool_preferences::Migration),
             Box::new(m20261124_000002_session_workspaces::Migration),
             Box::new(m20261124_000003_workspace_files::Migration),
+            Box::new(m20261125_000001_custom_tools::Migration),
         ]
     }
 }

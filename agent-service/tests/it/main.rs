@@ -10,6 +10,7 @@
 
 mod agent_bench;
 mod containment;
+mod custom_tools;
 mod sandbox_bench;
 
 use docchat_common::testing::{Spawned, bind, context};

@@ -43,7 +43,7 @@ fn file_name(document_name: &str) -> &str {
 
 /// `attachment` with the name twice (RFC 6266): `filename` as ASCII (other characters
 /// `_`), and `filename*` as UTF-8 (RFC 5987) for clients that read it.
-fn attachment(name: &str) -> ContentDisposition {
+pub(crate) fn attachment(name: &str) -> ContentDisposition {
     let ascii: String = name
         .chars()
         .map(|c| {

@@ -8,6 +8,7 @@ pub mod collections;
 pub mod compat;
 pub mod completions;
 pub mod configuration;
+pub mod custom_tools;
 pub mod documents;
 pub mod extractors;
 pub mod files;
