@@ -2,6 +2,7 @@
 //! built-in agents over gRPC ([`grpc`]); see ARCHITECTURE.md §7 "Agent".
 
 pub mod archive;
+pub mod browser;
 pub mod egress;
 pub mod events;
 pub mod files;
