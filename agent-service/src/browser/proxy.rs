@@ -108,9 +108,11 @@ async fn serve(mut conn: UnixStream, shared: &Shared) {
     };
     let rest = buf[end..].to_vec();
     let upstream = tokio::time::timeout(CONNECT_TIMEOUT, async {
+        // A name that does not resolve is no refusal (chromium's own background requests
+        // meet that offline); an address the rule refuses is.
         let addr = crate::egress::resolve(&req.host, req.port, &shared.allow)
             .await
-            .map_err(|e| (true, e))?;
+            .map_err(|e| (!e.starts_with("cannot resolve"), e))?;
         TcpStream::connect(addr).await.map_err(|e| {
             (
                 false,
@@ -123,12 +125,14 @@ async fn serve(mut conn: UnixStream, shared: &Shared) {
     let mut upstream = match upstream {
         Ok(u) => u,
         Err((refused, why)) => {
-            tracing::info!(host = %req.host, reason = %why, "browser egress refused");
-            shared
-                .refusals
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(format!("{}:{}: {why}", req.host, req.port));
+            tracing::info!(host = %req.host, reason = %why, "browser egress failed");
+            if refused {
+                shared
+                    .refusals
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(format!("{}:{}: {why}", req.host, req.port));
+            }
             let status = if refused {
                 "403 Forbidden"
             } else {

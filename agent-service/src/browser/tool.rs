@@ -63,7 +63,8 @@ impl Tool for BrowserTool {
             processes: Some(PROCESSES),
         };
         let out = ctx.deps.code.run_with(spec, &grants, &ctx.cancel).await?;
-        let refused = self.proxy.take_refusals();
+        let mut refused = self.proxy.take_refusals();
+        refused.dedup();
         let note = if refused.is_empty() {
             String::new()
         } else {

@@ -9,6 +9,7 @@
 )] // test code: fail loudly
 
 mod agent_bench;
+mod browser;
 mod containment;
 mod sandbox_bench;
 
