@@ -126,6 +126,9 @@ pub async fn serve_with(
     let sandbox_status = sandbox.status();
     let engine = run::Engine {
         catalog,
+        // ext-browser: browser_action tools open with
+        // `browser::BrowserOpener::new(ctx.config.data_dir.join("agent").join("browser"))`,
+        // registered for `ToolType::BrowserAction` in the custom tools' `Extensions` (ext-tools).
         extensions: None,
         stored: Some(Arc::new(stored::Stored::new(db.clone(), clients.clone()))),
         deps: Arc::new(tools::ToolDeps {

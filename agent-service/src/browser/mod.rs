@@ -49,25 +49,14 @@ const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct BrowserOpener {
     /// Where each opened tool's kit (runner, files, proxy socket) lives while a run uses it.
     dir: PathBuf,
-    /// Hosts an administrator lets through although they resolve to private addresses
-    /// (`DOCCHAT_AGENT_EGRESS_ALLOW`); the test-only `ToolDeps::fetch_allow` adds to it.
-    allow: Vec<String>,
 }
 
 impl BrowserOpener {
-    pub fn new(dir: PathBuf, allow: Vec<String>) -> BrowserOpener {
-        BrowserOpener { dir, allow }
-    }
-
-    /// `DOCCHAT_AGENT_EGRESS_ALLOW`: comma-separated host names the agent may reach although
-    /// they resolve to loopback, private or link-local addresses.
-    pub fn allow_from_env() -> Vec<String> {
-        std::env::var("DOCCHAT_AGENT_EGRESS_ALLOW")
-            .unwrap_or_default()
-            .split(',')
-            .map(|h| h.trim().to_ascii_lowercase())
-            .filter(|h| !h.is_empty())
-            .collect()
+    /// Kits under `dir` (agent-service's data directory `agent/browser`). The hosts allowed
+    /// by name are the run's `ToolDeps::fetch_allow` (the administrator's
+    /// `DOCCHAT_AGENT_EGRESS_ALLOW`, and the tests' own), as for fetch_url and remote MCP.
+    pub fn new(dir: PathBuf) -> BrowserOpener {
+        BrowserOpener { dir }
     }
 }
 
@@ -122,9 +111,7 @@ impl Opener for BrowserOpener {
                     record.tool_name
                 )
             })?;
-        let mut allow = self.allow.clone();
-        allow.extend(ctx.deps.fetch_allow.iter().cloned());
-        let proxy = EgressProxy::bind(&kit.path.join("proxy.sock"), allow)
+        let proxy = EgressProxy::bind(&kit.path.join("proxy.sock"), ctx.deps.fetch_allow.clone())
             .map_err(|e| format!("browser action {}: the egress proxy: {e}", record.tool_name))?;
         let inside = code.documents_at(&kit.path);
         let script_inside = inside.join(script.strip_prefix(&kit.path).unwrap_or(&script));

@@ -167,7 +167,7 @@ impl Lab {
     }
 
     fn opener(&self) -> BrowserOpener {
-        BrowserOpener::new(self.dir.path().join("browser"), Vec::new())
+        BrowserOpener::new(self.dir.path().join("browser"))
     }
 
     /// A stored browser_action tool whose only file is `file` with `code`.
