@@ -112,7 +112,9 @@ impl Opener for BrowserOpener {
                 )
             })?;
         let proxy = EgressProxy::bind(&kit.path.join("proxy.sock"), ctx.deps.fetch_allow.clone())
-            .map_err(|e| format!("browser action {}: the egress proxy: {e}", record.tool_name))?;
+            .map_err(|e| {
+            format!("browser action {}: the egress proxy: {e}", record.tool_name)
+        })?;
         let inside = code.documents_at(&kit.path);
         let script_inside = inside.join(script.strip_prefix(&kit.path).unwrap_or(&script));
         let described = describe(ctx, &kit, &inside, &script_inside, &record.tool_name).await?;

@@ -315,7 +315,7 @@ impl Extensions for OneBrowserTool {
     }
 
     async fn open(&self, _caller: &Caller, names: &[String], ctx: &ToolCtx) -> Opened {
-        assert_eq!(names, [self.record.tool_name.clone()]);
+        assert_eq!(names, std::slice::from_ref(&self.record.tool_name));
         match self
             .opener
             .open(&self.record, Some(&self.files), ctx, &NoSecrets)
