@@ -339,6 +339,19 @@ mod tests {
         assert_eq!(why.len(), 2, "{why:?}");
         assert!(why[1].contains("private"), "{why:?}");
 
+        // A tunnel (https): the proxy answers 200, then bytes go through both ways.
+        let mut c = UnixStream::connect(&open).await.unwrap();
+        c.write_all(format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut head = [0u8; 39];
+        c.read_exact(&mut head).await.unwrap();
+        assert_eq!(&head[..], b"HTTP/1.1 200 Connection established\r\n\r\n");
+        c.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        let mut out = String::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), c.read_to_string(&mut out)).await;
+        assert!(out.ends_with("hello"), "{out}");
+
         drop(allowing);
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(
