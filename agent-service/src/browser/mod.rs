@@ -14,9 +14,10 @@
 //! Each call is one sandboxed process (bubblewrap only: the browser needs a network namespace
 //! of its own, whose loopback carries chromium's proxy traffic to a forwarder that hands it to
 //! the proxy's unix socket; the Landlock helper's seccomp filter refuses AF_INET, so browser
-//! tools are refused there with a clear note). The tool's files, the runner and the proxy's
-//! socket are bound read-only (the run's read-only mount, `/documents`); the session's
-//! workspace is writable (screenshots are kept like any file a run writes).
+//! tools are refused there with a clear note). The tool's files, the runner and the call's
+//! proxy socket (a proxy per call, so what it refused is that call's) are bound read-only
+//! (the run's read-only mount, `/documents`); the session's workspace is writable
+//! (screenshots are kept like any file a run writes).
 
 mod proxy;
 mod tool;
@@ -47,7 +48,7 @@ const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Opens browser_action tools (see the module documentation).
 pub struct BrowserOpener {
-    /// Where each opened tool's kit (runner, files, proxy socket) lives while a run uses it.
+    /// Where each opened tool's kit (runner, files, proxy sockets) lives while a run uses it.
     dir: PathBuf,
 }
 
@@ -111,10 +112,6 @@ impl Opener for BrowserOpener {
                     record.tool_name
                 )
             })?;
-        let proxy = EgressProxy::bind(&kit.path.join("proxy.sock"), ctx.deps.fetch_allow.clone())
-            .map_err(|e| {
-            format!("browser action {}: the egress proxy: {e}", record.tool_name)
-        })?;
         let inside = code.documents_at(&kit.path);
         let script_inside = inside.join(script.strip_prefix(&kit.path).unwrap_or(&script));
         let described = describe(ctx, &kit, &inside, &script_inside, &record.tool_name).await?;
@@ -135,7 +132,6 @@ impl Opener for BrowserOpener {
             function: described.function,
             script: script_inside,
             inside,
-            proxy,
             kit,
         }));
         Ok(opened)

@@ -22,8 +22,7 @@ pub struct BrowserTool {
     pub(super) script: PathBuf,
     /// The kit, as the sandbox sees it.
     pub(super) inside: PathBuf,
-    pub(super) proxy: EgressProxy,
-    /// Removed (and the proxy stopped) when the run drops the tool.
+    /// Removed when the run drops the tool.
     pub(super) kit: Kit,
 }
 
@@ -42,7 +41,10 @@ impl Tool for BrowserTool {
     }
 
     async fn call(&self, ctx: &ToolCtx, args: Value) -> Result<ToolOutput, String> {
-        self.proxy.take_refusals();
+        // A proxy of this call's own: what it refused is this call's, and it ends with it.
+        let socket = format!("proxy-{}.sock", uuid::Uuid::new_v4().simple());
+        let proxy = EgressProxy::bind(&self.kit.path.join(&socket), ctx.deps.fetch_allow.clone())
+            .map_err(|e| format!("the egress proxy: {e}"))?;
         let spec = CodeSpec {
             argv: vec![
                 "python3".into(),
@@ -50,7 +52,7 @@ impl Tool for BrowserTool {
                 "call".into(),
                 self.script.display().to_string(),
                 self.function.clone(),
-                self.inside.join("proxy.sock").display().to_string(),
+                self.inside.join(&socket).display().to_string(),
                 ctx.timeout.as_secs().max(1).to_string(),
             ],
             workspace: ctx.workspace.clone(),
@@ -63,7 +65,9 @@ impl Tool for BrowserTool {
             processes: Some(PROCESSES),
         };
         let out = ctx.deps.code.run_with(spec, &grants, &ctx.cancel).await?;
-        let mut refused = self.proxy.take_refusals();
+        let mut refused = proxy.take_refusals();
+        drop(proxy);
+        let _ = std::fs::remove_file(self.kit.path.join(&socket));
         refused.dedup();
         let note = if refused.is_empty() {
             String::new()
