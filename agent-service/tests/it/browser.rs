@@ -441,3 +441,49 @@ async fn an_agent_run_calls_a_browser_action() {
         "the tool's result the model read"
     );
 }
+
+#[tokio::test]
+async fn a_zip_tool_finds_its_script_and_imports_its_own_modules() {
+    let Some(lab) = lab(Mode::Bubblewrap, 5).await else {
+        return;
+    };
+    // A ZIP's contents, extracted: the script sits in a folder beside a helper module.
+    let files = lab.dir.path().join("files").join("zip");
+    std::fs::create_dir_all(files.join("pkg")).unwrap();
+    std::fs::write(files.join("README.txt"), "not code").unwrap();
+    std::fs::write(
+        files.join("pkg/shout.py"),
+        "def shout(s):\n    return s.upper() + '!'\n",
+    )
+    .unwrap();
+    std::fs::write(
+        files.join("pkg/browser_shout.py"),
+        "from shout import shout\n\ndef run(page, html: str) -> str:\n    \"\"\"Shouts a page's title.\"\"\"\n    return shout(page.goto('data:text/html,' + html).title())\n",
+    )
+    .unwrap();
+    let record = ToolRecord {
+        id: "t-zip".into(),
+        owner_id: "alice".into(),
+        owner_email: "alice@example.com".into(),
+        tool_name: "shouter".into(),
+        tool_type: ToolType::BrowserAction,
+        args: json!({"description": "Shouts titles", "system_prompt": "Shout when asked."}),
+        file_name: Some("shouter.zip".into()),
+    };
+    let opened = lab
+        .opener()
+        .open(&record, Some(&files), &lab.ctx(), &NoSecrets)
+        .await
+        .unwrap();
+    assert_eq!(opened.instructions, ["Shout when asked."]);
+    let tool = &opened.tools[0];
+    assert_eq!(
+        (tool.name(), tool.description()),
+        ("shouter", "Shouts titles")
+    );
+    let out = tool
+        .call(&lab.ctx(), json!({"html": "<title>quiet</title>"}))
+        .await
+        .unwrap();
+    assert_eq!(out.text, "QUIET!");
+}
