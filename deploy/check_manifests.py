@@ -59,7 +59,8 @@ BINARIES = set(PACKAGES.values())
 # second binary of docchat-agent-service that must sit next to agent-service in the image.
 SANDBOX_HELPER = "docchat-sandbox-exec"
 # Debian packages the image needs for the sandbox (as scripts/sandbox-runtime.sh installs).
-SANDBOX_PACKAGES = ("bubblewrap", "util-linux", "python3", "python3-numpy", "python3-pandas", "python3-matplotlib")
+SANDBOX_PACKAGES = ("bubblewrap", "util-linux", "python3", "python3-numpy", "python3-pandas", "python3-matplotlib",
+                    "chromium")
 # The one container that runs as uid 0: agent-service, so that each code run gets a uid of its
 # own; with every capability dropped but these.
 SANDBOX_HOST = "agent-service"

@@ -2,7 +2,8 @@
 # Installs what agent-service's code sandbox needs on this host when it is missing:
 # bubblewrap (Debian's `bubblewrap`, the sandbox backend), util-linux's `prlimit` (the
 # resource limits applied inside the sandbox) and the Python packages code is expected to
-# use (Debian's python3-numpy, python3-pandas, python3-matplotlib). Idempotent; scripts/test.sh and scripts/run.sh
+# use (Debian's python3-numpy, python3-pandas, python3-matplotlib) and Debian's chromium (the
+# headless browser of browser_action tools, agent-service/src/browser/). Idempotent; scripts/test.sh and scripts/run.sh
 # call it. Without root (or apt) it says what is missing and exits 0: agent-service then
 # reports the sandbox as unavailable and refuses code tools (see docs/ARCHITECTURE.md §7).
 #
@@ -19,6 +20,9 @@ command -v prlimit >/dev/null 2>&1 || missing+=(util-linux)
 for module in numpy pandas matplotlib; do
   /usr/bin/python3 -c "import $module" >/dev/null 2>&1 || missing+=("python3-$module")
 done
+# browser_action tools: Debian's chromium, run headless in the sandbox (the binary itself: the
+# /usr/bin/chromium launcher reads /etc/chromium.d, which the sandbox does not have).
+[ -x /usr/lib/chromium/chromium ] || missing+=(chromium)
 
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0

@@ -2,6 +2,7 @@
 //! built-in agents over gRPC ([`grpc`]); see ARCHITECTURE.md §7 "Agent".
 
 pub mod archive;
+pub mod browser;
 pub mod custom_tools;
 pub mod egress;
 pub mod events;
@@ -208,8 +209,15 @@ fn custom_tools(
             ToolType::GeneralCode,
             Arc::new(custom_tools::general_code::GeneralCode::default()),
         )
+        // browser_action: a script driving headless chromium in the sandbox, its web through
+        // the egress proxy (browser/).
+        .with_opener(
+            ToolType::BrowserAction,
+            Arc::new(browser::BrowserOpener::new(
+                ctx.config.data_dir.join("agent").join("browser"),
+            )),
+        )
     // local_mcp, remote_mcp: crate::mcp (branch ext-mcp) registers its openers here, and
     // sets `.inspector` for POST /agents/mcp/inspect_tool.
-    // browser_action: crate::browser (branch ext-browser) registers its opener here.
     // Secrets: tools::custom::NoSecrets until the custom agents' key store lands.
 }

@@ -54,6 +54,14 @@ impl Limits {
         }
     }
 
+    /// These limits with what `grants` raises.
+    pub fn granting(mut self, grants: &crate::tools::Grants) -> Limits {
+        if let Some(n) = grants.processes {
+            self.processes = n;
+        }
+        self
+    }
+
     /// `prlimit` and its options, to put in front of the program.
     pub fn prlimit(&self, prlimit: &Path) -> Vec<String> {
         vec![

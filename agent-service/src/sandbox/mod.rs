@@ -38,7 +38,7 @@ use std::time::Duration;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use crate::tools::{CodeOutput, CodeRunner, CodeSpec};
+use crate::tools::{CodeOutput, CodeRunner, CodeSpec, Grants};
 use bwrap::Bwrap;
 use helper::{Helper, Invocation};
 use limits::{Limits, Slots};
@@ -283,10 +283,11 @@ impl Sandbox {
     fn command(
         &self,
         spec: &CodeSpec,
+        grants: &Grants,
         uid: Option<u32>,
         tmp: Option<&Path>,
     ) -> Result<Command, String> {
-        let limits = Limits::for_spec(spec);
+        let limits = Limits::for_spec(spec).granting(grants);
         match &self.backend {
             Backend::Bubblewrap(b) => {
                 let mut cmd = Command::new(b.program());
@@ -398,6 +399,15 @@ fn hand_over(workspace: &Path, uid: u32) -> std::io::Result<()> {
 #[async_trait::async_trait]
 impl CodeRunner for Sandbox {
     async fn run(&self, spec: CodeSpec, cancel: &CancellationToken) -> Result<CodeOutput, String> {
+        self.run_with(spec, &Grants::default(), cancel).await
+    }
+
+    async fn run_with(
+        &self,
+        spec: CodeSpec,
+        grants: &Grants,
+        cancel: &CancellationToken,
+    ) -> Result<CodeOutput, String> {
         if let Backend::Unavailable(why) = &self.backend {
             return Err(format!("code execution is unavailable: {why}"));
         }
@@ -429,7 +439,7 @@ impl CodeRunner for Sandbox {
         } else {
             supervise::Group::New
         };
-        let result = match self.command(&spec, slot.uid, tmp.as_deref()) {
+        let result = match self.command(&spec, grants, slot.uid, tmp.as_deref()) {
             Ok(cmd) => supervise::run(cmd, group, spec.stdin.clone(), spec.wall_clock, cancel)
                 .await
                 .map_err(|e| {
@@ -450,6 +460,10 @@ impl CodeRunner for Sandbox {
 
     fn available(&self) -> bool {
         !matches!(self.backend, Backend::Unavailable(_))
+    }
+
+    fn private_network(&self) -> bool {
+        matches!(self.backend, Backend::Bubblewrap(_))
     }
 
     fn documents_at(&self, host: &Path) -> PathBuf {

@@ -36,10 +36,35 @@ pub struct CodeOutput {
     pub cancelled: bool,
 }
 
+/// What a run may use beyond the sandbox's usual limits (a headless browser starts well
+/// over a hundred threads, which count against the process limit).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grants {
+    /// RLIMIT_NPROC instead of the sandbox's default.
+    pub processes: Option<u64>,
+}
+
 /// The sandbox, as the code tools see it.
 #[async_trait::async_trait]
 pub trait CodeRunner: Send + Sync {
     async fn run(&self, spec: CodeSpec, cancel: &CancellationToken) -> Result<CodeOutput, String>;
+
+    /// As [`CodeRunner::run`], with `grants` (runners without limits of their own ignore
+    /// them).
+    async fn run_with(
+        &self,
+        spec: CodeSpec,
+        _grants: &Grants,
+        cancel: &CancellationToken,
+    ) -> Result<CodeOutput, String> {
+        self.run(spec, cancel).await
+    }
+
+    /// Whether a run has a network namespace of its own (its loopback is its own and
+    /// nothing else is reachable): where a browser may run behind the egress proxy.
+    fn private_network(&self) -> bool {
+        false
+    }
 
     /// Whether runs can succeed at all (the code tools are offered only then).
     fn available(&self) -> bool {
