@@ -2,6 +2,7 @@
 //! built-in agents over gRPC ([`grpc`]); see ARCHITECTURE.md §7 "Agent".
 
 pub mod archive;
+pub mod custom_agents;
 pub mod egress;
 pub mod events;
 pub mod files;
@@ -26,6 +27,7 @@ use docchat_common::host::Host;
 use docchat_common::outbox::OutboxRelay;
 use docchat_common::settings::SettingsClient;
 use docchat_proto::agent::v1::agent_service_server::AgentServiceServer;
+use docchat_proto::agent::v1::custom_agent_service_server::CustomAgentServiceServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -123,6 +125,22 @@ pub async fn serve_with(
     ))
     .await;
     let sandbox_status = sandbox.status();
+    // ---- Custom agents and stored keys (issue 16, ext-agents) ----
+    let agent_keys = custom_agents::keys::KeyStore {
+        db: db.clone(),
+        cipher: Arc::new(custom_agents::cipher::Cipher::from_deployment(
+            &ctx.config,
+            ctx.standalone,
+        )?),
+    };
+    // The stored keys are the `Secrets` of custom tools (MCP headers, environment).
+    let secrets: Arc<dyn tools::custom::Secrets> = Arc::new(agent_keys.clone());
+    let custom_agent_runner = Arc::new(custom_agents::run::Runner {
+        db: db.clone(),
+        keys: agent_keys.clone(),
+        dir: ctx.config.data_dir.join("agent").join("custom_agents"),
+    });
+    // ---- end custom agents ----
     let engine = run::Engine {
         catalog,
         extensions: None,
@@ -146,9 +164,17 @@ pub async fn serve_with(
         workspaces,
         tracker: background.tracker.clone(),
         shutdown: shutdown.clone(),
+        custom_agents: Some(custom_agent_runner),
     };
+    let _ = &secrets; // TODO(lead): hand `secrets` to ext-tools' Extensions when merged.
     Host::new(&ctx)
         .api(AgentServiceServer::new(api))
+        .api(CustomAgentServiceServer::new(
+            custom_agents::service::CustomAgentGrpc {
+                db: db.clone(),
+                keys: agent_keys,
+            },
+        ))
         // Readiness of code execution, apart from the service's: without a sandbox the
         // other tools still work.
         .status(

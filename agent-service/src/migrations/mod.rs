@@ -5,6 +5,7 @@ use sea_orm_migration::prelude::*;
 mod m20261124_000001_tool_preferences;
 mod m20261124_000002_session_workspaces;
 mod m20261124_000003_workspace_files;
+mod m20261125_000002_custom_agents;
 
 pub struct Migrator;
 
@@ -16,6 +17,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000001_tool_preferences::Migration),
             Box::new(m20261124_000002_session_workspaces::Migration),
             Box::new(m20261124_000003_workspace_files::Migration),
+            Box::new(m20261125_000002_custom_agents::Migration),
         ]
     }
 }
