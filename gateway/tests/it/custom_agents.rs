@@ -92,7 +92,7 @@ docchat_common::backend_tests! {
     async fn custom_agent_errors_permissions_and_ownership(backend) {
         let app = Stack::docchat(&backend).await;
         let (alice_id, alice) = app.user("alice").await;
-        let (_, bob) = app.user("bob").await;
+        let (bob_id, bob) = app.user("bob").await;
         let zip = zip_of(&[
             ("helper/main.py", b"print('hi')"),
             ("helper/metadata.json", br#"{"description": "helps", "mcp_servers": {"weather": {"url": "x"}}}"#),
@@ -204,7 +204,7 @@ docchat_common::backend_tests! {
             app.call(Method::GET, &format!("/api/v1/agents/custom_agents/{id}"), &bob, None).await,
             404, &format!("custom agent {id} not found"),
         );
-        grant(&app, &app.call(Method::GET, "/api/v1/users/current", &bob, None).await.1["id"].as_str().unwrap().to_owned(), "bob-agents", &ALL).await;
+        grant(&app, &bob_id, "bob-agents", &ALL).await;
         assert_eq!(app.call(Method::GET, "/api/v1/agents/custom_agents", &bob, None).await, (200, json!([])));
         assert_eq!(app.call(Method::PUT, &format!("/api/v1/agents/custom_agents/{id}"), &bob, Some(json!({"agent_args": {}}))).await.0, 404);
         assert_eq!(app.call(Method::GET, &format!("/api/v1/agents/custom_agents/{id}/suggestions"), &bob, None).await.0, 404);
