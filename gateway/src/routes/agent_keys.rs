@@ -2,7 +2,7 @@
 //! (the client's create_agent_key, list_agent_keys, update_agent_key, delete_agent_keys).
 //! Values are write-only: no answer carries them.
 
-use actix_web::{delete, get, post, web};
+use actix_web::{HttpResponse, delete, get, post, web};
 use docchat_proto::agent::v1 as pb;
 use docchat_proto::common::v1::Empty;
 use serde::{Deserialize, Serialize};
@@ -10,7 +10,6 @@ use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::comma_list;
-use super::custom_agents::Count;
 use crate::auth::AgentsApi;
 use crate::error::{ErrorBody, TerseResult};
 
@@ -126,20 +125,18 @@ pub async fn update_agent_key(
 
 #[utoipa::path(tag = "Agents",
     params(("key_ids" = String, Path, description = "comma-separated ids")),
-    responses((status = 200, body = Count), (status = 401, body = ErrorBody)),
+    responses((status = 204, description = "deleted (the caller's keys among them; others are left alone)"), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 #[delete("/agents/keys/{key_ids}")]
 pub async fn delete_agent_keys(
     api: AgentsApi,
     path: web::Path<String>,
-) -> TerseResult<web::Json<Count>> {
-    let n = api
-        .custom_agents()
+) -> TerseResult<HttpResponse> {
+    api.custom_agents()
         .delete_keys(pb::Ids {
             ids: comma_list(&path),
         })
         .await?;
-    Ok(web::Json(Count {
-        count: n.into_inner().count,
-    }))
+    // The client's delete_agent_keys expects 204.
+    Ok(HttpResponse::NoContent().finish())
 }

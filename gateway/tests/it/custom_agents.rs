@@ -216,7 +216,8 @@ docchat_common::backend_tests! {
         assert_eq!(app.call(Method::GET, "/api/v1/agents/keys", &bob, None).await, (200, json!([])));
         let ta_id = ta["id"].as_str().unwrap();
         assert_eq!(app.call(Method::DELETE, &format!("/api/v1/agents/custom_agent_tool_associations/{ta_id}"), &bob, None).await, (200, json!({"deleted_count": 0})));
-        assert_eq!(app.call(Method::DELETE, &format!("/api/v1/agents/keys/{key_id}"), &bob, None).await, (200, json!({"count": 0})));
+        assert_eq!(app.call(Method::DELETE, &format!("/api/v1/agents/keys/{key_id}"), &bob, None).await, (204, Value::Null));
+        assert_eq!(app.call(Method::GET, "/api/v1/agents/keys", &alice, None).await.1.as_array().unwrap().len(), 1, "bob's delete left alice's key");
         assert_eq!(app.call(Method::DELETE, &format!("/api/v1/agents/custom_agents/{id}"), &bob, None).await, (200, json!({"count": 0})));
 
         // Alice's deletes.
@@ -225,7 +226,8 @@ docchat_common::backend_tests! {
         assert_eq!(app.call(Method::DELETE, &format!("/api/v1/agents/custom_agent_key_associations/{ka_id}"), &alice, None).await, (200, json!({"deleted_count": 1})));
         assert_eq!(app.call(Method::DELETE, &format!("/api/v1/agents/custom_agents/{id}%2C{renamed_id}"), &alice, None).await, (200, json!({"count": 2})));
         assert_eq!(app.call(Method::GET, &format!("/api/v1/agents/custom_agents/{id}"), &alice, None).await.0, 404);
-        assert_eq!(app.call(Method::DELETE, &format!("/api/v1/agents/keys/{key_id}"), &alice, None).await, (200, json!({"count": 1})));
+        assert_eq!(app.call(Method::DELETE, &format!("/api/v1/agents/keys/{key_id}"), &alice, None).await, (204, Value::Null));
+        assert_eq!(app.call(Method::GET, "/api/v1/agents/keys", &alice, None).await, (200, json!([])));
         app.stop().await;
     }
 
