@@ -129,6 +129,12 @@ docchat_common::backend_tests! {
         exactly(upload(&app, &alice, agent_form("a.zip", zip.clone(), "{not json")).await, 400, "Invalid JSON format for agent_args.");
         exactly(upload(&app, &alice, agent_form("big.zip", vec![0u8; 20 * 1024 * 1024 + 1], "{}")).await, 413, "File is too large, maximum size is 20MB");
 
+        // A ZIP that climbs out is refused before anything is stored.
+        let (s, e) = upload(&app, &alice, agent_form("evil.zip", zip_of(&[("evil/main.py", b"1"), ("../escaped.py", b"1")]), "{}")).await;
+        assert_eq!(s, 400, "{e}");
+        assert!(e["message"].as_str().unwrap().contains("'..'"), "{e}");
+        assert_eq!(app.call(Method::GET, "/api/v1/agents/custom_agents", &alice, None).await.1.as_array().unwrap().len(), 1);
+
         // Uploaded again under the same name: the same agent. Two folders: two agents.
         let (s, again) = upload(&app, &alice, agent_form("a.zip", zip.clone(), r#"{"description": "d"}"#)).await;
         assert_eq!((s, again[0]["agent_custom_agent_id"].as_str()), (201, Some(id.as_str())));
