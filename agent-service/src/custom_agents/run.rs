@@ -13,7 +13,8 @@
 //!   the agent's agent_args (JSON);
 //! - each associated key as an environment variable named by its env_key_name (a declared
 //!   optional key with a default gets the default when no key is given);
-//! - its answer is what it writes on stdout; stderr goes to the run's history (clipped).
+//! - its answer is what it writes on stdout, streamed line by line; stderr goes to the
+//!   run's history (clipped).
 //!
 //! The keys reach the sandbox on the program's stdin (read by a small launcher that sets
 //! them in the environment and then runs the command), never in argv, a file or a log; any
@@ -27,6 +28,7 @@ use docchat_common::error::ApiResult;
 use docchat_proto::agent::v1 as pb;
 use sea_orm::DatabaseConnection;
 use serde_json::json;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::keys::KeyStore;
@@ -36,9 +38,12 @@ use crate::archive::{self, Limits};
 use crate::tools::{CodeOutput, CodeRunner, CodeSpec};
 
 /// Sets the environment from the JSON on stdin, writes the files it names into a private
-/// temporary directory, then replaces itself with the agent's command.
+/// temporary directory, then runs the agent's command, copying its stdout as it comes to
+/// [`STREAM_FILE`] in the workspace (which the service tails: the sandbox's runner returns
+/// the output only at the end).
 const LAUNCHER: &str = r#"
 import json, os, sys, tempfile
+STREAM_FILE = ".docchat-agent-answer"
 spec = json.load(sys.stdin)
 agent_dir = sys.argv[1]
 tmp = tempfile.mkdtemp(prefix="agent-")
@@ -60,9 +65,61 @@ cmd = [os.path.join(agent_dir, w) if i > 0 and os.path.isfile(os.path.join(agent
        for i, w in enumerate(sys.argv[2:])]
 if cmd and os.path.isfile(os.path.join(agent_dir, cmd[0])):
     cmd[0] = os.path.join(agent_dir, cmd[0])
-sys.stdout.flush()
-os.execvpe(cmd[0], cmd, env)
+# The answer goes to stdout and, as it comes, to a file of the workspace the service tails.
+import subprocess
+tee = open(os.path.join(os.getcwd(), STREAM_FILE), "wb", buffering=0)
+try:
+    child = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE)
+except OSError as e:
+    print("cannot run", cmd, ":", e, file=sys.stderr)
+    sys.exit(127)
+for chunk in iter(lambda: child.stdout.read1(65536), b""):
+    sys.stdout.buffer.write(chunk)
+    sys.stdout.buffer.flush()
+    tee.write(chunk)
+sys.exit(child.wait())
 "#;
+
+/// The launcher's copy of the answer in the workspace; removed before the files are stored.
+pub const STREAM_FILE: &str = ".docchat-agent-answer";
+
+/// Most bytes of an answer streamed.
+const MAX_ANSWER: u64 = 4 << 20;
+
+/// Reads the answer's new complete lines from [`STREAM_FILE`].
+struct Tail {
+    path: PathBuf,
+    offset: u64,
+    partial: Vec<u8>,
+}
+
+impl Tail {
+    /// The complete lines written since the last call (`all`: the rest too, at the end).
+    async fn next(&mut self, all: bool) -> String {
+        use tokio::io::{AsyncReadExt, AsyncSeekExt};
+        let Ok(mut f) = tokio::fs::File::open(&self.path).await else {
+            return String::new();
+        };
+        if f.seek(std::io::SeekFrom::Start(self.offset)).await.is_err() {
+            return String::new();
+        }
+        let mut buf = Vec::new();
+        let room = MAX_ANSWER.saturating_sub(self.offset);
+        let n = (&mut f).take(room).read_to_end(&mut buf).await.unwrap_or(0);
+        self.offset += n as u64;
+        self.partial.extend_from_slice(&buf[..n]);
+        let cut = if all {
+            self.partial.len()
+        } else {
+            self.partial
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |i| i + 1)
+        };
+        let done: Vec<u8> = self.partial.drain(..cut).collect();
+        String::from_utf8_lossy(&done).into_owned()
+    }
+}
 
 /// A custom agent chosen for a run, with what runs it.
 #[derive(Clone)]
@@ -79,10 +136,8 @@ pub struct Runner {
     pub dir: PathBuf,
 }
 
-/// What a run of a custom agent gave.
+/// What a run of a custom agent gave (its answer went out through the run's `answer`).
 pub struct Outcome {
-    /// stdout, with key values redacted.
-    pub text: String,
     /// What to note in the run's history (stderr, exit status), redacted.
     pub notes: Vec<String>,
     pub failed: bool,
@@ -162,7 +217,12 @@ impl Runner {
             .collect())
     }
 
-    /// Runs `a` for `start` in `workspace` under the sandbox `code`.
+    /// Runs `a` for `start` in `workspace` under the sandbox `code`; its answer goes out
+    /// on `answer` as it comes.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one run's inputs, each used once"
+    )]
     pub async fn run(
         &self,
         a: &AgentRow,
@@ -171,14 +231,14 @@ impl Runner {
         code: &dyn CodeRunner,
         limits: (Duration, Option<u64>),
         cancel: &CancellationToken,
+        answer: mpsc::Sender<String>,
     ) -> Outcome {
         match self
-            .try_run(a, start, workspace, code, limits, cancel)
+            .try_run(a, start, workspace, code, limits, cancel, answer)
             .await
         {
             Ok(o) => o,
             Err(why) => Outcome {
-                text: String::new(),
                 notes: vec![format!(
                     "the custom agent {} did not run: {why}",
                     a.agent_name
@@ -188,6 +248,7 @@ impl Runner {
         }
     }
 
+    #[expect(clippy::too_many_arguments, reason = "as run")]
     async fn try_run(
         &self,
         a: &AgentRow,
@@ -196,6 +257,7 @@ impl Runner {
         code: &dyn CodeRunner,
         (wall_clock, memory_bytes): (Duration, Option<u64>),
         cancel: &CancellationToken,
+        answer: mpsc::Sender<String>,
     ) -> Result<Outcome, String> {
         if !code.available() {
             return Err("code execution is unavailable on this server (no sandbox)".into());
@@ -232,12 +294,42 @@ impl Runner {
             // The agent's folder is the run's read-only mount.
             documents: Some(folder),
         };
-        let out: CodeOutput = code.run(spec, cancel).await?;
         let redact = |s: &str| {
             secrets
                 .iter()
                 .fold(s.to_owned(), |acc, v| acc.replace(v.as_str(), "[redacted]"))
         };
+        let mut tail = Tail {
+            path: workspace.join(STREAM_FILE),
+            offset: 0,
+            partial: Vec::new(),
+        };
+        let _ = tokio::fs::remove_file(&tail.path).await;
+        // Complete lines go out as they come (redacted line by line), the rest at the end.
+        let out: CodeOutput = {
+            let run = code.run(spec, cancel);
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    out = &mut run => break out?,
+                    () = tokio::time::sleep(Duration::from_millis(100)) => {
+                        let lines = tail.next(false).await;
+                        if !lines.is_empty() {
+                            let _ = answer.send(redact(&lines)).await;
+                        }
+                    }
+                }
+            }
+        };
+        let rest = tail.next(true).await;
+        let streamed = tail.offset > 0;
+        let _ = tokio::fs::remove_file(&tail.path).await;
+        if !rest.is_empty() {
+            let _ = answer.send(redact(&rest)).await;
+        } else if !streamed && !out.stdout.is_empty() {
+            // The launcher did not get as far as its copy.
+            let _ = answer.send(redact(&out.stdout)).await;
+        }
         let mut notes = Vec::new();
         if !out.stderr.trim().is_empty() {
             notes.push(format!(
@@ -254,7 +346,6 @@ impl Runner {
             notes.push(format!("the custom agent exited with {:?}", out.exit_code));
         }
         Ok(Outcome {
-            text: redact(&out.stdout),
             notes,
             failed: failed && !out.cancelled,
         })

@@ -1,7 +1,7 @@
 //! A run of a custom agent (llm_args agent_type = one of the caller's custom agents' names):
 //! instead of the model loop, the agent's folder runs in the sandbox
 //! ([`crate::custom_agents::run`]); its stdout is the answer, streamed line by line as
-//! deltas; then the workspace's files are stored and the run finishes as any other.
+//! deltas while it runs; then the workspace's files are stored and the run finishes as any other.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -40,19 +40,25 @@ impl Engine {
             offered: Vec::new(),
         };
         self.restore(&mut st).await;
-        let out = custom
-            .runner
-            .run(
-                &custom.agent,
-                &req.start,
-                &req.workspace,
-                self.deps.code.as_ref(),
-                (req.args.total_timeout, req.args.max_memory),
-                control.stop_token(),
-            )
-            .await;
-        for line in out.text.split_inclusive('\n') {
-            st.delta(line).await;
+        let (tx, mut answer) = mpsc::channel::<String>(64);
+        let run = custom.runner.run(
+            &custom.agent,
+            &req.start,
+            &req.workspace,
+            self.deps.code.as_ref(),
+            (req.args.total_timeout, req.args.max_memory),
+            control.stop_token(),
+            tx,
+        );
+        tokio::pin!(run);
+        let out = loop {
+            tokio::select! {
+                out = &mut run => break out,
+                Some(piece) = answer.recv() => st.delta(&piece).await,
+            }
+        };
+        while let Ok(piece) = answer.try_recv() {
+            st.delta(&piece).await;
         }
         for n in &out.notes {
             st.history.note(1, n);

@@ -256,8 +256,9 @@ docchat_common::backend_tests! {
         let tool_id = remote_mcp_tool(&app, &alice_id, "weather").await;
 
         let main = br#"
-import json, os
+import json, os, time
 print("Hello from the custom agent")
+time.sleep(1.5)
 print("asked:", os.environ["AGENT_MESSAGE"])
 servers = json.load(open(os.environ["AGENT_MCP_SERVERS_FILE"]))
 print("servers:", ",".join(s["server"] + "=" + s["tool_type"] for s in servers))
@@ -299,7 +300,17 @@ open("report.txt", "w").write("made by the agent\n")
             "llm_args": {"use_agent": true, "agent_type": "forecaster"},
             "rag_config": {"rag_type": "agent_only"},
         })).await;
-        let (body, last) = lines.rest(Duration::from_secs(60)).await;
+        // The first line arrives while the agent still runs (it sleeps after printing it).
+        let mut body = String::new();
+        while !body.contains("Hello from the custom agent") {
+            let line = lines.next(Duration::from_secs(60)).await.expect("a first line");
+            assert_ne!(line["finished"], true, "{line}");
+            body.push_str(line["body"].as_str().unwrap_or(""));
+        }
+        let first_at = std::time::Instant::now();
+        let (rest, last) = lines.rest(Duration::from_secs(60)).await;
+        assert!(first_at.elapsed() >= Duration::from_secs(1), "the answer was streamed as it came, not at the end");
+        body.push_str(&rest);
         assert!(last.get("error").is_none(), "{last}");
         assert!(body.contains("Hello from the custom agent"), "{body}");
         assert!(body.contains("asked: Forecast for Paris?"), "{body}");
