@@ -134,7 +134,8 @@ pub async fn serve_with(
         )?),
     };
     // The stored keys are the `Secrets` of custom tools (MCP headers, environment).
-    let secrets: Arc<dyn tools::custom::Secrets> = Arc::new(agent_keys.clone());
+    // TODO(lead): hand this to ext-tools' `Extensions` (Engine.extensions) at the merge.
+    let _secrets: Arc<dyn tools::custom::Secrets> = Arc::new(agent_keys.clone());
     let custom_agent_runner = Arc::new(custom_agents::run::Runner {
         db: db.clone(),
         keys: agent_keys.clone(),
@@ -166,7 +167,6 @@ pub async fn serve_with(
         shutdown: shutdown.clone(),
         custom_agents: Some(custom_agent_runner),
     };
-    let _ = &secrets; // TODO(lead): hand `secrets` to ext-tools' Extensions when merged.
     Host::new(&ctx)
         .api(AgentServiceServer::new(api))
         .api(CustomAgentServiceServer::new(
