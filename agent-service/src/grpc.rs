@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::custom_agents::run::CustomRun;
 use crate::run::agents::AgentType;
 use crate::run::args::{self, RunArgs, ToolSelection};
 use crate::run::control::Control;
@@ -102,6 +103,9 @@ pub struct AgentGrpc {
     pub tracker: TaskTracker,
     /// The service's shutdown: running runs stop.
     pub shutdown: CancellationToken,
+    /// Custom agents (issue 16): run by name, listed with the agents; `None` in tests
+    /// without them.
+    pub custom_agents: Option<Arc<crate::custom_agents::run::Runner>>,
 }
 
 impl AgentGrpc {
@@ -206,11 +210,37 @@ impl AgentGrpc {
         model: &str,
         args_json: &str,
         has_collection: bool,
-    ) -> ApiResult<(RunArgs, Vec<String>, ModelEntry, Arc<ChatModel>)> {
+    ) -> ApiResult<(
+        RunArgs,
+        Vec<String>,
+        ModelEntry,
+        Arc<ChatModel>,
+        Option<CustomRun>,
+    )> {
         let args = args::parse(args_json)?;
-        let tools = self.tools_for(caller, &args, has_collection).await?;
+        let custom = self.custom_agent(caller, &args).await?;
+        let tools = match custom {
+            // The agent brings its own tools (its associated MCP servers).
+            Some(_) => Vec::new(),
+            None => self.tools_for(caller, &args, has_collection).await?,
+        };
         let (entry, model) = self.models.pick(model)?;
-        Ok((args, tools, entry, model))
+        Ok((args, tools, entry, model, custom))
+    }
+
+    /// The caller's custom agent agent_type names; a name that is neither built in nor one
+    /// of theirs is the 400 of [`args::unknown_agent_type`].
+    async fn custom_agent(&self, caller: &Caller, args: &RunArgs) -> ApiResult<Option<CustomRun>> {
+        let Some(name) = &args.custom_agent else {
+            return Ok(None);
+        };
+        let found = match &self.custom_agents {
+            Some(runner) => runner.find(&caller.user_id, name).await?,
+            None => None,
+        };
+        found
+            .map(Some)
+            .ok_or_else(|| args::unknown_agent_type(name))
     }
 }
 
@@ -255,7 +285,7 @@ impl AgentService for AgentGrpc {
                 );
             }
         };
-        let (args, tools, entry, model) = self
+        let (args, tools, entry, model, custom) = self
             .check(
                 &caller,
                 &start.model,
@@ -325,6 +355,7 @@ impl AgentService for AgentGrpc {
             workspace,
             model,
             entry,
+            custom,
         };
         self.tracker.spawn(async move {
             let finished = engine.run(req, &control, &tx).await;
@@ -350,7 +381,7 @@ impl AgentService for AgentGrpc {
     ) -> Result<Response<pb::RunAccepted>, Status> {
         let caller = caller(&request)?;
         let r = request.into_inner();
-        let (args, tools, entry, _) = self
+        let (args, tools, entry, _, _) = self
             .check(&caller, &r.model, &r.agent_args_json, r.has_collection)
             .await?;
         Ok(Response::new(accepted(&args, &tools, &entry)))
@@ -429,8 +460,8 @@ impl AgentService for AgentGrpc {
         &self,
         request: Request<Empty>,
     ) -> Result<Response<pb::AgentList>, Status> {
-        caller(&request)?;
-        let agents = AgentType::ALL
+        let caller = caller(&request)?;
+        let mut agents: Vec<pb::Agent> = AgentType::ALL
             .iter()
             .map(|a| pb::Agent {
                 id: a.name().to_owned(),
@@ -444,6 +475,9 @@ impl AgentService for AgentGrpc {
                 mcp_servers: Vec::new(),
             })
             .collect();
+        if self.custom_agents.is_some() {
+            agents.extend(crate::custom_agents::view::listed(&self.db, &caller.user_id).await?);
+        }
         Ok(Response::new(pb::AgentList { agents }))
     }
 

@@ -3,6 +3,7 @@
 
 pub mod archive;
 pub mod browser;
+pub mod custom_agents;
 pub mod custom_tools;
 pub mod egress;
 pub mod events;
@@ -28,6 +29,7 @@ use docchat_common::host::Host;
 use docchat_common::outbox::OutboxRelay;
 use docchat_common::settings::SettingsClient;
 use docchat_proto::agent::v1::agent_service_server::AgentServiceServer;
+use docchat_proto::agent::v1::custom_agent_service_server::CustomAgentServiceServer;
 use docchat_proto::agent::v1::custom_tool_service_server::CustomToolServiceServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -126,7 +128,22 @@ pub async fn serve_with(
     ))
     .await;
     let sandbox_status = sandbox.status();
-    let custom_tools = Arc::new(custom_tools(&ctx, db.clone()));
+    // Stored keys (encrypted at rest): custom agents' environment, and the `Secrets` of
+    // custom tools (MCP headers and environment references).
+    let agent_keys = custom_agents::keys::KeyStore {
+        db: db.clone(),
+        cipher: Arc::new(custom_agents::cipher::Cipher::from_deployment(
+            &ctx.config,
+            ctx.standalone,
+        )?),
+    };
+    let custom_tools =
+        Arc::new(custom_tools(&ctx, db.clone()).with_secrets(Arc::new(agent_keys.clone())));
+    let custom_agent_runner = Arc::new(custom_agents::run::Runner {
+        db: db.clone(),
+        keys: agent_keys.clone(),
+        dir: ctx.config.data_dir.join("agent").join("custom_agents"),
+    });
     let budget: Arc<dyn run::budget::Budget> = Arc::new(budget);
     let prompts = prompt_writer(&registry, budget.clone());
     let engine = run::Engine {
@@ -152,6 +169,7 @@ pub async fn serve_with(
         workspaces,
         tracker: background.tracker.clone(),
         shutdown: shutdown.clone(),
+        custom_agents: Some(custom_agent_runner),
     };
     Host::new(&ctx)
         .api(AgentServiceServer::new(api))
@@ -159,6 +177,12 @@ pub async fn serve_with(
             custom_tools::service::CustomToolGrpc {
                 tools: custom_tools,
                 prompts,
+            },
+        ))
+        .api(CustomAgentServiceServer::new(
+            custom_agents::service::CustomAgentGrpc {
+                db: db.clone(),
+                keys: agent_keys,
             },
         ))
         // Readiness of code execution, apart from the service's: without a sandbox the

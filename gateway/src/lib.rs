@@ -81,8 +81,9 @@ fn app(
     utoipa::openapi::OpenApi,
 ) {
     use routes::{
-        agent_files, agents, chats, collections, compat, completions, configuration, custom_tools,
-        documents, extractors, files, health, identity, meta, models, tags, uploads,
+        agent_files, agent_keys, agents, chats, collections, compat, completions, configuration,
+        custom_agents, custom_tools, documents, extractors, files, health, identity, meta, models,
+        tags, uploads,
     };
     let max_body = state.config.max_body_bytes;
     let json = web::JsonConfig::default()
@@ -114,6 +115,8 @@ fn app(
                 .configure(agents::configure)
                 .configure(agent_files::configure)
                 .configure(custom_tools::configure)
+                .configure(custom_agents::configure)
+                .configure(agent_keys::configure)
                 .default_service(web::to(authenticated_not_found)),
         )
         .service(scope::scope("/rpc/health").configure(health::configure))

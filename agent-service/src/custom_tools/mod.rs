@@ -48,6 +48,12 @@ impl CustomTools {
     }
 
     /// Registers the opener of `kind` (replacing one).
+    /// Resolves stored keys for the openers (MCP headers and environment references).
+    pub fn with_secrets(mut self, secrets: Arc<dyn Secrets>) -> CustomTools {
+        self.secrets = secrets;
+        self
+    }
+
     pub fn with_opener(mut self, kind: ToolType, opener: Arc<dyn Opener>) -> CustomTools {
         self.openers.insert(kind, opener);
         self

@@ -6,6 +6,7 @@ mod m20261124_000001_tool_preferences;
 mod m20261124_000002_session_workspaces;
 mod m20261124_000003_workspace_files;
 mod m20261125_000001_custom_tools;
+mod m20261125_000002_custom_agents;
 
 pub struct Migrator;
 
@@ -18,6 +19,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000002_session_workspaces::Migration),
             Box::new(m20261124_000003_workspace_files::Migration),
             Box::new(m20261125_000001_custom_tools::Migration),
+            Box::new(m20261125_000002_custom_agents::Migration),
         ]
     }
 }

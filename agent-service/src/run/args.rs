@@ -35,6 +35,9 @@ pub enum ToolSelection {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunArgs {
     pub agent_type: AgentType,
+    /// agent_type named no built-in agent: the name of a custom agent of the caller's,
+    /// looked up by the service ([`unknown_agent_type`] when there is none).
+    pub custom_agent: Option<String>,
     pub tools: ToolSelection,
     pub max_turns: u32,
     pub total_timeout: Duration,
@@ -43,6 +46,14 @@ pub struct RunArgs {
     pub stream_files: bool,
     /// `agent_max_memory_usage`: the sandbox's memory limit, bytes.
     pub max_memory: Option<u64>,
+}
+
+/// agent_type names neither a built-in agent nor one of the caller's custom agents.
+pub fn unknown_agent_type(t: &str) -> ApiError {
+    bad(format!(
+        "unknown agent_type {t:?}; one of {}",
+        AgentType::NAMES.join(", ")
+    ))
 }
 
 fn bad(message: impl Into<String>) -> ApiError {
@@ -85,14 +96,12 @@ pub fn parse(json: &str) -> Result<RunArgs, ApiError> {
             Some(other) => Err(bad(format!("{key} must be a string, not {other}"))),
         }
     };
-    let agent_type = match text("agent_type")? {
-        None => AgentType::General,
-        Some(t) => AgentType::parse(&t).ok_or_else(|| {
-            bad(format!(
-                "unknown agent_type {t:?}; one of {}",
-                AgentType::NAMES.join(", ")
-            ))
-        })?,
+    let (agent_type, custom_agent) = match text("agent_type")? {
+        None => (AgentType::General, None),
+        Some(t) => match AgentType::parse(&t) {
+            Some(a) => (a, None),
+            None => (AgentType::General, Some(t)),
+        },
     };
     let accuracy = text("agent_accuracy")?.unwrap_or_else(|| "standard".into());
     let (preset_turns, preset_timeout) = preset(&accuracy).ok_or_else(|| {
@@ -156,6 +165,7 @@ pub fn parse(json: &str) -> Result<RunArgs, ApiError> {
     };
     Ok(RunArgs {
         agent_type,
+        custom_agent,
         tools,
         max_turns,
         total_timeout,
@@ -186,6 +196,14 @@ mod tests {
             parse(r#"{"agent_tools": "all"}"#).unwrap().tools,
             ToolSelection::All
         );
+        // Not built in: the service looks it up among the caller's custom agents.
+        assert_eq!(
+            parse(r#"{"agent_type": "wizard"}"#)
+                .unwrap()
+                .custom_agent
+                .as_deref(),
+            Some("wizard")
+        );
     }
 
     #[test]
@@ -194,7 +212,6 @@ mod tests {
             r#"{"agent_max_turns": 0}"#,
             r#"{"agent_max_turns": "many"}"#,
             r#"{"agent_accuracy": "perfect"}"#,
-            r#"{"agent_type": "wizard"}"#,
             r#"{"agent_tools": 5}"#,
             r#"{"agent_total_timeout": -1}"#,
             "[1]",

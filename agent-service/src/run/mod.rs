@@ -10,6 +10,7 @@ mod asker;
 pub mod budget;
 mod calls;
 pub mod control;
+mod custom;
 mod history;
 mod prompt;
 pub mod schema;
@@ -59,6 +60,8 @@ pub struct RunRequest {
     pub workspace: PathBuf,
     pub model: Arc<ChatModel>,
     pub entry: ModelEntry,
+    /// A custom agent of the caller's runs instead of the model loop (see [`custom`]).
+    pub custom: Option<crate::custom_agents::run::CustomRun>,
 }
 
 /// How a run ended early.
@@ -141,6 +144,9 @@ impl Engine {
         control: &Control,
         events: &mpsc::Sender<pb::RunEvent>,
     ) -> pb::RunFinished {
+        if let Some(custom) = &req.custom {
+            return self.run_custom(&req, custom, control, events).await;
+        }
         let has_collection = !req.start.collection_id.is_empty();
         let rag = pb::RagKind::try_from(req.start.rag_kind).unwrap_or(pb::RagKind::None);
         let documents_at = self.documents_at(&req);

@@ -402,6 +402,7 @@ async fn an_agent_run_calls_a_browser_action() {
         model,
         entry,
         start,
+        custom: None,
     };
     let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
     let finished = tokio::time::timeout(

@@ -9,6 +9,7 @@
 )] // test code: fail loudly
 
 mod agent_bench;
+mod agent_keys;
 mod browser;
 mod containment;
 mod custom_tools;

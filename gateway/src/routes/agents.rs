@@ -67,12 +67,50 @@ pub struct ToolPreference {
     pub reference_value: Vec<String>,
 }
 
-/// An agent's key associations (none for the built-in agents).
+/// An agent's key associations by requirement (none for the built-in agents): required,
+/// optional (with or without a default), custom (added after the upload).
 #[derive(Debug, Default, Serialize, ToSchema)]
 pub struct AgentApiKeys {
-    pub optional: Vec<serde_json::Value>,
-    pub required: Vec<serde_json::Value>,
-    pub custom: Vec<serde_json::Value>,
+    pub optional: Vec<AgentKeyAssociation>,
+    pub required: Vec<AgentKeyAssociation>,
+    pub custom: Vec<AgentKeyAssociation>,
+}
+
+/// A declared environment key and the stored key given for it (null while none is).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentKeyAssociation {
+    /// The env_key_name.
+    pub name: String,
+    pub associated_key: Option<AssociatedKey>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AssociatedKey {
+    pub id: String,
+    pub name: Option<String>,
+    pub owner_email: Option<String>,
+}
+
+impl AgentApiKeys {
+    fn grouped(keys: Vec<pb::KeyAssociation>) -> AgentApiKeys {
+        let mut out = AgentApiKeys::default();
+        for k in keys {
+            let group = match k.requirement_type.as_str() {
+                "required" => &mut out.required,
+                "custom" => &mut out.custom,
+                _ => &mut out.optional,
+            };
+            group.push(AgentKeyAssociation {
+                name: k.env_key_name,
+                associated_key: k.key_id.map(|id| AssociatedKey {
+                    id,
+                    name: k.key_name,
+                    owner_email: k.owner_email,
+                }),
+            });
+        }
+        out
+    }
 }
 
 /// An agent callers can name as llm_args.agent_type.
@@ -90,7 +128,8 @@ pub struct Agent {
     pub owner: Option<String>,
     pub description: String,
     pub api_keys: AgentApiKeys,
-    pub mcp_servers: Vec<serde_json::Value>,
+    /// Custom agents' declared MCP servers.
+    pub mcp_servers: Vec<super::custom_agents::AgentMcpServer>,
 }
 
 impl From<pb::Agent> for Agent {
@@ -103,8 +142,8 @@ impl From<pb::Agent> for Agent {
             kind: a.r#type,
             owner: Some(a.owner).filter(|o| !o.is_empty()),
             description: a.description,
-            api_keys: AgentApiKeys::default(),
-            mcp_servers: Vec::new(),
+            api_keys: AgentApiKeys::grouped(a.api_keys),
+            mcp_servers: a.mcp_servers.into_iter().map(Into::into).collect(),
         }
     }
 }

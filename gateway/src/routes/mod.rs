@@ -2,12 +2,14 @@
 //! service, map the answer to SPEC.md's JSON.
 
 pub mod agent_files;
+pub mod agent_keys;
 pub mod agents;
 pub mod chats;
 pub mod collections;
 pub mod compat;
 pub mod completions;
 pub mod configuration;
+pub mod custom_agents;
 pub mod custom_tools;
 pub mod documents;
 pub mod extractors;

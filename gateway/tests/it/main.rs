@@ -17,6 +17,7 @@ mod api_spec;
 mod compat;
 mod completions;
 mod concurrency;
+mod custom_agents;
 mod custom_tools;
 mod documents;
 mod edge;
