@@ -1,11 +1,8 @@
-//! The caller's custom tools as custom agents see them: rows of ext-tools' `custom_tools`
-//! table, read with a small query of our own (so this module does not depend on
-//! custom_tools/). Without the table (a replica before that migration) there are none.
+//! The caller's custom tools as custom agents see them (the MCP servers they may be
+//! associated with), read through custom_tools' store.
 
 use docchat_common::error::ApiResult;
-use sea_orm::{ConnectionTrait, DatabaseConnection};
-
-use crate::preferences::stmt;
+use sea_orm::DatabaseConnection;
 
 /// One custom tool of the caller's.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,32 +29,19 @@ impl ToolRow {
     }
 }
 
-/// The custom tools of `owner_id`.
+/// The custom tools of `owner_id` (custom_tools' own store).
 pub async fn of_owner(db: &DatabaseConnection, owner_id: &str) -> ApiResult<Vec<ToolRow>> {
-    let rows = match db
-        .query_all(stmt(
-            db,
-            "SELECT id, tool_name, tool_type, tool_args, owner_email FROM custom_tools WHERE owner_id = ? ORDER BY tool_name, id",
-            vec![owner_id.into()],
-        ))
-        .await
-    {
-        Ok(rows) => rows,
-        Err(e) => {
-            tracing::debug!(error = %e, "custom tools unreadable; custom agents see none");
-            return Ok(Vec::new());
-        }
-    };
-    Ok(rows
-        .iter()
-        .filter_map(|r| {
-            Some(ToolRow {
-                id: r.try_get("", "id").ok()?,
-                tool_name: r.try_get("", "tool_name").ok()?,
-                tool_type: r.try_get("", "tool_type").ok()?,
-                tool_args: r.try_get("", "tool_args").ok()?,
-                owner_email: r.try_get("", "owner_email").ok()?,
-            })
+    let mut rows: Vec<ToolRow> = crate::custom_tools::store::list(db, owner_id)
+        .await?
+        .into_iter()
+        .map(|r| ToolRow {
+            tool_args: r.args.to_string(),
+            id: r.id,
+            tool_name: r.tool_name,
+            tool_type: r.tool_type.as_str().to_owned(),
+            owner_email: r.owner_email,
         })
-        .collect())
+        .collect();
+    rows.sort_by(|a, b| (&a.tool_name, &a.id).cmp(&(&b.tool_name, &b.id)));
+    Ok(rows)
 }

@@ -7,11 +7,9 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use docchat_common::config::Service;
 use docchat_common::testing::ScriptedTurn;
 use reqwest::Method;
 use reqwest::multipart::{Form, Part};
-use sea_orm::{ConnectionTrait, Statement};
 use serde_json::{Value, json};
 
 use crate::agent::{agent_upstream, app_with_agent};
@@ -250,10 +248,8 @@ docchat_common::backend_tests! {
             return;
         }
         grant(&app, &alice_id, "agent-admins", &ALL).await;
-        // The tool that serves the agent's declared server: a remote_mcp row of the
-        // custom_tools table. TODO(lead): once ext-tools lands, create it through POST
-        // /agents/custom_tools instead; until then the table is made here if missing.
-        let tool_id = remote_mcp_tool(&app, &alice_id, "weather").await;
+        // The tool that serves the agent's declared server.
+        let tool_id = remote_mcp_tool(&app, &alice, "weather").await;
 
         let main = br#"
 import json, os, time
@@ -337,41 +333,17 @@ open("report.txt", "w").write("made by the agent\n")
 }
 
 /// Inserts a remote_mcp custom tool row of `owner`'s named `name`; its id.
-async fn remote_mcp_tool(app: &Stack, owner: &str, name: &str) -> String {
-    let db = app.database(Service::Agent).await;
-    let backend = db.get_database_backend();
-    let at = if backend == sea_orm::DbBackend::Postgres {
-        "TIMESTAMPTZ"
-    } else {
-        "TEXT"
-    };
-    db.execute(Statement::from_string(backend, format!(
-        "CREATE TABLE IF NOT EXISTS custom_tools (id VARCHAR(36) PRIMARY KEY, owner_id VARCHAR(64) NOT NULL, owner_email TEXT NOT NULL, \
-         tool_name TEXT NOT NULL, tool_type VARCHAR(32) NOT NULL, tool_args TEXT NOT NULL, created_at {at} NOT NULL, updated_at {at} NOT NULL)"
-    ))).await.unwrap();
-    let id = uuid::Uuid::new_v4().to_string();
-    let args = json!({"mcp_config_json": {"mcpServers": {name: {"url": "https://mcp.example.com/mcp"}}}, "description": "forecasts"}).to_string();
-    let sql = if backend == sea_orm::DbBackend::Postgres {
-        "INSERT INTO custom_tools (id, owner_id, owner_email, tool_name, tool_type, tool_args, created_at, updated_at) VALUES ($1, $2, $3, $4, 'remote_mcp', $5, $6, $6)"
-    } else {
-        "INSERT INTO custom_tools (id, owner_id, owner_email, tool_name, tool_type, tool_args, created_at, updated_at) VALUES (?, ?, ?, ?, 'remote_mcp', ?, ?, ?)"
-    };
-    let now = chrono::Utc::now();
-    let mut values: Vec<sea_orm::Value> = vec![
-        id.clone().into(),
-        owner.into(),
-        "alice@example.com".into(),
-        name.into(),
-        args.into(),
-        now.into(),
-    ];
-    if backend != sea_orm::DbBackend::Postgres {
-        values.push(now.into());
-    }
-    db.execute(Statement::from_sql_and_values(backend, sql, values))
-        .await
-        .unwrap();
-    id
+async fn remote_mcp_tool(app: &Stack, key: &str, name: &str) -> String {
+    let config = json!({"mcpServers": {name: {"url": "https://mcp.example.com/mcp"}}}).to_string();
+    let args = json!({"mcp_config_json": config, "description": "forecasts"}).to_string();
+    let (s, b) = crate::custom_tools::post(
+        app,
+        Some(key),
+        crate::custom_tools::form(Some("remote_mcp"), Some(&args), None),
+    )
+    .await;
+    assert_eq!(s, 201, "{b}");
+    b[0]["agent_custom_tool_id"].as_str().unwrap().to_owned()
 }
 
 /// Everything logged from now on (debug and up, every target), kept in memory. Each test

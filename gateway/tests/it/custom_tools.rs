@@ -59,7 +59,11 @@ async fn configurer(app: &Stack, name: &str) -> String {
     key
 }
 
-fn form(tool_type: Option<&str>, tool_args: Option<&str>, file: Option<(&str, Vec<u8>)>) -> Form {
+pub(crate) fn form(
+    tool_type: Option<&str>,
+    tool_args: Option<&str>,
+    file: Option<(&str, Vec<u8>)>,
+) -> Form {
     let mut f = Form::new();
     if let Some(t) = tool_type {
         f = f.text("tool_type", t.to_owned());
@@ -73,7 +77,7 @@ fn form(tool_type: Option<&str>, tool_args: Option<&str>, file: Option<(&str, Ve
     f
 }
 
-async fn post(app: &Stack, key: Option<&str>, form: Form) -> (u16, Value) {
+pub(crate) async fn post(app: &Stack, key: Option<&str>, form: Form) -> (u16, Value) {
     read(
         app.http(Method::POST, TOOLS, key)
             .multipart(form)
