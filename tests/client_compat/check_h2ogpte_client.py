@@ -433,6 +433,101 @@ def _():
     assert agents.list_custom_agent_tools() == []
 
 
+def zip_of(files):
+    import io
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return out.getvalue()
+
+
+AGENT_MAIN = b'''import json, os
+print("forecast for:", os.environ["AGENT_MESSAGE"])
+print("servers:", ",".join(s["server"] for s in json.load(open(os.environ["AGENT_MCP_SERVERS_FILE"]))))
+print("key length", len(os.environ["WEATHER_KEY"]))
+print("echo:", os.environ["WEATHER_KEY"])
+'''
+
+
+@check("custom agents: a ZIP added, keyed, associated, listed among the agents, run by name, its key never shown, deleted")
+def _():
+    from h2ogpte.rest_sync.models.create_agent_key_request import CreateAgentKeyRequest
+    from h2ogpte.rest_sync.models.create_custom_agent_key_association_request import (
+        CreateCustomAgentKeyAssociationRequest,
+    )
+    from h2ogpte.rest_sync.models.create_custom_agent_tool_association_request import (
+        CreateCustomAgentToolAssociationRequest,
+    )
+    from h2ogpte.rest_sync.models.update_agent_key_request import UpdateAgentKeyRequest
+    from h2ogpte.rest_sync.models.update_custom_agent_request import UpdateCustomAgentRequest
+
+    agents = AgentsApi(state["user"])
+    secret = f"wx-{uuid.uuid4().hex}"
+    package = zip_of({
+        "forecaster/main.py": AGENT_MAIN,
+        "forecaster/metadata.json": json.dumps({"description": "forecasts", "mcp_servers": {"weather": {}}}),
+        "forecaster/envs.json": json.dumps({"WEATHER_KEY": "required"}),
+    })
+    created = agents.add_custom_agent(
+        file=("forecaster.zip", package), agent_type="framework_3", agent_args=json.dumps({"description": "forecasts"}),
+    )
+    assert len(created) == 1, created
+    agent_id = created[0].agent_custom_agent_id
+    detail = agents.get_custom_agent(agent_id)
+    assert detail.agent_name == "forecaster" and detail.agent_type == "openai", detail
+    assert [m.tool_name for m in detail.mcp_servers] == ["weather"], detail.mcp_servers
+    assert [a.id for a in agents.list_custom_agents()] == [agent_id]
+    listed = next(a for a in agents.get_all_agents() if a.id == agent_id)
+    assert listed.type == "openai" and listed.value == "forecaster" and listed.enabled is False, listed
+
+    key = agents.create_agent_key(CreateAgentKeyRequest(name="weather", type="private", value=secret, description="wx"))
+    assert key.id and key.name == "weather", key
+    key = agents.update_agent_key(key.id, UpdateAgentKeyRequest(description="weather service"))
+    assert key.description == "weather service"
+    assert [k.id for k in agents.list_agent_keys()] == [key.id]
+    ka = agents.create_custom_agent_key_association(CreateCustomAgentKeyAssociationRequest(
+        agent_id=agent_id, env_key_name="WEATHER_KEY", key_id=key.id))
+    assert ka.key_id == key.id and ka.requirement_type == "required", ka
+    assert any(a.id == ka.id for a in agents.list_custom_agent_key_associations(agent_id=agent_id))
+    assert next(a for a in agents.get_all_agents() if a.id == agent_id).enabled is True
+
+    ta = agents.create_custom_agent_tool_association(CreateCustomAgentToolAssociationRequest(
+        agent_id=agent_id, mcp_server_name="extra", tool_name=None))
+    assert ta.tool_id is None and ta.mcp_server_name == "extra", ta
+    names = {a.mcp_server_name for a in agents.list_custom_agent_tool_associations(agent_id=agent_id)}
+    assert {"weather", "extra"} <= names, names
+    assert agents.delete_custom_agent_tool_associations([ta.id]).deleted_count == 1
+    agents.get_agent_suggestions(agent_id)
+    updated = agents.update_custom_agent(agent_id, UpdateCustomAgentRequest(agent_args={"description": "weather"}))
+    assert updated.agent_custom_agent_id == agent_id
+
+    if sandbox_or_skip("the custom agent run"):
+        chats = ChatApi(state["user"])
+        sid = chats.create_chat_session().id
+        reply = chats.get_completion(sid, ChatCompletionRequest(
+            message="Paris tomorrow?",
+            llm="scripted",
+            llm_args={"use_agent": True, "agent_type": "forecaster"},
+            rag_config={"rag_type": "agent_only"},
+        ))
+        assert "forecast for: Paris tomorrow?" in reply.body and f"key length {len(secret)}" in reply.body, reply.body
+        assert secret not in reply.body, "the key's value reached the answer"
+        for info in ("agent_chat_history", "agent_chat_history_md", "agent_analysis"):
+            for m in chats.get_message_meta(reply.message_id, info_type=info):
+                assert secret not in m.content, f"the key's value is in {info}"
+    for view in (agents.get_custom_agent(agent_id), agents.list_agent_keys(), agents.get_all_agents()):
+        assert secret not in str(view), "an API answered the key's value"
+
+    assert agents.delete_custom_agent_key_associations([ka.id]).deleted_count == 1
+    agents.delete_agent_keys([key.id])
+    assert agents.list_agent_keys() == []
+    assert agents.delete_custom_agent([agent_id]).count == 1
+    assert agents.list_custom_agents() == []
+
+
 failed = [n for n, err in results if err]
 print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
 sys.exit(1 if failed else 0)
