@@ -408,7 +408,17 @@ def _():
     assert [(t.id, t.tool_name, t.tool_type) for t in listed] == [(tool_id, "add_numbers", "general_code")], listed
     one = agents.get_custom_agent_tool(tool_id)
     assert one.file_name == "add_numbers.py" and one.tool_args["enable_by_default"] is True, one
-    updated = agents.update_custom_agent_tool(tool_id, tool_args=json.dumps({"description": "adds two numbers"}))
+    # The client's default Content-Type for this call is JSON, with which it sends no body
+    # (its form fields are dropped): SPEC.md's 400. As multipart, the update goes through.
+    try:
+        agents.update_custom_agent_tool(tool_id, tool_args=json.dumps({"description": "lost"}))
+    except ApiException as e:
+        assert e.status == 400 and "tool_args is required for update." in e.body, (e.status, e.body)
+    else:
+        raise AssertionError("an update without a body went through")
+    updated = agents.update_custom_agent_tool(
+        tool_id, tool_args=json.dumps({"description": "adds two numbers"}), _content_type="multipart/form-data"
+    )
     assert updated.agent_custom_tool_id == tool_id
     assert agents.get_custom_agent_tool(tool_id).tool_args["description"] == "adds two numbers"
     assert bytes(agents.download_custom_agent_tool(tool_id)) == ADD_NUMBERS
