@@ -440,6 +440,7 @@ impl AgentService for AgentGrpc {
                 r#type: "built_in".into(),
                 owner: String::new(),
                 description: a.description().to_owned(),
+                ..Default::default()
             })
             .collect();
         Ok(Response::new(pb::AgentList { agents }))
