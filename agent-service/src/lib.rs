@@ -6,6 +6,7 @@ pub mod egress;
 pub mod events;
 pub mod files;
 pub mod grpc;
+pub mod mcp;
 pub mod migrations;
 pub mod preferences;
 pub mod run;
