@@ -82,7 +82,7 @@ fn app(
 ) {
     use routes::{
         agent_files, agents, chats, collections, compat, completions, configuration, documents,
-        extractors, files, health, identity, meta, models, tags, uploads,
+        extractors, files, health, identity, mcp, meta, models, tags, uploads,
     };
     let max_body = state.config.max_body_bytes;
     let json = web::JsonConfig::default()
@@ -113,6 +113,7 @@ fn app(
                 .configure(configuration::configure)
                 .configure(agents::configure)
                 .configure(agent_files::configure)
+                .configure(mcp::configure)
                 .default_service(web::to(authenticated_not_found)),
         )
         .service(scope::scope("/rpc/health").configure(health::configure))
