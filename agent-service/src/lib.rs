@@ -74,6 +74,10 @@ pub async fn serve_with(
 ) -> anyhow::Result<()> {
     let db = docchat_common::db::connect(&ctx.database_url(Service::Agent)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "agent").await?;
+    // ext-mcp: the administrator's egress allow list (DOCCHAT_AGENT_EGRESS_ALLOW) joins the
+    // tests' own, for fetch_url and remote MCP servers alike.
+    let mut fetch_allow = fetch_allow;
+    fetch_allow.extend(mcp::egress_allow_from_env());
     let background = Background::new();
     let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
     background

@@ -11,6 +11,7 @@
 pub mod config;
 pub mod http;
 pub mod inspect;
+pub mod review;
 pub mod session;
 pub mod sse;
 
@@ -74,6 +75,24 @@ pub fn openers(settings: Settings) -> Vec<(ToolType, Arc<dyn Opener>)> {
         (ToolType::LocalMcp, opener.clone()),
         (ToolType::RemoteMcp, opener),
     ]
+}
+
+/// What lib.rs registers (the custom-tools registry takes them): the openers of local_mcp
+/// and remote_mcp, and the inspector, with `registry`'s models reviewing.
+pub fn for_service(
+    code: Arc<dyn crate::tools::CodeRunner>,
+    settings: Settings,
+    registry: docchat_inference::Registry,
+) -> (
+    Vec<(ToolType, Arc<dyn Opener>)>,
+    Arc<dyn crate::tools::custom::Inspector>,
+) {
+    let inspector = inspect::McpInspector {
+        code,
+        settings: settings.clone(),
+        reviewer: Some(Arc::new(review::ModelReviewer { registry })),
+    };
+    (openers(settings), Arc::new(inspector))
 }
 
 /// The server a stored record describes (`files`: its package, for local_mcp).

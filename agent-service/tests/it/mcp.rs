@@ -479,3 +479,67 @@ async fn a_private_address_is_refused_unless_allowed() {
     assert_eq!(result.status, "error");
     assert!(result.servers[0].error.contains("loopback"), "{}", result.servers[0].error);
 }
+
+docchat_common::backend_tests! {
+    async fn an_agent_run_calls_a_remote_mcp_tool(backend) {
+        use docchat_agent_service::tools::Catalog;
+        use docchat_common::testing::{ScriptedCall, ScriptedHttp, ScriptedTurn};
+        use docchat_proto::agent::v1::run_event::Event;
+
+        let Some(python) = python() else { return };
+        let http = remote(&python, "streamable-http").await;
+        let upstream = ScriptedHttp::chat_turns(vec![
+            ScriptedTurn::calls(vec![ScriptedCall::new("c1", "calc__add", json!({"a": 40, "b": 2}))]),
+            ScriptedTurn::text("The sum is 42."),
+        ])
+        .await;
+        let agents = crate::run::Agents::start(&backend, &upstream).await;
+
+        // The MCP server's tools, opened as the custom-tools registry opens them for a run.
+        let workspace = tempfile::tempdir().unwrap();
+        let ctx = ctx_with(Arc::new(NoSandbox("none".into())), workspace.path().to_path_buf());
+        let scratch = tempfile::tempdir().unwrap();
+        let opened = McpOpener {
+            settings: Settings::new(scratch.path().to_path_buf(), vec!["127.0.0.1".into()]),
+        }
+        .open(&remote_record(&format!("http://127.0.0.1:{}/mcp", http.port)), None, &ctx, &Keys)
+        .await
+        .unwrap();
+        let mut catalog = Catalog::builtin();
+        for tool in opened.tools {
+            catalog = catalog.with(tool);
+        }
+        let replica = agents.stack().agent_with(catalog, Vec::new()).await;
+
+        let (_tx, mut events) = agents
+            .run_on(
+                &replica,
+                &user("alice", false),
+                crate::run::start("s-mcp", "Add 40 and 2", json!({"agent_tools": ["calc__add"]})),
+            )
+            .await;
+        let (seen, finished) = crate::run::events_until_finished(&mut events).await;
+        assert!(!finished.failed, "{}: {}", backend.name, finished.stop_reason);
+        let tools: Vec<(&str, bool)> = seen
+            .iter()
+            .filter_map(|e| match e {
+                Event::ToolFinished(t) => Some((t.name.as_str(), t.ok)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(tools, [("calc__add", true)], "{}", backend.name);
+        assert_eq!(finished.text, "The sum is 42.", "{}", backend.name);
+        let bodies = upstream.bodies();
+        assert_eq!(bodies[0]["tools"][0]["function"]["name"], "calc__add", "{}", backend.name);
+        assert_eq!(
+            bodies[0]["tools"][0]["function"]["parameters"]["required"],
+            json!(["a", "b"]),
+            "{}: the MCP input schema is the tool's parameters",
+            backend.name
+        );
+        let messages = bodies[1]["messages"].as_array().unwrap();
+        let result = messages.iter().find(|m| m["role"] == "tool").unwrap();
+        assert_eq!(result["content"], "42", "{}: the model reads the MCP tool's answer", backend.name);
+        replica.stop().await.unwrap();
+    }
+}
