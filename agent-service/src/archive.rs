@@ -245,6 +245,7 @@ fn write_all(bytes: &[u8], entries: &[Entry], root: &Path) -> Result<(), Archive
 }
 
 /// Builds a ZIP of `(path, bytes)` entries (tests; the client's own archives).
+#[expect(clippy::expect_used, reason = "writing to memory cannot fail")]
 pub fn zip_of(files: &[(&str, &[u8])]) -> Vec<u8> {
     let mut out = zip::ZipWriter::new(Cursor::new(Vec::new()));
     let opts = zip::write::SimpleFileOptions::default();

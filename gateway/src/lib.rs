@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod mcp_limits;
 pub mod openapi;
 pub mod routes;
 pub mod standalone;

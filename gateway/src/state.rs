@@ -19,7 +19,7 @@ pub struct AppState {
     /// The identity the gateway uses to resolve keys.
     pub gateway_identity: Caller,
     /// mcp_rate_limit and mcp_max_concurrent_jobs of this replica.
-    pub mcp: crate::routes::mcp::Limiter,
+    pub mcp: crate::mcp_limits::Limiter,
 }
 
 impl AppState {
@@ -29,7 +29,7 @@ impl AppState {
             auth_ttl: Duration::from_millis(config.auth_cache_ttl_ms),
             auth_cache: TtlCache::new(100_000),
             gateway_identity: Caller::service("gateway"),
-            mcp: crate::routes::mcp::Limiter::new(&config),
+            mcp: crate::mcp_limits::Limiter::new(&config),
             config,
         })
     }

@@ -137,7 +137,10 @@ impl StreamableHttpClient for Http {
             return Ok(StreamableHttpPostResponse::Sse(events(response), session));
         }
         if kind.starts_with(JSON) {
-            let bytes = response.bytes().await.map_err(StreamableHttpError::Client)?;
+            let bytes = response
+                .bytes()
+                .await
+                .map_err(StreamableHttpError::Client)?;
             if bytes.is_empty() {
                 return Ok(StreamableHttpPostResponse::Accepted);
             }

@@ -132,7 +132,11 @@ impl McpInspector {
                         args: c
                             .get("args")
                             .and_then(Value::as_array)
-                            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+                            .map(|a| {
+                                a.iter()
+                                    .filter_map(|v| v.as_str().map(str::to_owned))
+                                    .collect()
+                            })
                             .unwrap_or_default(),
                         detection: "config_command",
                     }))
@@ -253,7 +257,8 @@ impl Inspector for McpInspector {
             Err(e) => return Ok(failed(e)),
         };
         let workspace = scratch.0.join("workspace");
-        std::fs::create_dir_all(&workspace).map_err(|e| ApiError::internal("mcp inspect workspace", e))?;
+        std::fs::create_dir_all(&workspace)
+            .map_err(|e| ApiError::internal("mcp inspect workspace", e))?;
         let mut servers = Vec::new();
         for t in targets {
             servers.push(self.one(t, model, &workspace).await);
@@ -264,7 +269,12 @@ impl Inspector for McpInspector {
             .map(|s| format!("{}: {}", s.server_name, s.error))
             .collect();
         Ok(pb::InspectResult {
-            status: if errors.is_empty() { "success" } else { "error" }.into(),
+            status: if errors.is_empty() {
+                "success"
+            } else {
+                "error"
+            }
+            .into(),
             error: errors.join("; "),
             servers,
         })

@@ -69,7 +69,7 @@ pub struct McpOpener {
 }
 
 /// The openers of this module, by tool type (for lib.rs's registration).
-pub fn openers(settings: Settings) -> Vec<(ToolType, Arc<dyn Opener>)> {
+pub fn openers(settings: Settings) -> Openers {
     let opener: Arc<dyn Opener> = Arc::new(McpOpener { settings });
     vec![
         (ToolType::LocalMcp, opener.clone()),
@@ -77,16 +77,16 @@ pub fn openers(settings: Settings) -> Vec<(ToolType, Arc<dyn Opener>)> {
     ]
 }
 
+/// The openers of a module, by the tool type each opens.
+pub type Openers = Vec<(ToolType, Arc<dyn Opener>)>;
+
 /// What lib.rs registers (the custom-tools registry takes them): the openers of local_mcp
 /// and remote_mcp, and the inspector, with `registry`'s models reviewing.
 pub fn for_service(
     code: Arc<dyn crate::tools::CodeRunner>,
     settings: Settings,
     registry: docchat_inference::Registry,
-) -> (
-    Vec<(ToolType, Arc<dyn Opener>)>,
-    Arc<dyn crate::tools::custom::Inspector>,
-) {
+) -> (Openers, Arc<dyn crate::tools::custom::Inspector>) {
     let inspector = inspect::McpInspector {
         code,
         settings: settings.clone(),
@@ -166,7 +166,11 @@ fn single_zip(dir: &Path) -> Option<PathBuf> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     match entries.as_slice() {
-        [one] if one.extension().is_some_and(|x| x.eq_ignore_ascii_case("zip")) => {
+        [one]
+            if one
+                .extension()
+                .is_some_and(|x| x.eq_ignore_ascii_case("zip")) =>
+        {
             Some(one.clone())
         }
         _ => None,

@@ -78,22 +78,21 @@ impl Session {
                     .map_err(bounded("start"))?
                     .map_err(|_| "the MCP server did not start".to_owned())??;
                 let stderr = pipes.stderr.clone();
-                let service =
-                    tokio::time::timeout(how.wait, ().serve((pipes.stdout, pipes.stdin)))
-                        .await
-                        .map_err(bounded("answer"))?
-                        .map_err(|e| {
-                            let tail = stderr.lock().map(|t| t.clone()).unwrap_or_default();
-                            let tail = tail.trim();
-                            if tail.is_empty() {
-                                format!("the MCP server failed to start: {e}")
-                            } else {
-                                format!(
-                                    "the MCP server failed to start: {e}; it said: {}",
-                                    crate::tools::clip(tail, 2000)
-                                )
-                            }
-                        })?;
+                let service = tokio::time::timeout(how.wait, ().serve((pipes.stdout, pipes.stdin)))
+                    .await
+                    .map_err(bounded("answer"))?
+                    .map_err(|e| {
+                        let tail = stderr.lock().map(|t| t.clone()).unwrap_or_default();
+                        let tail = tail.trim();
+                        if tail.is_empty() {
+                            format!("the MCP server failed to start: {e}")
+                        } else {
+                            format!(
+                                "the MCP server failed to start: {e}; it said: {}",
+                                crate::tools::clip(tail, 2000)
+                            )
+                        }
+                    })?;
                 Ok(Session {
                     service,
                     _server: Some(guard),
@@ -108,8 +107,8 @@ impl Session {
                         .map_err(|_| format!("header {k} has a value that cannot be sent"))?;
                     headers.insert(name, value);
                 }
-                let config =
-                    StreamableHttpClientTransportConfig::with_uri(r.url.as_str()).custom_headers(headers);
+                let config = StreamableHttpClientTransportConfig::with_uri(r.url.as_str())
+                    .custom_headers(headers);
                 let transport =
                     StreamableHttpClientTransport::with_client(http::Http(client), config);
                 let service = tokio::time::timeout(how.wait, ().serve(transport))

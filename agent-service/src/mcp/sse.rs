@@ -107,7 +107,9 @@ impl Transport<RoleClient> for Legacy {
             let Some(data) = event.data else { continue };
             match serde_json::from_str::<ServerJsonRpcMessage>(&data) {
                 Ok(message) => return Some(message),
-                Err(e) => tracing::debug!(error = %e, "an SSE event that is not a JSON-RPC message"),
+                Err(e) => {
+                    tracing::debug!(error = %e, "an SSE event that is not a JSON-RPC message")
+                }
             }
         }
         None

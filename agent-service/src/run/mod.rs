@@ -27,7 +27,7 @@ use docchat_proto::agent::v1 as pb;
 use tokio::sync::mpsc;
 
 use crate::stored::Stored;
-use crate::tools::{Catalog, Extensions, ToolCtx, ToolDeps};
+use crate::tools::{Catalog, Extensions, ToolDeps};
 use args::RunArgs;
 use budget::{Budget, usage_of};
 use control::Control;

@@ -33,7 +33,7 @@ pub fn messages(
         ));
     }
     for line in tool_instructions {
-        system.push_str("\n");
+        system.push('\n');
         system.push_str(line);
     }
     if !start.contexts.is_empty() {

@@ -54,7 +54,13 @@ fn vendored(python: &Path) -> Option<PathBuf> {
     }
     let tmp = dir.with_extension(format!("tmp{}", std::process::id()));
     let ok = std::process::Command::new(python)
-        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
         .arg("--target")
         .arg(&tmp)
         .arg(MCP)
@@ -189,7 +195,12 @@ fn record(name: &str, kind: ToolType, args: Value) -> ToolRecord {
     }
 }
 
-async fn call(tools: &[Arc<dyn Tool>], ctx: &ToolCtx, name: &str, args: Value) -> Result<String, String> {
+async fn call(
+    tools: &[Arc<dyn Tool>],
+    ctx: &ToolCtx,
+    name: &str,
+    args: Value,
+) -> Result<String, String> {
     let tool = tools
         .iter()
         .find(|t| t.name() == name)
@@ -212,7 +223,9 @@ fn processes_with(needle: &str) -> usize {
 
 #[tokio::test]
 async fn a_local_package_runs_in_the_sandbox_and_its_tools_are_called() {
-    let Some(lab) = lab(0, SERVER).await else { return };
+    let Some(lab) = lab(0, SERVER).await else {
+        return;
+    };
     let ctx = lab.ctx();
     let opener = McpOpener {
         settings: lab.settings(&[]),
@@ -230,18 +243,47 @@ async fn a_local_package_runs_in_the_sandbox_and_its_tools_are_called() {
     names.sort();
     assert_eq!(
         names,
-        ["calc__add", "calc__fail", "calc__key_seen", "calc__write_note"]
+        [
+            "calc__add",
+            "calc__fail",
+            "calc__key_seen",
+            "calc__write_note"
+        ]
     );
-    let add = opened.tools.iter().find(|t| t.name() == "calc__add").unwrap();
+    let add = opened
+        .tools
+        .iter()
+        .find(|t| t.name() == "calc__add")
+        .unwrap();
     assert_eq!(add.description(), "Adds two numbers.");
     assert_eq!(add.parameters()["properties"]["a"]["type"], "integer");
     assert!(add.writes(), "a local server may write the workspace");
 
-    assert_eq!(call(&opened.tools, &ctx, "calc__add", json!({"a": 2, "b": 3})).await, Ok("5".into()));
-    let failed = call(&opened.tools, &ctx, "calc__fail", json!({"reason": "broken on purpose"})).await;
-    assert!(failed.as_ref().is_err_and(|e| e.contains("broken on purpose")), "{failed:?}");
     assert_eq!(
-        call(&opened.tools, &ctx, "calc__write_note", json!({"text": "from mcp"})).await,
+        call(&opened.tools, &ctx, "calc__add", json!({"a": 2, "b": 3})).await,
+        Ok("5".into())
+    );
+    let failed = call(
+        &opened.tools,
+        &ctx,
+        "calc__fail",
+        json!({"reason": "broken on purpose"}),
+    )
+    .await;
+    assert!(
+        failed
+            .as_ref()
+            .is_err_and(|e| e.contains("broken on purpose")),
+        "{failed:?}"
+    );
+    assert_eq!(
+        call(
+            &opened.tools,
+            &ctx,
+            "calc__write_note",
+            json!({"text": "from mcp"})
+        )
+        .await,
         Ok("written".into())
     );
     assert_eq!(
@@ -252,7 +294,10 @@ async fn a_local_package_runs_in_the_sandbox_and_its_tools_are_called() {
 
     // The package is read-only for the server.
     let marker = lab.package.display().to_string();
-    assert!(processes_with(&marker) > 0, "the server runs while the tools live");
+    assert!(
+        processes_with(&marker) > 0,
+        "the server runs while the tools live"
+    );
     drop(opened);
     for _ in 0..100 {
         if processes_with(&marker) == 0 {
@@ -260,15 +305,24 @@ async fn a_local_package_runs_in_the_sandbox_and_its_tools_are_called() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(processes_with(&marker), 0, "dropping the tools ends the server");
+    assert_eq!(
+        processes_with(&marker),
+        0,
+        "dropping the tools ends the server"
+    );
 }
 
 #[tokio::test]
 async fn a_zip_package_is_inspected_in_the_sandbox() {
-    let Some(lab) = lab(1, SERVER).await else { return };
+    let Some(lab) = lab(1, SERVER).await else {
+        return;
+    };
     let mut files = Vec::new();
     files_of(&lab.package, "calc/", &mut files);
-    let entries: Vec<(&str, &[u8])> = files.iter().map(|(n, d)| (n.as_str(), d.as_slice())).collect();
+    let entries: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(n, d)| (n.as_str(), d.as_slice()))
+        .collect();
     let zip = docchat_agent_service::archive::zip_of(&entries);
     let result = lab
         .inspector(Duration::from_secs(20), &[])
@@ -300,36 +354,70 @@ async fn a_zip_package_is_inspected_in_the_sandbox() {
 #[tokio::test]
 async fn inspect_failures_answer_status_error() {
     let crash = "import sys\nsys.stderr.write('cannot start: missing config\\n')\nsys.exit(3)\n";
-    let Some(lab) = lab(2, crash).await else { return };
+    let Some(lab) = lab(2, crash).await else {
+        return;
+    };
     let inspector = lab.inspector(Duration::from_secs(3), &[]);
     let alice = user("alice", false);
     let stored = record("broken", ToolType::LocalMcp, json!({}));
     let result = inspector
-        .inspect(&alice, InspectTarget::Tool(&stored, Some(&lab.package)), "", &NoSecrets)
+        .inspect(
+            &alice,
+            InspectTarget::Tool(&stored, Some(&lab.package)),
+            "",
+            &NoSecrets,
+        )
         .await
         .unwrap();
     assert_eq!(result.status, "error");
     assert_eq!(result.servers[0].status, "error");
     assert!(
-        result.servers[0].error.contains("cannot start: missing config"),
+        result.servers[0]
+            .error
+            .contains("cannot start: missing config"),
         "the server's own words: {}",
         result.servers[0].error
     );
 
     // A server that never answers: bounded.
-    std::fs::write(lab.package.join("server.py"), "import time\ntime.sleep(600)\n").unwrap();
+    std::fs::write(
+        lab.package.join("server.py"),
+        "import time\ntime.sleep(600)\n",
+    )
+    .unwrap();
     let started = std::time::Instant::now();
     let result = inspector
-        .inspect(&alice, InspectTarget::Tool(&stored, Some(&lab.package)), "", &NoSecrets)
+        .inspect(
+            &alice,
+            InspectTarget::Tool(&stored, Some(&lab.package)),
+            "",
+            &NoSecrets,
+        )
         .await
         .unwrap();
-    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(result.status, "error");
-    assert!(result.servers[0].error.contains("within"), "{}", result.servers[0].error);
+    assert!(
+        result.servers[0].error.contains("within"),
+        "{}",
+        result.servers[0].error
+    );
 
     // Not a package at all, and a configuration that is not an object.
     let result = inspector
-        .inspect(&alice, InspectTarget::File { name: "x.zip", data: b"not a zip" }, "", &NoSecrets)
+        .inspect(
+            &alice,
+            InspectTarget::File {
+                name: "x.zip",
+                data: b"not a zip",
+            },
+            "",
+            &NoSecrets,
+        )
         .await
         .unwrap();
     assert_eq!(result.status, "error");
@@ -366,8 +454,14 @@ async fn remote(python: &Path, transport: &str) -> Remote {
         .spawn()
         .unwrap();
     for _ in 0..200 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-            return Remote { _child: child, port };
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return Remote {
+                _child: child,
+                port,
+            };
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -419,7 +513,11 @@ async fn remote_servers_over_streamable_http_and_sse() {
         .unwrap_or_else(|e| panic!("{kind}: {e}"));
         assert_eq!(opened.tools.len(), 4, "{kind}");
         assert!(opened.tools.iter().all(|t| !t.writes()), "{kind}");
-        assert_eq!(call(&opened.tools, &ctx, "calc__add", json!({"a": 40, "b": 2})).await, Ok("42".into()), "{kind}");
+        assert_eq!(
+            call(&opened.tools, &ctx, "calc__add", json!({"a": 40, "b": 2})).await,
+            Ok("42".into()),
+            "{kind}"
+        );
         assert_eq!(
             call(&opened.tools, &ctx, "calc__key_seen", json!({})).await,
             Ok("key: yes".into()),
@@ -437,13 +535,21 @@ async fn remote_servers_over_streamable_http_and_sse() {
             json!({"url": url, "headers": {"Authorization": "Bearer ${CALC_KEY}"}}),
         );
         let result = inspector
-            .inspect(&user("alice", false), InspectTarget::Servers(servers), "", &Keys)
+            .inspect(
+                &user("alice", false),
+                InspectTarget::Servers(servers),
+                "",
+                &Keys,
+            )
             .await
             .unwrap();
         assert_eq!(result.status, "success", "{kind}: {}", result.error);
         assert_eq!(result.servers[0].server_type, kind);
         assert_eq!(result.servers[0].tools.len(), 4);
-        assert!(!format!("{result:?}").contains(KEY), "{kind}: the key is never answered");
+        assert!(
+            !format!("{result:?}").contains(KEY),
+            "{kind}: the key is never answered"
+        );
     }
 }
 
@@ -453,7 +559,10 @@ async fn a_private_address_is_refused_unless_allowed() {
     let http = remote(&python, "streamable-http").await;
     let url = format!("http://127.0.0.1:{}/mcp", http.port);
     let workspace = tempfile::tempdir().unwrap();
-    let ctx = ctx_with(Arc::new(NoSandbox("none".into())), workspace.path().to_path_buf());
+    let ctx = ctx_with(
+        Arc::new(NoSandbox("none".into())),
+        workspace.path().to_path_buf(),
+    );
     let scratch = tempfile::tempdir().unwrap();
     let settings = Settings::new(scratch.path().to_path_buf(), Vec::new());
     let refused = McpOpener {
@@ -463,7 +572,10 @@ async fn a_private_address_is_refused_unless_allowed() {
     .await
     .err()
     .unwrap();
-    assert!(refused.contains("loopback, private or link-local"), "{refused}");
+    assert!(
+        refused.contains("loopback, private or link-local"),
+        "{refused}"
+    );
 
     let mut servers = serde_json::Map::new();
     servers.insert("calc".into(), json!({"url": url}));
@@ -473,11 +585,20 @@ async fn a_private_address_is_refused_unless_allowed() {
         reviewer: None,
     };
     let result = inspector
-        .inspect(&user("alice", false), InspectTarget::Servers(servers), "", &Keys)
+        .inspect(
+            &user("alice", false),
+            InspectTarget::Servers(servers),
+            "",
+            &Keys,
+        )
         .await
         .unwrap();
     assert_eq!(result.status, "error");
-    assert!(result.servers[0].error.contains("loopback"), "{}", result.servers[0].error);
+    assert!(
+        result.servers[0].error.contains("loopback"),
+        "{}",
+        result.servers[0].error
+    );
 }
 
 docchat_common::backend_tests! {

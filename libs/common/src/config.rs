@@ -227,7 +227,10 @@ impl Config {
         if !(1..=86_400).contains(&self.chat_completion_lease_seconds) {
             anyhow::bail!("DOCCHAT_CHAT_COMPLETION_LEASE_SECONDS must be between 1 and 86400");
         }
-        if self.mcp_rate_limit == 0 || self.mcp_max_body_size_mb == 0 || self.mcp_max_concurrent_jobs == 0 {
+        if self.mcp_rate_limit == 0
+            || self.mcp_max_body_size_mb == 0
+            || self.mcp_max_concurrent_jobs == 0
+        {
             anyhow::bail!(
                 "DOCCHAT_MCP_RATE_LIMIT, DOCCHAT_MCP_MAX_BODY_SIZE_MB and DOCCHAT_MCP_MAX_CONCURRENT_JOBS must be at least 1"
             );
