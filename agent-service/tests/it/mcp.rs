@@ -107,6 +107,11 @@ struct Lab {
 }
 
 async fn lab(n: u32, server: &str) -> Option<Lab> {
+    lab_on(Mode::Auto, n, server).await
+}
+
+/// As [`lab`], on the backend `mode` (a loud skip when this host does not offer it).
+async fn lab_on(mode: Mode, n: u32, server: &str) -> Option<Lab> {
     let python = python()?;
     let vendor = vendored(&python)?;
     let dir = tempfile::tempdir().unwrap();
@@ -115,15 +120,20 @@ async fn lab(n: u32, server: &str) -> Option<Lab> {
         std::os::unix::fs::PermissionsExt::from_mode(0o711),
     )
     .unwrap();
+    let wanted = match mode {
+        Mode::Bubblewrap => Some("bubblewrap"),
+        Mode::Landlock => Some("landlock"),
+        _ => None,
+    };
     let sandbox = Sandbox::start(Ok(SandboxSettings {
-        mode: Mode::Auto,
+        mode,
         dir: dir.path().join("sandbox"),
         slots: 2,
         uid_base: 64900 + n * 4,
         helper: Some(HELPER.into()),
     }))
     .await;
-    if !sandbox.status().isolated() {
+    if !sandbox.status().isolated() || wanted.is_some_and(|w| w != sandbox.status().backend) {
         unavailable(&format!("a code sandbox ({})", sandbox.status().detail));
         return None;
     }
@@ -222,8 +232,17 @@ fn processes_with(needle: &str) -> usize {
 }
 
 #[tokio::test]
-async fn a_local_package_runs_in_the_sandbox_and_its_tools_are_called() {
-    let Some(lab) = lab(0, SERVER).await else {
+async fn a_local_package_runs_in_bubblewrap_and_its_tools_are_called() {
+    local_package(Mode::Bubblewrap, 0).await;
+}
+
+#[tokio::test]
+async fn a_local_package_runs_under_the_landlock_helper_and_its_tools_are_called() {
+    local_package(Mode::Landlock, 3).await;
+}
+
+async fn local_package(mode: Mode, n: u32) {
+    let Some(lab) = lab_on(mode, n, SERVER).await else {
         return;
     };
     let ctx = lab.ctx();
