@@ -242,7 +242,13 @@ async fn a_local_package_runs_under_the_landlock_helper_and_its_tools_are_called
 }
 
 async fn local_package(mode: Mode, n: u32) {
-    let Some(lab) = lab_on(mode, n, SERVER).await else {
+    // A server that outlives its stdin (a thread that does not end): only killing it ends it.
+    let lingering = SERVER.replacen(
+        "mcp = FastMCP(",
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(600,)).start()\nmcp = FastMCP(",
+        1,
+    );
+    let Some(lab) = lab_on(mode, n, &lingering).await else {
         return;
     };
     let ctx = lab.ctx();
