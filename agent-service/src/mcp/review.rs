@@ -3,7 +3,7 @@
 //! (instructions to the model hidden in descriptions) and over-broad capabilities. Its
 //! JSON verdict is the server's `security`. The tools' text is data in the prompt, fenced.
 
-use docchat_inference::{ChatMessage, ChatModel, LocalOptions, Registry};
+use docchat_inference::{ChatMessage, ChatModel, LocalOptions, Registry, StreamEvent};
 use serde_json::Value;
 
 use super::inspect::Reviewer;
@@ -36,15 +36,22 @@ impl Reviewer for ModelReviewer {
             "Server {server:?}. Tools:\n<<<TOOLS\n{}\nTOOLS>>>",
             serde_json::to_string_pretty(&listing).unwrap_or_default()
         );
-        let answer = chat
-            .complete(
+        // Streamed, as the agent's own calls are (every upstream the agent uses streams).
+        let mut stream = chat
+            .stream(
                 &[ChatMessage::system(SYSTEM), ChatMessage::user(prompt)],
                 800,
                 0.0,
             )
             .await
             .map_err(|e| format!("the review failed: {e}"))?;
-        Ok(verdict(&answer.text, entry.name.as_str()))
+        let mut text = String::new();
+        while let Some(event) = stream.next().await {
+            match event.map_err(|e| format!("the review failed: {e}"))? {
+                StreamEvent::Delta(d) => text.push_str(&d),
+            }
+        }
+        Ok(verdict(&text, entry.name.as_str()))
     }
 }
 

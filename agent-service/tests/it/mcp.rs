@@ -689,3 +689,52 @@ docchat_common::backend_tests! {
         replica.stop().await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn inspect_with_a_model_reviews_the_tools() {
+    use docchat_agent_service::mcp::review::ModelReviewer;
+    use docchat_common::testing::{ScriptedHttp, ScriptedTurn};
+
+    let Some(python) = python() else { return };
+    let http = remote(&python, "streamable-http").await;
+    let upstream = ScriptedHttp::chat_turns(vec![ScriptedTurn::text(
+        "Verdict:\n```json\n{\"risk\": \"high\", \"prompt_injection\": false, \"over_broad\": true, \"findings\": [\"write_note writes files\"]}\n```",
+    )])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models.toml");
+    std::fs::write(&models, docchat_test_stack::tool_models(&upstream.base_url)).unwrap();
+    let registry = docchat_inference::Registry::load(Some(&models)).unwrap();
+    let mut settings = Settings::new(dir.path().join("scratch"), vec!["127.0.0.1".into()]);
+    settings.wait = Duration::from_secs(10);
+    let inspector = McpInspector {
+        code: Arc::new(NoSandbox("none".into())),
+        settings,
+        reviewer: Some(Arc::new(ModelReviewer { registry })),
+    };
+    let mut servers = serde_json::Map::new();
+    servers.insert(
+        "calc".into(),
+        json!({"url": format!("http://127.0.0.1:{}/mcp", http.port)}),
+    );
+    let result = inspector
+        .inspect(
+            &user("alice", false),
+            InspectTarget::Servers(servers),
+            "scripted",
+            &NoSecrets,
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.status, "success", "{}", result.error);
+    let security: Value = serde_json::from_str(&result.servers[0].security_json).unwrap();
+    assert_eq!(security["risk"], "high", "{security}");
+    assert_eq!(security["over_broad"], true, "{security}");
+    assert_eq!(security["model"], "scripted", "{security}");
+    let asked = upstream.bodies();
+    let prompt = asked[0]["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        prompt.contains("Adds two numbers."),
+        "the model reads the descriptions: {prompt}"
+    );
+}
