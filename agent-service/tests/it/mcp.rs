@@ -272,6 +272,7 @@ async fn local_package(mode: Mode, n: u32) {
             "calc__add",
             "calc__fail",
             "calc__key_seen",
+            "calc__slow",
             "calc__write_note"
         ]
     );
@@ -370,10 +371,31 @@ async fn a_zip_package_is_inspected_in_the_sandbox() {
     assert_eq!(server.server_type, "fastmcp");
     assert_eq!(server.status, "success");
     assert_eq!(server.security_json, "{}");
-    assert_eq!(server.tools.len(), 4);
+    assert_eq!(server.tools.len(), 5);
     let add = server.tools.iter().find(|t| t.name == "add").unwrap();
     let params: Value = serde_json::from_str(&add.parameters_json).unwrap();
     assert_eq!(params["required"], json!(["a", "b"]));
+
+    // A tool stored as uploaded (its directory holds the ZIP): unpacked, then run.
+    let stored = lab.dir.path().join("stored");
+    std::fs::create_dir(&stored).unwrap();
+    std::fs::write(stored.join("calc.zip"), &zip).unwrap();
+    let ctx = lab.ctx();
+    let opened = McpOpener {
+        settings: lab.settings(&[]),
+    }
+    .open(
+        &record("calc", ToolType::LocalMcp, json!({})),
+        Some(&stored),
+        &ctx,
+        &NoSecrets,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        call(&opened.tools, &ctx, "calc__add", json!({"a": 1, "b": 1})).await,
+        Ok("2".into())
+    );
 }
 
 #[tokio::test]
@@ -536,7 +558,7 @@ async fn remote_servers_over_streamable_http_and_sse() {
         .open(&remote_record(&url), None, &ctx, &Keys)
         .await
         .unwrap_or_else(|e| panic!("{kind}: {e}"));
-        assert_eq!(opened.tools.len(), 4, "{kind}");
+        assert_eq!(opened.tools.len(), 5, "{kind}");
         assert!(opened.tools.iter().all(|t| !t.writes()), "{kind}");
         assert_eq!(
             call(&opened.tools, &ctx, "calc__add", json!({"a": 40, "b": 2})).await,
@@ -547,6 +569,15 @@ async fn remote_servers_over_streamable_http_and_sse() {
             call(&opened.tools, &ctx, "calc__key_seen", json!({})).await,
             Ok("key: yes".into()),
             "{kind}: the stored key is resolved server-side"
+        );
+
+        // Each call is bounded by the run's per-call timeout.
+        let mut hasty = ctx.clone();
+        hasty.timeout = Duration::from_millis(500);
+        let late = call(&opened.tools, &hasty, "calc__slow", json!({"seconds": 5})).await;
+        assert!(
+            late.as_ref().is_err_and(|e| e.contains("within")),
+            "{kind}: {late:?}"
         );
 
         let inspector = McpInspector {
@@ -570,11 +601,27 @@ async fn remote_servers_over_streamable_http_and_sse() {
             .unwrap();
         assert_eq!(result.status, "success", "{kind}: {}", result.error);
         assert_eq!(result.servers[0].server_type, kind);
-        assert_eq!(result.servers[0].tools.len(), 4);
+        assert_eq!(result.servers[0].tools.len(), 5);
         assert!(
             !format!("{result:?}").contains(KEY),
             "{kind}: the key is never answered"
         );
+        // The same configuration as an uploaded .json file.
+        let file = json!({"mcpServers": {"calc": {"url": url}}}).to_string();
+        let result = inspector
+            .inspect(
+                &user("alice", false),
+                InspectTarget::File {
+                    name: "servers.json",
+                    data: file.as_bytes(),
+                },
+                "",
+                &Keys,
+            )
+            .await
+            .unwrap();
+        assert_eq!(result.status, "success", "{kind}: {}", result.error);
+        assert_eq!(result.servers[0].server_name, "calc");
     }
 }
 

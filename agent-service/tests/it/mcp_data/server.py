@@ -38,6 +38,15 @@ def key_seen(ctx: Context) -> str:
 
 
 @mcp.tool()
+def slow(seconds: float) -> str:
+    """Sleeps, then answers."""
+    import time
+
+    time.sleep(seconds)
+    return "slept"
+
+
+@mcp.tool()
 def write_note(text: str) -> str:
     """Writes note.txt in the working directory (the session's workspace)."""
     with open(os.path.join(os.getcwd(), "note.txt"), "w") as f:
