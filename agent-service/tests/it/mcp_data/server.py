@@ -38,11 +38,11 @@ def key_seen(ctx: Context) -> str:
 
 
 @mcp.tool()
-def slow(seconds: float) -> str:
+async def slow(seconds: float) -> str:
     """Sleeps, then answers."""
-    import time
+    import asyncio
 
-    time.sleep(seconds)
+    await asyncio.sleep(seconds)
     return "slept"
 
 
