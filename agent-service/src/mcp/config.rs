@@ -63,9 +63,24 @@ pub struct Remote {
     pub url: String,
     /// Resolved header values (secrets among them).
     pub headers: Vec<(String, String)>,
+    /// The stored keys' values used, blanked out of every error text ([`Server::redact`]).
+    pub secrets: Vec<String>,
 }
 
 impl Server {
+    /// `text` without the stored keys' values this server's configuration used (an error
+    /// of the HTTP client may quote the URL).
+    pub fn redact(&self, text: String) -> String {
+        match self {
+            Server::Http(r) | Server::Sse(r) => r
+                .secrets
+                .iter()
+                .filter(|s| !s.is_empty())
+                .fold(text, |t, s| t.replace(s.as_str(), "***")),
+            Server::Stdio(_) => text,
+        }
+    }
+
     /// inspect's server_type.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -171,12 +186,16 @@ pub async fn remote(
         .and_then(Value::as_str)
         .filter(|u| !u.trim().is_empty())
         .ok_or("the server configuration has no url")?;
-    let url = resolve(url, owner, secrets).await?;
+    let mut used = Vec::new();
+    let url = resolve(url, owner, secrets, &mut used).await?;
     let mut headers = Vec::new();
     if let Some(h) = config.get("headers").and_then(Value::as_object) {
         for (name, value) in h {
             let value = value.as_str().ok_or("header values must be strings")?;
-            headers.push((name.clone(), resolve(value, owner, secrets).await?));
+            headers.push((
+                name.clone(),
+                resolve(value, owner, secrets, &mut used).await?,
+            ));
         }
     }
     let kind = config.get("type").or_else(|| config.get("transport"));
@@ -188,7 +207,11 @@ pub async fn remote(
             .next()
             .is_some_and(|p| p.trim_end_matches('/').ends_with("/sse")),
     };
-    let remote = Remote { url, headers };
+    let remote = Remote {
+        url,
+        headers,
+        secrets: used,
+    };
     Ok(if sse {
         Server::Sse(remote)
     } else {
@@ -198,7 +221,12 @@ pub async fn remote(
 
 /// `text` with every `${NAME}` replaced by the stored key NAME; an unknown name is an error
 /// that names it (never its value).
-async fn resolve(text: &str, owner: &str, secrets: &dyn Secrets) -> Result<String, String> {
+async fn resolve(
+    text: &str,
+    owner: &str,
+    secrets: &dyn Secrets,
+    used: &mut Vec<String>,
+) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("${") {
@@ -213,6 +241,7 @@ async fn resolve(text: &str, owner: &str, secrets: &dyn Secrets) -> Result<Strin
             .await
             .ok_or_else(|| format!("no stored key named {name:?}"))?;
         out.push_str(&value);
+        used.push(value);
         rest = &after[end + 1..];
     }
     out.push_str(rest);
@@ -244,6 +273,10 @@ mod tests {
         assert_eq!(
             r.headers,
             vec![("Authorization".into(), "Bearer s3cret".into())]
+        );
+        assert_eq!(
+            Server::Sse(r).redact("failed: http://h/?k=s3cret".into()),
+            "failed: http://h/?k=***"
         );
         let cfg = serde_json::json!({"url": "http://h/mcp", "type": "http"});
         assert!(matches!(

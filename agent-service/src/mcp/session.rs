@@ -43,12 +43,21 @@ pub struct Listed {
 
 pub struct Session {
     service: RunningService<RoleClient, ()>,
+    /// The server, for blanking its stored keys out of error texts.
+    server: Server,
     /// Ends the sandboxed server when the session goes.
     _server: Option<DropGuard>,
 }
 
 impl Session {
+    /// Connects; an error never quotes a stored key's value.
     pub async fn connect(server: &Server, how: &Connect) -> Result<Session, String> {
+        Session::open(server, how)
+            .await
+            .map_err(|e| server.redact(e))
+    }
+
+    async fn open(server: &Server, how: &Connect) -> Result<Session, String> {
         let bounded = |what: &'static str| {
             move |_| format!("the MCP server did not {what} within {:?}", how.wait)
         };
@@ -95,6 +104,7 @@ impl Session {
                     })?;
                 Ok(Session {
                     service,
+                    server: server.clone(),
                     _server: Some(guard),
                 })
             }
@@ -117,6 +127,7 @@ impl Session {
                     .map_err(|e| format!("cannot connect to the MCP server: {e}"))?;
                 Ok(Session {
                     service,
+                    server: server.clone(),
                     _server: None,
                 })
             }
@@ -134,6 +145,7 @@ impl Session {
                     .map_err(|e| format!("cannot connect to the MCP server: {e}"))?;
                 Ok(Session {
                     service,
+                    server: server.clone(),
                     _server: None,
                 })
             }
@@ -142,6 +154,10 @@ impl Session {
 
     /// Every tool the server lists (bounded by `wait`).
     pub async fn tools(&self, wait: Duration) -> Result<Vec<Listed>, String> {
+        self.list(wait).await.map_err(|e| self.server.redact(e))
+    }
+
+    async fn list(&self, wait: Duration) -> Result<Vec<Listed>, String> {
         let tools = tokio::time::timeout(wait, self.service.list_all_tools())
             .await
             .map_err(|_| format!("the MCP server did not list its tools within {wait:?}"))?
@@ -158,6 +174,13 @@ impl Session {
 
     /// Calls `name`: its text content joined; an error result is an Err with its text.
     pub async fn call(&self, name: &str, args: Value) -> Result<String, String> {
+        self.call_once(name, args)
+            .await
+            .map(|t| self.server.redact(t))
+            .map_err(|e| self.server.redact(e))
+    }
+
+    async fn call_once(&self, name: &str, args: Value) -> Result<String, String> {
         let arguments = match args {
             Value::Object(m) => Some(m),
             Value::Null => None,

@@ -649,6 +649,27 @@ async fn a_private_address_is_refused_unless_allowed() {
         "{refused}"
     );
 
+    // Allowed, but nothing listens: the error quotes the URL without the key in it.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let allowed = Settings::new(scratch.path().to_path_buf(), vec!["127.0.0.1".into()]);
+    let failed = McpOpener { settings: allowed }
+        .open(
+            &remote_record(&format!(
+                "http://127.0.0.1:{closed}/mcp?token=${{CALC_KEY}}"
+            )),
+            None,
+            &ctx,
+            &Keys,
+        )
+        .await
+        .err()
+        .unwrap();
+    assert!(failed.contains("token=***"), "{failed}");
+    assert!(!failed.contains(KEY), "the key never appears: {failed}");
+
     let mut servers = serde_json::Map::new();
     servers.insert("calc".into(), json!({"url": url}));
     let inspector = McpInspector {
