@@ -66,7 +66,9 @@ fn vendored(python: &Path) -> Option<PathBuf> {
         .arg(MCP)
         .status()
         .is_ok_and(|s| s.success());
-    if !ok || std::fs::rename(&tmp, &dir).is_err() && !dir.join("mcp").is_dir() {
+    let moved = ok && std::fs::rename(&tmp, &dir).is_ok();
+    let _ = std::fs::remove_dir_all(&tmp);
+    if !moved && !dir.join("mcp").is_dir() {
         unavailable("pip install --target of mcp for the package");
         return None;
     }
