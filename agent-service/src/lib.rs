@@ -9,6 +9,7 @@ pub mod egress;
 pub mod events;
 pub mod files;
 pub mod grpc;
+pub mod mcp;
 pub mod migrations;
 pub mod preferences;
 pub mod run;
@@ -78,6 +79,10 @@ pub async fn serve_with(
 ) -> anyhow::Result<()> {
     let db = docchat_common::db::connect(&ctx.database_url(Service::Agent)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "agent").await?;
+    // The administrator's egress allow list (DOCCHAT_AGENT_EGRESS_ALLOW) joins the tests'
+    // own, for fetch_url, remote MCP servers and browser actions alike.
+    let mut fetch_allow = fetch_allow;
+    fetch_allow.extend(mcp::egress_allow_from_env());
     let background = Background::new();
     let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
     background
@@ -137,8 +142,15 @@ pub async fn serve_with(
             ctx.standalone,
         )?),
     };
-    let custom_tools =
-        Arc::new(custom_tools(&ctx, db.clone()).with_secrets(Arc::new(agent_keys.clone())));
+    let sandbox: Arc<dyn tools::CodeRunner> = Arc::new(sandbox);
+    let custom_tools = Arc::new(custom_tools(
+        &ctx,
+        db.clone(),
+        sandbox.clone(),
+        Arc::new(agent_keys.clone()),
+        fetch_allow.clone(),
+        registry.clone(),
+    ));
     let custom_agent_runner = Arc::new(custom_agents::run::Runner {
         db: db.clone(),
         keys: agent_keys.clone(),
@@ -151,7 +163,7 @@ pub async fn serve_with(
         extensions: Some(custom_tools.clone()),
         stored: Some(Arc::new(stored::Stored::new(db.clone(), clients.clone()))),
         deps: Arc::new(tools::ToolDeps {
-            code: Arc::new(sandbox),
+            code: sandbox,
             shelf: Some(Arc::new(shelf::Shelf::new(
                 ctx.config.data_dir.join("agent").join("collections"),
                 clients.clone(),
@@ -218,16 +230,25 @@ fn prompt_writer(
     }
 }
 
-/// The caller's custom tools with the opener of each tool type this replica runs.
-///
-/// REGISTRATION POINTS (issue 16): each kind's module registers its opener here.
+/// The caller's custom tools, with the opener of each tool type (each kind's module) and the
+/// MCP inspector; their code runs in `code` (the sandbox), their keys come from `secrets`.
 fn custom_tools(
     ctx: &ServiceContext,
     db: sea_orm::DatabaseConnection,
+    code: Arc<dyn tools::CodeRunner>,
+    secrets: Arc<dyn tools::custom::Secrets>,
+    egress_allow: Vec<String>,
+    registry: docchat_inference::Registry,
 ) -> custom_tools::CustomTools {
     use tools::custom::ToolType;
-    let root = ctx.config.data_dir.join("agent").join("custom_tools");
-    custom_tools::CustomTools::new(db, root)
+    let agent_dir = ctx.config.data_dir.join("agent");
+    let (mcp_openers, inspector) = mcp::for_service(
+        code,
+        mcp::Settings::new(agent_dir.join("mcp"), egress_allow),
+        registry,
+    );
+    let mut tools = custom_tools::CustomTools::new(db, agent_dir.join("custom_tools"))
+        .with_secrets(secrets)
         // general_code: a Python function run in the sandbox (custom_tools/general_code.rs).
         .with_opener(
             ToolType::GeneralCode,
@@ -237,11 +258,13 @@ fn custom_tools(
         // the egress proxy (browser/).
         .with_opener(
             ToolType::BrowserAction,
-            Arc::new(browser::BrowserOpener::new(
-                ctx.config.data_dir.join("agent").join("browser"),
-            )),
-        )
-    // local_mcp, remote_mcp: crate::mcp (branch ext-mcp) registers its openers here, and
-    // sets `.inspector` for POST /agents/mcp/inspect_tool.
-    // Secrets: tools::custom::NoSecrets until the custom agents' key store lands.
+            Arc::new(browser::BrowserOpener::new(agent_dir.join("browser"))),
+        );
+    // local_mcp (a stdio server in the sandbox) and remote_mcp (HTTP or SSE through the
+    // egress rule): mcp/.
+    for (kind, opener) in mcp_openers {
+        tools = tools.with_opener(kind, opener);
+    }
+    tools.inspector = Some(inspector);
+    tools
 }

@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod mcp_limits;
 pub mod openapi;
 pub mod routes;
 pub mod standalone;
@@ -82,8 +83,8 @@ fn app(
 ) {
     use routes::{
         agent_files, agent_keys, agents, chats, collections, compat, completions, configuration,
-        custom_agents, custom_tools, documents, extractors, files, health, identity, meta, models,
-        tags, uploads,
+        custom_agents, custom_tools, documents, extractors, files, health, identity, mcp, meta,
+        models, tags, uploads,
     };
     let max_body = state.config.max_body_bytes;
     let json = web::JsonConfig::default()
@@ -117,6 +118,7 @@ fn app(
                 .configure(custom_tools::configure)
                 .configure(custom_agents::configure)
                 .configure(agent_keys::configure)
+                .configure(mcp::configure)
                 .default_service(web::to(authenticated_not_found)),
         )
         .service(scope::scope("/rpc/health").configure(health::configure))

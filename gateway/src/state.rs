@@ -18,6 +18,8 @@ pub struct AppState {
     pub auth_ttl: Duration,
     /// The identity the gateway uses to resolve keys.
     pub gateway_identity: Caller,
+    /// mcp_rate_limit and mcp_max_concurrent_jobs of this replica.
+    pub mcp: crate::mcp_limits::Limiter,
 }
 
 impl AppState {
@@ -25,9 +27,10 @@ impl AppState {
         Ok(AppState {
             clients: Clients::new(&config, keys)?,
             auth_ttl: Duration::from_millis(config.auth_cache_ttl_ms),
-            config,
             auth_cache: TtlCache::new(100_000),
             gateway_identity: Caller::service("gateway"),
+            mcp: crate::mcp_limits::Limiter::new(&config),
+            config,
         })
     }
 }

@@ -28,6 +28,7 @@ pub mod bwrap;
 pub mod exec;
 pub mod helper;
 pub mod limits;
+pub mod stdio;
 pub mod supervise;
 
 use std::ffi::OsString;
@@ -464,6 +465,15 @@ impl CodeRunner for Sandbox {
 
     fn private_network(&self) -> bool {
         matches!(self.backend, Backend::Bubblewrap(_))
+    }
+
+    async fn serve(
+        &self,
+        spec: CodeSpec,
+        started: tokio::sync::oneshot::Sender<Result<crate::tools::Pipes, String>>,
+        cancel: CancellationToken,
+    ) {
+        self.serve_stdio(spec, started, cancel).await;
     }
 
     fn documents_at(&self, host: &Path) -> PathBuf {

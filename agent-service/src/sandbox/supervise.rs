@@ -162,7 +162,7 @@ async fn read_some<R: AsyncReadExt + Unpin>(pipe: &mut Option<R>, buf: &mut [u8]
 
 /// SIGKILL to the run's process group, and to the child itself (which may not have made
 /// its group yet). Called only before the child is reaped, so the ids are still the child's.
-fn kill_group(group: Option<Pid>) {
+pub(super) fn kill_group(group: Option<Pid>) {
     if let Some(group) = group {
         if let Err(e) = killpg(group, Signal::SIGKILL) {
             tracing::debug!(error = %e, "killing the sandbox's process group");

@@ -22,7 +22,7 @@ use docchat_proto::agent::v1 as pb;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use python::{CodeOutput, CodeRunner, CodeSpec, DOCUMENTS_MOUNT, Grants, NoSandbox};
+pub use python::{CodeOutput, CodeRunner, CodeSpec, DOCUMENTS_MOUNT, Grants, NoSandbox, Pipes};
 
 /// A custom tool of the caller's as the catalogue lists it (see [`Extensions`]).
 #[derive(Debug, Clone, PartialEq)]

@@ -75,6 +75,30 @@ pub trait CodeRunner: Send + Sync {
     fn documents_at(&self, _host: &std::path::Path) -> PathBuf {
         PathBuf::from(DOCUMENTS_MOUNT)
     }
+
+    /// Runs a long-lived program (a local MCP server) with its stdin and stdout piped to
+    /// the caller, confined like [`CodeRunner::run`] (`spec.documents`: a read-only
+    /// directory it sees at [`CodeRunner::documents_at`]; `spec.wall_clock`: its lifetime).
+    /// The pipes (or why it did not start) go to `started`; this returns when the program
+    /// has ended and everything it left is killed: at its own exit, its lifetime, or
+    /// `cancel` (the caller's drop).
+    async fn serve(
+        &self,
+        spec: CodeSpec,
+        started: tokio::sync::oneshot::Sender<Result<Pipes, String>>,
+        cancel: CancellationToken,
+    ) {
+        let _ = (spec, cancel);
+        let _ = started.send(Err("this sandbox cannot run servers".into()));
+    }
+}
+
+/// A served program's pipes ([`CodeRunner::serve`]).
+pub struct Pipes {
+    pub stdin: tokio::process::ChildStdin,
+    pub stdout: tokio::process::ChildStdout,
+    /// The last bytes it wrote to stderr (why it failed to start, for the caller).
+    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 /// No sandbox: every run is refused.

@@ -18,6 +18,7 @@ mod sandbox_bench;
 use docchat_common::testing::{Spawned, bind, context};
 
 mod files;
+mod mcp;
 mod run;
 
 docchat_common::backend_tests! {

@@ -24,6 +24,7 @@ mod edge;
 mod harness;
 mod identity;
 mod limits;
+mod mcp;
 mod readiness;
 mod references;
 mod slice;

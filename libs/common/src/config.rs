@@ -121,6 +121,13 @@ pub struct Config {
     pub vector_backend: String,
     /// pgvector HNSW search breadth (`hnsw.ef_search`); raised to the candidate count.
     pub pgvector_ef_search: u32,
+    /// Deployment-time MCP settings (SPEC.md), per gateway replica: MCP requests per user
+    /// per minute (more answer 429),
+    pub mcp_rate_limit: u32,
+    /// the largest MCP request body in MB (larger answer 413),
+    pub mcp_max_body_size_mb: u64,
+    /// and the MCP inspections one user may have running at once (more answer 429).
+    pub mcp_max_concurrent_jobs: u32,
 }
 
 impl Default for Config {
@@ -165,6 +172,9 @@ impl Default for Config {
             description_interval_seconds: 30,
             vector_backend: "auto".into(),
             pgvector_ef_search: 100,
+            mcp_rate_limit: 60,
+            mcp_max_body_size_mb: 140,
+            mcp_max_concurrent_jobs: 4,
         }
     }
 }
@@ -216,6 +226,14 @@ impl Config {
         }
         if !(1..=86_400).contains(&self.chat_completion_lease_seconds) {
             anyhow::bail!("DOCCHAT_CHAT_COMPLETION_LEASE_SECONDS must be between 1 and 86400");
+        }
+        if self.mcp_rate_limit == 0
+            || self.mcp_max_body_size_mb == 0
+            || self.mcp_max_concurrent_jobs == 0
+        {
+            anyhow::bail!(
+                "DOCCHAT_MCP_RATE_LIMIT, DOCCHAT_MCP_MAX_BODY_SIZE_MB and DOCCHAT_MCP_MAX_CONCURRENT_JOBS must be at least 1"
+            );
         }
         if self.chat_fairness_starvation_interval == 0 {
             anyhow::bail!("DOCCHAT_CHAT_FAIRNESS_STARVATION_INTERVAL must be at least 1");

@@ -315,6 +315,23 @@ impl Stack {
         self.serve(service, ctx, listener, url).await
     }
 
+    /// Another agent-service replica whose runs have `catalog` (tests add tools, e.g. MCP
+    /// ones) and may reach the hosts `allow` on private addresses.
+    #[cfg(feature = "agent")]
+    pub async fn agent_with(
+        &self,
+        catalog: docchat_agent_service::tools::Catalog,
+        allow: Vec<String>,
+    ) -> Spawned {
+        let (listener, url) = bind().await;
+        let ctx = self.replica_context(Service::Agent, &url, |_| {});
+        Spawned::start(ctx, listener, url, move |c, l, s| {
+            docchat_agent_service::serve_with(c, l, s, catalog, allow)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("agent-service did not start on {}: {e:#}", self.backend))
+    }
+
     /// Like [`replica`](Self::replica), but the start's result, for tests of starts that fail.
     pub async fn try_replica(
         &self,
