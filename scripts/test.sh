@@ -62,9 +62,11 @@ base_url = "http://127.0.0.1:$(cat "$data/upstream.port")/v1"
 MODELS
 port="$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 key="sk-compat-$(date +%s)"
-# The README's run command (debug build: the one just built).
+# The README's run command (debug build: the one just built). The MCP checks' server listens
+# on this host's loopback, which the agent may reach only when allowed.
 DOCCHAT_MODELS_FILE="$data/models.toml" DOCCHAT_MODELS_DIR="$DOCCHAT_TEST_MODELS_DIR" DOCCHAT_DATA_DIR="$data" \
   DOCCHAT_HTTP_ADDR="127.0.0.1:$port" DOCCHAT_BOOTSTRAP_ADMIN_KEY="$key" DOCCHAT_RUN_PROFILE=dev \
+  DOCCHAT_AGENT_EGRESS_ALLOW=127.0.0.1 \
   scripts/run.sh >"$data/gateway.log" 2>&1 &
 gw=$!
 trap 'kill $gw $upstream 2>/dev/null || true; rm -rf "$data"' EXIT

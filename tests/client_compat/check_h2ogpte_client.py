@@ -538,6 +538,111 @@ def _():
     assert agents.list_custom_agents() == []
 
 
+# The MCP checks start the test MCP server of agent-service's tests (PyPI mcp<2, FastMCP)
+# over streamable HTTP on this host; docchat must be allowed to reach 127.0.0.1
+# (DOCCHAT_AGENT_EGRESS_ALLOW, set by scripts/test.sh). `DOCCHAT_CHECK_MCP=off` skips them
+# (the compose stack's containers cannot reach this host's loopback).
+MCP_CHECKS = os.environ.get("DOCCHAT_CHECK_MCP", "on") != "off"
+MCP_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "agent-service", "tests", "it", "mcp_data", "server.py")
+MCP_KEY = "k-" + "7f3a9c"  # what the test server expects as its bearer key
+
+
+def start_mcp_server():
+    import socket
+    import subprocess
+    import time
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    proc = subprocess.Popen([sys.executable, MCP_SERVER, "streamable-http", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc, port
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("the test MCP server did not start")
+
+
+def vendored_mcp_package():
+    """A local_mcp ZIP: the test server with `mcp` and its dependencies beside it."""
+    import io
+    import subprocess
+    import zipfile
+
+    vendor = os.path.expanduser("~/.cache/docchat/mcp-vendor/mcp==1.30.0")
+    if not os.path.isdir(os.path.join(vendor, "mcp")):
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        "--target", vendor, "mcp==1.30.0"], check=True)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
+        z.write(MCP_SERVER, "calc/server.py")
+        for root, dirs, files in os.walk(vendor):
+            dirs[:] = [d for d in dirs if d != "__pycache__" and not d.endswith(".dist-info") and d != "bin"]
+            for f in files:
+                path = os.path.join(root, f)
+                z.write(path, os.path.join("calc", os.path.relpath(path, vendor)))
+    return out.getvalue()
+
+
+@check("MCP: a remote server inspected before adding (a stored key in its headers), added, inspected by id, used by the agent; a local package likewise")
+def _():
+    from h2ogpte.rest_sync.models.create_agent_key_request import CreateAgentKeyRequest
+    from h2ogpte.rest_sync.models.inspect_mcp_tool_request import InspectMcpToolRequest
+
+    if not MCP_CHECKS:
+        print("SKIP the MCP checks (DOCCHAT_CHECK_MCP=off)")
+        return
+    agents = AgentsApi(state["user"])
+    proc, port = start_mcp_server()
+    try:
+        key = agents.create_agent_key(CreateAgentKeyRequest(name="CALC_KEY", type="private", value=MCP_KEY))
+        server = {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"Authorization": "Bearer ${CALC_KEY}"}}
+        seen = agents.inspect_mcp_tool(InspectMcpToolRequest(servers={"remote_calc": server}))
+        assert seen.status == "success", seen
+        tools = {t.name for t in seen.servers[0].tools}
+        assert {"add", "key_seen"} <= tools and seen.servers[0].tool_count == len(tools), seen
+        assert MCP_KEY not in str(seen), "inspection answered the key"
+        bad = agents.inspect_mcp_tool(InspectMcpToolRequest())
+        assert bad.status == "error" and bad.error, bad
+
+        created = agents.add_custom_agent_tool(
+            tool_type="remote_mcp",
+            tool_args=json.dumps({"mcp_config_json": json.dumps({"mcpServers": {"remote_calc": server}})}),
+        )
+        remote_id = created[0].agent_custom_tool_id
+        by_id = agents.inspect_mcp_tool(InspectMcpToolRequest(tool_id=remote_id))
+        assert by_id.status == "success" and by_id.servers[0].tool_count == len(tools), by_id
+        chats = ChatApi(state["user"])
+        if sandbox_or_skip("the local MCP server"):
+            package = vendored_mcp_package()
+            assert len(package) < 20 << 20, f"the vendored package is {len(package)} bytes"
+            local = agents.add_custom_agent_tool(tool_type="local_mcp", tool_args=json.dumps({}), file=("calc.zip", package))
+            local_id = local[0].agent_custom_tool_id
+            sid = chats.create_chat_session().id
+            reply = chats.get_completion(sid, ChatCompletionRequest(
+                message="[local mcp add 2 and 3] What is 2 plus 3?", llm="scripted",
+                llm_args={"use_agent": True, "agent_tools": ["calc"]}, rag_config={"rag_type": "agent_only"},
+            ))
+            assert reply.body.startswith("LOCAL") and "5" in reply.body, reply.body
+            agents.delete_custom_agent_tool([local_id])
+        sid = chats.create_chat_session().id
+        reply = chats.get_completion(sid, ChatCompletionRequest(
+            message="[remote mcp add 4 and 5] What is 4 plus 5?", llm="scripted",
+            llm_args={"use_agent": True, "agent_tools": ["remote_calc"]}, rag_config={"rag_type": "agent_only"},
+        ))
+        assert reply.body.startswith("REMOTE") and "9" in reply.body, reply.body
+        assert MCP_KEY not in reply.body
+        agents.delete_custom_agent_tool([remote_id])
+        agents.delete_agent_keys([key.id])
+    finally:
+        proc.kill()
+
+
 failed = [n for n, err in results if err]
 print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
 sys.exit(1 if failed else 0)

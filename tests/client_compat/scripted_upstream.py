@@ -35,6 +35,8 @@ print("TOTAL", int(df["amount"].sum()))
 # custom-tool checks (a general_code function, an MCP server's tool).
 TOOL_MARKS = {
     "[add 40 and 2]": ("add_numbers", {"a": 40, "b": 2}, "SUM"),
+    "[local mcp add 2 and 3]": ("calc__add", {"a": 2, "b": 3}, "LOCAL"),
+    "[remote mcp add 4 and 5]": ("remote_calc__add", {"a": 4, "b": 5}, "REMOTE"),
 }
 
 
