@@ -568,6 +568,11 @@ def start_mcp_server():
     raise AssertionError("the test MCP server did not start")
 
 
+def history_of(chats, reply):
+    """The reply's agent history (what the run noted), for a failure's message."""
+    return [m.content for m in chats.get_message_meta(reply.message_id, info_type="agent_chat_history_md")]
+
+
 def vendored_mcp_package():
     """A local_mcp ZIP: the test server with `mcp` and its dependencies beside it."""
     import io
@@ -582,7 +587,7 @@ def vendored_mcp_package():
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
         z.write(MCP_SERVER, "calc/server.py")
         for root, dirs, files in os.walk(vendor):
-            dirs[:] = [d for d in dirs if d != "__pycache__" and not d.endswith(".dist-info") and d != "bin"]
+            dirs[:] = [d for d in dirs if d not in ("__pycache__", "bin")]
             for f in files:
                 path = os.path.join(root, f)
                 z.write(path, os.path.join("calc", os.path.relpath(path, vendor)))
@@ -628,14 +633,14 @@ def _():
                 message="[local mcp add 2 and 3] What is 2 plus 3?", llm="scripted",
                 llm_args={"use_agent": True, "agent_tools": ["calc"]}, rag_config={"rag_type": "agent_only"},
             ))
-            assert reply.body.startswith("LOCAL") and "5" in reply.body, reply.body
+            assert reply.body.startswith("LOCAL") and "5" in reply.body, (reply.body, history_of(chats, reply))
             agents.delete_custom_agent_tool([local_id])
         sid = chats.create_chat_session().id
         reply = chats.get_completion(sid, ChatCompletionRequest(
             message="[remote mcp add 4 and 5] What is 4 plus 5?", llm="scripted",
             llm_args={"use_agent": True, "agent_tools": ["remote_calc"]}, rag_config={"rag_type": "agent_only"},
         ))
-        assert reply.body.startswith("REMOTE") and "9" in reply.body, reply.body
+        assert reply.body.startswith("REMOTE") and "9" in reply.body, (reply.body, history_of(chats, reply))
         assert MCP_KEY not in reply.body
         agents.delete_custom_agent_tool([remote_id])
         agents.delete_agent_keys([key.id])
