@@ -143,7 +143,7 @@ took
 step "h2oGPTe and openai clients against the compose gateway"
 # The agent's code runs in the container's sandbox (the Landlock helper under Docker's seccomp
 # profile): required, as on the host; DOCCHAT_CHECK_SANDBOX=auto makes it a loud skip instead.
-DOCCHAT_CHECK_SANDBOX="${DOCCHAT_CHECK_SANDBOX:-required}" DOCCHAT_CHECK_MCP=off \
+DOCCHAT_CHECK_SANDBOX="${DOCCHAT_CHECK_SANDBOX:-required}" DOCCHAT_CHECK_REMOTE_MCP=off \
   "$python" tests/client_compat/check_h2ogpte_client.py "http://127.0.0.1:$port" "$key"
 "$python" tests/client_compat/check_openai_client.py "http://127.0.0.1:$port" "$key"
 took

@@ -538,11 +538,12 @@ def _():
     assert agents.list_custom_agents() == []
 
 
-# The MCP checks start the test MCP server of agent-service's tests (PyPI mcp<2, FastMCP)
-# over streamable HTTP on this host; docchat must be allowed to reach 127.0.0.1
-# (DOCCHAT_AGENT_EGRESS_ALLOW, set by scripts/test.sh). `DOCCHAT_CHECK_MCP=off` skips them
-# (the compose stack's containers cannot reach this host's loopback).
-MCP_CHECKS = os.environ.get("DOCCHAT_CHECK_MCP", "on") != "off"
+# The MCP checks use the test MCP server of agent-service's tests (PyPI mcp<2, FastMCP): as a
+# local package (its dependencies vendored), and over streamable HTTP on this host, which
+# docchat must be allowed to reach (DOCCHAT_AGENT_EGRESS_ALLOW=127.0.0.1, set by
+# scripts/test.sh). `DOCCHAT_CHECK_REMOTE_MCP=off` skips the remote one (the compose stack's
+# containers cannot reach this host's loopback).
+REMOTE_MCP_CHECKS = os.environ.get("DOCCHAT_CHECK_REMOTE_MCP", "on") != "off"
 MCP_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "agent-service", "tests", "it", "mcp_data", "server.py")
 MCP_KEY = "k-" + "7f3a9c"  # what the test server expects as its bearer key
 
@@ -594,13 +595,39 @@ def vendored_mcp_package():
     return out.getvalue()
 
 
-@check("MCP: a remote server inspected before adding (a stored key in its headers), added, inspected by id, used by the agent; a local package likewise")
+@check("MCP: a local package (a FastMCP server with mcp vendored) inspected before adding, added, used by the agent in the sandbox")
+def _():
+    import base64
+
+    from h2ogpte.rest_sync.models.inspect_mcp_tool_request import InspectMcpToolRequest
+
+    if not sandbox_or_skip("the local MCP server"):
+        return
+    agents = AgentsApi(state["user"])
+    package = vendored_mcp_package()
+    assert len(package) < 20 << 20, f"the vendored package is {len(package)} bytes"
+    seen = agents.inspect_mcp_tool(InspectMcpToolRequest(
+        file_name="calc.zip", file_data_base64=base64.b64encode(package).decode()))
+    assert seen.status == "success" and {"add", "fail"} <= {t.name for t in seen.servers[0].tools}, seen
+    local = agents.add_custom_agent_tool(tool_type="local_mcp", tool_args=json.dumps({}), file=("calc.zip", package))
+    local_id = local[0].agent_custom_tool_id
+    chats = ChatApi(state["user"])
+    sid = chats.create_chat_session().id
+    reply = chats.get_completion(sid, ChatCompletionRequest(
+        message="[local mcp add 2 and 3] What is 2 plus 3?", llm="scripted",
+        llm_args={"use_agent": True, "agent_tools": ["calc"]}, rag_config={"rag_type": "agent_only"},
+    ))
+    assert reply.body.startswith("LOCAL") and "5" in reply.body, (reply.body, history_of(chats, reply))
+    agents.delete_custom_agent_tool([local_id])
+
+
+@check("MCP: a remote server inspected before adding (a stored key in its headers), added, inspected by id, used by the agent")
 def _():
     from h2ogpte.rest_sync.models.create_agent_key_request import CreateAgentKeyRequest
     from h2ogpte.rest_sync.models.inspect_mcp_tool_request import InspectMcpToolRequest
 
-    if not MCP_CHECKS:
-        print("SKIP the MCP checks (DOCCHAT_CHECK_MCP=off)")
+    if not REMOTE_MCP_CHECKS:
+        print("SKIP the remote MCP check (DOCCHAT_CHECK_REMOTE_MCP=off)")
         return
     agents = AgentsApi(state["user"])
     proc, port = start_mcp_server()
@@ -623,18 +650,6 @@ def _():
         by_id = agents.inspect_mcp_tool(InspectMcpToolRequest(tool_id=remote_id))
         assert by_id.status == "success" and by_id.servers[0].tool_count == len(tools), by_id
         chats = ChatApi(state["user"])
-        if sandbox_or_skip("the local MCP server"):
-            package = vendored_mcp_package()
-            assert len(package) < 20 << 20, f"the vendored package is {len(package)} bytes"
-            local = agents.add_custom_agent_tool(tool_type="local_mcp", tool_args=json.dumps({}), file=("calc.zip", package))
-            local_id = local[0].agent_custom_tool_id
-            sid = chats.create_chat_session().id
-            reply = chats.get_completion(sid, ChatCompletionRequest(
-                message="[local mcp add 2 and 3] What is 2 plus 3?", llm="scripted",
-                llm_args={"use_agent": True, "agent_tools": ["calc"]}, rag_config={"rag_type": "agent_only"},
-            ))
-            assert reply.body.startswith("LOCAL") and "5" in reply.body, (reply.body, history_of(chats, reply))
-            agents.delete_custom_agent_tool([local_id])
         sid = chats.create_chat_session().id
         reply = chats.get_completion(sid, ChatCompletionRequest(
             message="[remote mcp add 4 and 5] What is 4 plus 5?", llm="scripted",
