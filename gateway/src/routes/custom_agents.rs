@@ -15,7 +15,7 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::comma_list;
+use super::{Count, comma_list};
 use crate::auth::AgentsApi;
 use crate::error::{ErrorBody, HttpError, TerseResult, bad_request};
 
@@ -140,11 +140,6 @@ pub struct UpdateCustomAgent {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct UpdatedAgent {
     pub agent_custom_agent_id: String,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Count {
-    pub count: u64,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -365,9 +360,7 @@ pub async fn delete_custom_agent(
         .custom_agents()
         .delete_custom_agents(pb::Ids { ids })
         .await?;
-    Ok(web::Json(Count {
-        count: n.into_inner().count,
-    }))
+    Ok(web::Json(Count::of(n.into_inner().count)))
 }
 
 #[utoipa::path(tag = "Agents",

@@ -79,11 +79,6 @@ pub struct ToolUpdate {
     pub tool_args: Option<serde_json::Value>,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-pub struct DeletedCount {
-    pub count: u64,
-}
-
 fn form_error<E: std::fmt::Display>(e: E) -> HttpError {
     tracing::debug!(error = %e, "unreadable custom tool form");
     bad_request(BAD_FORM)
@@ -323,7 +318,7 @@ pub async fn update_custom_agent_tool(
 #[utoipa::path(
     tag = "Agents",
     params(("tool_ids" = String, Path, description = "one tool id, or several comma-separated")),
-    responses((status = 200, body = DeletedCount), (status = 401, body = ErrorBody)),
+    responses((status = 200, body = super::Count), (status = 401, body = ErrorBody)),
     security(("bearer" = []))
 )]
 #[delete("/agents/custom_tools/{tool_ids}")]
@@ -342,7 +337,7 @@ pub async fn delete_custom_agent_tools(
             .into_inner()
             .count
     };
-    Ok(HttpResponse::Ok().json(DeletedCount { count }))
+    Ok(HttpResponse::Ok().json(super::Count::of(count)))
 }
 
 #[utoipa::path(

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::{page, ts_req};
+use super::{Count, page, ts_req};
 use crate::auth::Api;
 use crate::error::{ErrorBody, HttpResult};
 
@@ -77,11 +77,6 @@ impl From<pb::Document> for Document {
             summary,
         }
     }
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct Count {
-    pub count: i64,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -25,6 +25,8 @@ pub mod uploads;
 use chrono::{DateTime, Utc};
 use docchat_proto::Timestamp;
 use docchat_proto::common::v1::PageRequest;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::error::{HttpResult, bad_request};
 
@@ -85,4 +87,19 @@ pub fn page(offset: Option<u64>, limit: Option<u64>) -> HttpResult<(u64, u64)> {
         }
     }
     Ok((offset.unwrap_or(0), limit.unwrap_or(0)))
+}
+
+/// `{count}`: how many a count or a delete found. One schema for every route: two types of
+/// one name overwrite each other in the published document.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Count {
+    pub count: i64,
+}
+
+impl Count {
+    pub fn of(n: u64) -> Count {
+        Count {
+            count: i64::try_from(n).unwrap_or(i64::MAX),
+        }
+    }
 }
