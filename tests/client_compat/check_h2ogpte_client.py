@@ -663,6 +663,84 @@ def _():
         proc.kill()
 
 
+@check("memory blocks: created, listed, read, updated, shared with another user (read, then edit), made public, a default per scope, deleted")
+def _():
+    from h2ogpte.rest_sync.api.memory_blocks_api import MemoryBlocksApi
+    from h2ogpte.rest_sync.models.memory_block_create_request import MemoryBlockCreateRequest
+    from h2ogpte.rest_sync.models.memory_block_privacy_request import MemoryBlockPrivacyRequest
+    from h2ogpte.rest_sync.models.memory_block_update_request import MemoryBlockUpdateRequest
+    from h2ogpte.rest_sync.models.set_default_memory_block_request import SetDefaultMemoryBlockRequest
+    from h2ogpte.rest_sync.models.share_memory_block_request import ShareMemoryBlockRequest
+
+    mine, theirs = MemoryBlocksApi(state["user"]), MemoryBlocksApi(admin)
+    block = mine.create_memory_block(MemoryBlockCreateRequest(name="team notes", content="We ship on Fridays."))
+    assert block.is_owner and not block.is_public and block.injection_mode == "system_prompt", block
+    assert block.access_mode == "read_write" and block.max_content_length == 10000, block
+    try:
+        mine.create_memory_block(MemoryBlockCreateRequest(name="team notes"))
+    except ApiException as e:
+        assert e.status == 409, e.status
+    else:
+        raise AssertionError("a second block of one name")
+    page = mine.list_memory_blocks(name_filter="team")
+    assert page.total == 1 and [b.id for b in page.items] == [block.id], page
+    mine.update_memory_block(block.id, MemoryBlockUpdateRequest(content="We ship on Thursdays."))
+    assert mine.get_memory_block(block.id).content == "We ship on Thursdays."
+    try:
+        theirs.get_memory_block(block.id)
+    except ApiException as e:
+        assert e.status == 404, e.status
+    else:
+        raise AssertionError("another user reads an unshared block")
+    admin_name = raw("GET", "/api/v1/users/current", ADMIN_KEY)[1]["username"]
+    mine.share_memory_block(block.id, admin_name, ShareMemoryBlockRequest(permissions=[]))
+    seen = theirs.get_memory_block(block.id)
+    assert seen.content == "We ship on Thursdays." and not seen.is_owner, seen
+    assert [p.username for p in mine.list_memory_block_permissions(block.id)] == [admin_name]
+    assert mine.get_memory_block(block.id).user_count == 1
+    mine.unshare_memory_block(block.id, admin_name)
+    mine.set_memory_block_privacy(block.id, MemoryBlockPrivacyRequest(is_public=True, permissions=[]))
+    assert theirs.get_memory_block(block.id).is_public
+    assert mine.list_public_memory_block_permissions(block.id) == []
+    mine.set_memory_block_privacy(block.id, MemoryBlockPrivacyRequest(is_public=False))
+    answer = mine.set_default_memory_block(SetDefaultMemoryBlockRequest(scope="llm", memory_block_id=block.id))
+    assert answer.scope == "llm" and answer.memory_block.id == block.id, answer
+    defaults = mine.get_default_memory_blocks()
+    assert defaults.defaults.llm.id == block.id and defaults.defaults.agent is None, defaults
+    cleared = mine.set_default_memory_block(SetDefaultMemoryBlockRequest(scope="llm", memory_block_id=None))
+    assert cleared.memory_block is None
+    mine.delete_memory_block(block.id)
+    assert mine.list_memory_blocks().total == 0
+
+
+@check("job history: the administrator pages through the week's jobs (the user's ingestion among them) and their stats")
+def _():
+    import time
+
+    from h2ogpte.rest_sync.api.jobs_api import JobsApi
+
+    jobs = JobsApi(admin)
+    for _ in range(100):
+        page = jobs.list_admin_jobs(limit=2)
+        if page.jobs:
+            break
+        time.sleep(0.1)
+    assert page.jobs, "no job in the history after the checks' ingestions"
+    seen = list(page.jobs)
+    while page.next_cursor_id:
+        page = jobs.list_admin_jobs(limit=2, cursor_created_at=page.next_cursor_created_at, cursor_id=page.next_cursor_id)
+        seen.extend(page.jobs)
+    assert len({j.id for j in seen}) == len(seen), "a job on two pages"
+    stats = jobs.get_admin_jobs_stats()
+    assert stats.total >= len(seen) >= 1 and stats.completed >= 1, stats
+    try:
+        JobsApi(state["user"]).list_admin_jobs()
+    except ApiException as e:
+        assert e.status == 403, e.status
+    else:
+        raise AssertionError("a user without the admin center read the job history")
+
+
 failed = [n for n, err in results if err]
 print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
 sys.exit(1 if failed else 0)
