@@ -241,20 +241,6 @@ pub fn duration_seconds(job: &job_history::Model, at: DateTime<Utc>) -> f64 {
     ((end - start).num_microseconds().unwrap_or(0) as f64 / 1e6).max(0.0)
 }
 
-/// `1h 2m 3s`, `4m 0s`, `2.5s`.
-pub fn human_duration(seconds: f64) -> String {
-    if seconds < 60.0 {
-        return format!("{:.1}s", seconds.max(0.0));
-    }
-    let total = seconds.round() as u64;
-    let (h, m, s) = (total / 3600, total / 60 % 60, total % 60);
-    if h > 0 {
-        format!("{h}h {m}m {s}s")
-    } else {
-        format!("{m}m {s}s")
-    }
-}
-
 pub fn errors_of(job: &job_history::Model) -> Vec<String> {
     serde_json::from_str(&job.errors).unwrap_or_default()
 }
@@ -286,13 +272,6 @@ impl EventHandler for JobHistoryIngest {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_read_well() {
-        assert_eq!(human_duration(2.54), "2.5s");
-        assert_eq!(human_duration(240.0), "4m 0s");
-        assert_eq!(human_duration(3723.0), "1h 2m 3s");
-    }
 
     #[test]
     fn statuses_rank_and_normalize() {

@@ -16,6 +16,7 @@ pub mod extractors;
 pub mod files;
 pub mod health;
 pub mod identity;
+pub mod job_history;
 pub mod mcp;
 pub mod meta;
 pub mod models;
