@@ -107,7 +107,7 @@ docchat_common::backend_tests! {
         loop {
             let page = list(&admin, pb::ListJobHistoryRequest {
                 limit: 3,
-                cursor_created_at: cursor.0.clone(),
+                cursor_created_at: cursor.0,
                 cursor_id: cursor.1.clone(),
                 ..Default::default()
             })

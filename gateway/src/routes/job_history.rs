@@ -119,7 +119,7 @@ fn list_request(pairs: Vec<(String, String)>) -> HttpResult<pb::ListJobHistoryRe
             _ => {}
         }
     }
-    if r.cursor_created_at.is_some() != !r.cursor_id.is_empty() {
+    if r.cursor_created_at.is_some() == r.cursor_id.is_empty() {
         return Err(bad_request(
             "cursor_created_at and cursor_id must be given together",
         ));
@@ -157,7 +157,7 @@ fn entry(j: pb::JobHistoryEntry) -> JobHistoryEntry {
 
 /// `1h 2m 3s`, `4m 0s`, `2.5s`.
 pub fn human_duration(seconds: f64) -> String {
-    if !(seconds >= 60.0) {
+    if seconds.is_nan() || seconds < 60.0 {
         return format!("{:.1}s", seconds.max(0.0));
     }
     let total = seconds.round() as u64;
