@@ -566,4 +566,28 @@ impl AdminService for AdminGrpc {
             by_status: by_status.into_iter().collect(),
         }))
     }
+
+    async fn list_own_jobs(&self, request: Request<Empty>) -> Reply<pb::JobHistoryPage> {
+        let me = caller(&request)?;
+        let query = job_history::Query {
+            user_id: Some(me.user_id),
+            limit: job_history::MAX_LIMIT,
+            created_after: Some(now() - job_history::RETENTION),
+            ..Default::default()
+        };
+        let page = job_history::list(&self.db, &query).await?;
+        Ok(Response::new(pb::JobHistoryPage {
+            jobs: page.jobs.into_iter().map(job_pb).collect(),
+            ..Default::default()
+        }))
+    }
+
+    async fn get_own_job(
+        &self,
+        request: Request<pb::GetOwnJobRequest>,
+    ) -> Reply<pb::JobHistoryEntry> {
+        let me = caller(&request)?;
+        let job = job_history::own(&self.db, &me.user_id, &request.into_inner().job_id).await?;
+        Ok(Response::new(job_pb(job)))
+    }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use docchat_common::bus::{EventHandler, topic_matches, topics};
-use docchat_common::error::{ApiResult, error_line};
+use docchat_common::error::{ApiError, ApiResult, error_line};
 use docchat_common::time::{from_proto, now};
 use docchat_proto::events::v1::{Envelope, JobChanged};
 use prost::Message;
@@ -206,6 +206,19 @@ pub async fn list(db: &DatabaseConnection, q: &Query) -> ApiResult<Page> {
         .then(|| jobs.last().map(|j| (j.created_at, j.id.clone())))
         .flatten();
     Ok(Page { jobs, next })
+}
+
+/// `user_id`'s job `id`; another user's job is not found.
+pub async fn own(
+    db: &DatabaseConnection,
+    user_id: &str,
+    id: &str,
+) -> ApiResult<job_history::Model> {
+    job_history::Entity::find_by_id(id.to_owned())
+        .filter(C::UserId.eq(user_id))
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("job {id} not found")))
 }
 
 /// Rows per status created since `created_after` (every status present, zeros included).

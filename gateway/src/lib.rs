@@ -84,7 +84,7 @@ fn app(
     use routes::{
         agent_files, agent_keys, agents, chats, collections, compat, completions, configuration,
         custom_agents, custom_tools, documents, extractors, files, health, identity, job_history,
-        mcp, meta, models, tags, uploads,
+        jobs, mcp, meta, models, tags, uploads,
     };
     let max_body = state.config.max_body_bytes;
     let json = web::JsonConfig::default()
@@ -114,6 +114,7 @@ fn app(
                 .configure(identity::configure)
                 .configure(configuration::configure)
                 .configure(job_history::configure)
+                .configure(jobs::configure)
                 .configure(agents::configure)
                 .configure(agent_files::configure)
                 .configure(custom_tools::configure)

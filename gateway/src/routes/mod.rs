@@ -17,6 +17,7 @@ pub mod files;
 pub mod health;
 pub mod identity;
 pub mod job_history;
+pub mod jobs;
 pub mod mcp;
 pub mod meta;
 pub mod models;

@@ -1,5 +1,6 @@
 //! The administrator's job history through the REST API: real ingestions (one that works,
-//! one that fails) reach the history through the bus; pages, filters, stats, 400s and 403s.
+//! one that fails) reach the history through the bus; pages, filters, stats, 400s and 403s;
+//! a user's own jobs.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -176,5 +177,25 @@ docchat_common::backend_tests! {
             let (s, b) = app.call(Method::GET, path, &alice, None).await;
             assert_error(s, &b, 403);
         }
+
+        // A user sees their own jobs (the client's JobDetails); another user's job is a 404.
+        let (s, own) = app.call(Method::GET, "/api/v1/jobs", &alice, None).await;
+        assert_eq!(s, 200, "{own}");
+        let own = own.as_array().unwrap();
+        assert_eq!(own.len(), 2, "{name}: {own:?}");
+        assert_eq!(own[0]["id"], failed["id"]);
+        assert_eq!(own[0]["overall_status"], "failed");
+        assert_eq!(own[0]["failed_percentage"], 1.0);
+        assert_eq!(own[1]["statuses"], json!([{"id": done["id"], "status": "completed"}]));
+        let one = format!("/api/v1/jobs/{}", done["id"].as_str().unwrap());
+        let (s, job) = app.call(Method::GET, &one, &alice, None).await;
+        assert_eq!(s, 200, "{job}");
+        assert_eq!(job["kind"], "ingest_upload");
+        assert_eq!(job["progress"], 1.0);
+        let (_, bob) = app.user("bob").await;
+        let (s, b) = app.call(Method::GET, &one, &bob, None).await;
+        assert_error(s, &b, 404);
+        let (_, none) = app.call(Method::GET, "/api/v1/jobs", &bob, None).await;
+        assert_eq!(none, json!([]));
     }
 }
