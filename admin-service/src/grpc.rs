@@ -13,6 +13,7 @@ use tonic::{Request, Response, Status};
 
 use crate::entities::{api_keys, roles, settings as settings_entity};
 use crate::identity::{self, UserView};
+use crate::job_history;
 use crate::settings;
 use crate::usage;
 
@@ -30,6 +31,84 @@ fn admin(request: &Request<impl Sized>) -> Result<Caller, Status> {
     let caller = caller(request)?;
     caller.require_admin()?;
     Ok(caller)
+}
+
+/// The job history needs the admin-center permission; SPEC.md answers 403 without it.
+fn admin_center(request: &Request<impl Sized>) -> Result<Caller, Status> {
+    let caller = caller(request)?;
+    if !caller.has_permission(permissions::ADMIN_CENTER) {
+        return Err(ApiError::forbidden(format!(
+            "missing required permission {}",
+            permissions::ADMIN_CENTER
+        ))
+        .into());
+    }
+    Ok(caller)
+}
+
+fn job_pb(j: crate::entities::job_history::Model) -> pb::JobHistoryEntry {
+    let duration_seconds = job_history::duration_seconds(&j, now());
+    let errors = job_history::errors_of(&j);
+    let (passed, failed) = match j.status.as_str() {
+        "completed" => (1.0, 0.0),
+        "failed" | "timeout" | "stale" => (0.0, 1.0),
+        _ => (0.0, 0.0),
+    };
+    pb::JobHistoryEntry {
+        id: j.id,
+        name: j.name,
+        kind: j.kind,
+        username: j.username,
+        user_id: j.user_id,
+        status: j.status,
+        passed,
+        failed,
+        progress: j.progress,
+        errors,
+        collection_id: j.collection_id,
+        collection_name: j.collection_name,
+        canceled_by: j.canceled_by,
+        cancel_reason: j.cancel_reason,
+        created_at: Some(to_proto(j.created_at)),
+        updated_at: Some(to_proto(j.updated_at)),
+        started_at: opt_to_proto(j.started_at),
+        finished_at: opt_to_proto(j.finished_at),
+        deleted_at: opt_to_proto(j.deleted_at),
+        duration_seconds,
+    }
+}
+
+fn non_empty(s: String) -> Option<String> {
+    (!s.is_empty()).then_some(s)
+}
+
+fn job_query(r: pb::ListJobHistoryRequest) -> ApiResult<job_history::Query> {
+    let cursor = match (r.cursor_created_at, non_empty(r.cursor_id)) {
+        (Some(at), Some(id)) => Some((docchat_common::time::from_proto(&at), id)),
+        (None, None) => None,
+        _ => {
+            return Err(ApiError::bad_request(
+                "cursor_created_at and cursor_id go together",
+            ));
+        }
+    };
+    for s in &r.statuses {
+        if !job_history::STATUSES.contains(&s.as_str()) {
+            return Err(ApiError::bad_request(format!("unknown job status {s:?}")));
+        }
+    }
+    Ok(job_history::Query {
+        cursor,
+        limit: u64::from(r.limit),
+        statuses: r.statuses,
+        kind: non_empty(r.kind),
+        user_id: non_empty(r.user_id),
+        collection_id: non_empty(r.collection_id),
+        created_after: r
+            .created_after
+            .as_ref()
+            .map(docchat_common::time::from_proto),
+    })
 }
 
 const DEFAULT_LIMIT: u64 = 100;
@@ -455,5 +534,60 @@ impl AdminService for AdminGrpc {
             values,
             cache_ttl_seconds: ttl,
         }))
+    }
+
+    async fn list_job_history(
+        &self,
+        request: Request<pb::ListJobHistoryRequest>,
+    ) -> Reply<pb::JobHistoryPage> {
+        admin_center(&request)?;
+        let page = job_history::list(&self.db, &job_query(request.into_inner())?).await?;
+        let (next_at, next_id) = page.next.unzip();
+        Ok(Response::new(pb::JobHistoryPage {
+            jobs: page.jobs.into_iter().map(job_pb).collect(),
+            next_cursor_created_at: opt_to_proto(next_at),
+            next_cursor_id: next_id.unwrap_or_default(),
+        }))
+    }
+
+    async fn get_job_history_stats(
+        &self,
+        request: Request<pb::JobHistoryStatsRequest>,
+    ) -> Reply<pb::JobHistoryStats> {
+        admin_center(&request)?;
+        let since = request
+            .into_inner()
+            .created_after
+            .as_ref()
+            .map(docchat_common::time::from_proto);
+        let by_status = job_history::stats(&self.db, since).await?;
+        Ok(Response::new(pb::JobHistoryStats {
+            total: by_status.values().sum(),
+            by_status: by_status.into_iter().collect(),
+        }))
+    }
+
+    async fn list_own_jobs(&self, request: Request<Empty>) -> Reply<pb::JobHistoryPage> {
+        let me = caller(&request)?;
+        let query = job_history::Query {
+            user_id: Some(me.user_id),
+            limit: job_history::MAX_LIMIT,
+            created_after: Some(now() - job_history::RETENTION),
+            ..Default::default()
+        };
+        let page = job_history::list(&self.db, &query).await?;
+        Ok(Response::new(pb::JobHistoryPage {
+            jobs: page.jobs.into_iter().map(job_pb).collect(),
+            ..Default::default()
+        }))
+    }
+
+    async fn get_own_job(
+        &self,
+        request: Request<pb::GetOwnJobRequest>,
+    ) -> Reply<pb::JobHistoryEntry> {
+        let me = caller(&request)?;
+        let job = job_history::own(&self.db, &me.user_id, &request.into_inner().job_id).await?;
+        Ok(Response::new(job_pb(job)))
     }
 }

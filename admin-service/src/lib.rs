@@ -1,9 +1,10 @@
 //! admin-service: users, API keys, roles, groups, permissions, runtime settings and the LLM
-//! cost ledger.
+//! cost ledger and the job history.
 
 pub mod entities;
 pub mod grpc;
 pub mod identity;
+pub mod job_history;
 pub mod migrations;
 pub mod settings;
 pub mod usage;
@@ -49,6 +50,14 @@ pub async fn serve(
         .subscribe(
             Subscription::new(usage::USAGE_GROUP, &[topics::USAGE_LLM]),
             Arc::new(usage::UsageLedger { db: db.clone() }),
+            &background.tracker,
+            background.token.clone(),
+        )
+        .await?;
+    ctx.bus
+        .subscribe(
+            Subscription::new(job_history::JOB_HISTORY_GROUP, &[topics::JOB_ANY]),
+            Arc::new(job_history::JobHistoryIngest { db: db.clone() }),
             &background.tracker,
             background.token.clone(),
         )

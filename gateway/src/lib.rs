@@ -83,8 +83,8 @@ fn app(
 ) {
     use routes::{
         agent_files, agent_keys, agents, chats, collections, compat, completions, configuration,
-        custom_agents, custom_tools, documents, extractors, files, health, identity, mcp, meta,
-        models, tags, uploads,
+        custom_agents, custom_tools, documents, extractors, files, health, identity, job_history,
+        jobs, mcp, meta, models, tags, uploads,
     };
     let max_body = state.config.max_body_bytes;
     let json = web::JsonConfig::default()
@@ -113,6 +113,8 @@ fn app(
                 .configure(models::configure)
                 .configure(identity::configure)
                 .configure(configuration::configure)
+                .configure(job_history::configure)
+                .configure(jobs::configure)
                 .configure(agents::configure)
                 .configure(agent_files::configure)
                 .configure(custom_tools::configure)

@@ -8,6 +8,7 @@ use docchat_common::Caller;
 use docchat_common::bus::envelope;
 use docchat_common::bus::topics;
 use docchat_common::error::{ApiError, ApiResult};
+pub use docchat_common::error::{ERROR_LINE_BYTES, error_line};
 use docchat_common::outbox;
 use docchat_common::time::{now, opt_to_proto, to_proto};
 use docchat_proto::events::v1::{JobChanged, WorkAvailable};
@@ -24,27 +25,12 @@ pub const STANDARD: &str = "standard";
 pub const DEPRIORITIZED: &str = "deprioritized";
 /// A job whose worker died this many times fails instead of running again.
 pub const MAX_ATTEMPTS: i32 = 3;
-/// SPEC.md: job error lines are at most 300 bytes.
-pub const ERROR_LINE_BYTES: usize = 300;
 
 /// Options of an ingestion job.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct IngestParams {
     pub gen_doc_summaries: bool,
     pub gen_doc_questions: bool,
-}
-
-/// One line, at most 300 bytes, cut on a character boundary.
-pub fn error_line(message: &str) -> String {
-    let line = message.lines().next().unwrap_or("").trim();
-    if line.len() <= ERROR_LINE_BYTES {
-        return line.to_owned();
-    }
-    let mut end = ERROR_LINE_BYTES;
-    while !line.is_char_boundary(end) {
-        end -= 1;
-    }
-    line[..end].to_owned()
 }
 
 pub fn errors_of(job: &jobs::Model) -> Vec<String> {

@@ -1,6 +1,7 @@
 //! sea-orm entities of admin-service, one file per table.
 
 pub mod api_keys;
+pub mod job_history;
 pub mod llm_usage;
 pub mod llm_usage_totals;
 pub mod role_permissions;

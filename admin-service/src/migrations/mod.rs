@@ -5,6 +5,7 @@ use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_identity;
 mod m20261122_000002_llm_usage;
+mod m20261125_000003_job_history;
 
 pub struct Migrator;
 
@@ -14,6 +15,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261121_000001_identity::Migration),
             Box::new(m20261122_000002_llm_usage::Migration),
+            Box::new(m20261125_000003_job_history::Migration),
         ]
     }
 }

@@ -480,3 +480,4 @@ docchat_common::backend_tests! {
         admin.svc.shutdown.cancel();
     }
 }
+mod job_history;

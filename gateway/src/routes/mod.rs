@@ -16,6 +16,8 @@ pub mod extractors;
 pub mod files;
 pub mod health;
 pub mod identity;
+pub mod job_history;
+pub mod jobs;
 pub mod mcp;
 pub mod meta;
 pub mod models;

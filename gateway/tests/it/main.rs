@@ -23,6 +23,7 @@ mod documents;
 mod edge;
 mod harness;
 mod identity;
+mod job_history;
 mod limits;
 mod mcp;
 mod readiness;

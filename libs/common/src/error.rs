@@ -241,6 +241,23 @@ impl From<sea_orm::TransactionError<ApiError>> for ApiError {
 /// Shorthand for service results.
 pub type ApiResult<T> = Result<T, ApiError>;
 
+/// SPEC.md: a job's error lines are at most 300 bytes.
+pub const ERROR_LINE_BYTES: usize = 300;
+
+/// A job error as SPEC.md shows it: the first line only (no stack traces), trimmed, at most
+/// [`ERROR_LINE_BYTES`] bytes, cut on a character boundary.
+pub fn error_line(message: &str) -> String {
+    let line = message.lines().next().unwrap_or("").trim();
+    if line.len() <= ERROR_LINE_BYTES {
+        return line.to_owned();
+    }
+    let mut end = ERROR_LINE_BYTES;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    line[..end].to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
