@@ -25,8 +25,12 @@ pub const DEFAULT_LIMIT: u64 = 100;
 pub const MAX_LIMIT: u64 = 1000;
 /// Characters of content when the creator gives no limit (0 = unlimited).
 pub const DEFAULT_MAX_CONTENT_LENGTH: i64 = 10_000;
-pub const INJECTION_MODES: [&str; 4] =
-    ["system_prompt", "user_instruction", "agent_file", "agent_tool"];
+pub const INJECTION_MODES: [&str; 4] = [
+    "system_prompt",
+    "user_instruction",
+    "agent_file",
+    "agent_tool",
+];
 pub const ACCESS_MODES: [&str; 3] = ["read", "write", "read_write"];
 pub const SCOPES: [&str; 2] = ["llm", "agent"];
 const USER: &str = "user";
@@ -138,11 +142,7 @@ fn apply(b: &mut memory_blocks::Model, f: Fields) {
     }
 }
 
-pub async fn create(
-    db: &DatabaseConnection,
-    caller: &Caller,
-    fields: Fields,
-) -> ApiResult<View> {
+pub async fn create(db: &DatabaseConnection, caller: &Caller, fields: Fields) -> ApiResult<View> {
     let at = now();
     let mut block = memory_blocks::Model {
         id: uuid::Uuid::new_v4().to_string(),
@@ -387,12 +387,7 @@ fn kind(group: bool) -> &'static str {
 }
 
 /// Grants or replaces a share; owner only.
-pub async fn share(
-    db: &DatabaseConnection,
-    caller: &Caller,
-    id: &str,
-    s: Share,
-) -> ApiResult<()> {
+pub async fn share(db: &DatabaseConnection, caller: &Caller, id: &str, s: Share) -> ApiResult<()> {
     find_for(db, caller, id, Access::Own).await?;
     if s.principal.is_empty() {
         return Err(ApiError::bad_request("a share needs a user or a group"));
@@ -492,12 +487,10 @@ pub async fn default_block(
     caller: &Caller,
     scope: &str,
 ) -> ApiResult<Option<View>> {
-    let Some(row) = memory_block_defaults::Entity::find_by_id((
-        caller.user_id.clone(),
-        scope.to_owned(),
-    ))
-    .one(db)
-    .await?
+    let Some(row) =
+        memory_block_defaults::Entity::find_by_id((caller.user_id.clone(), scope.to_owned()))
+            .one(db)
+            .await?
     else {
         return Ok(None);
     };

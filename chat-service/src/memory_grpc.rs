@@ -149,10 +149,7 @@ impl MemoryBlockService for MemoryGrpc {
         empty(store::share(&self.db, &me, &block_id, share).await)
     }
 
-    async fn unshare_memory_block(
-        &self,
-        request: Request<pb::MemoryBlockShare>,
-    ) -> Reply<Empty> {
+    async fn unshare_memory_block(&self, request: Request<pb::MemoryBlockShare>) -> Reply<Empty> {
         let me = caller(&request)?;
         let s = request.get_ref();
         empty(store::unshare(&self.db, &me, &s.block_id, s.group, &s.principal).await)
@@ -194,12 +191,14 @@ impl MemoryBlockService for MemoryGrpc {
         request: Request<pb::MemoryBlockRef>,
     ) -> Reply<pb::PublicPermissions> {
         let me = caller(&request)?;
-        ok(store::public_permissions(&self.db, &me, &request.get_ref().id)
-            .await
-            .map(|(is_public, public_edit)| pb::PublicPermissions {
-                is_public,
-                public_edit,
-            }))
+        ok(
+            store::public_permissions(&self.db, &me, &request.get_ref().id)
+                .await
+                .map(|(is_public, public_edit)| pb::PublicPermissions {
+                    is_public,
+                    public_edit,
+                }),
+        )
     }
 
     async fn get_default_memory_blocks(

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use actix_web::{FromRequest, HttpRequest, dev::Payload, web};
 use docchat_common::Caller;
 use docchat_common::clients::{
-    AdminClient, AgentClient, ChatClient, CustomAgentClient, CustomToolClient, IngestClient, MemoryBlockClient,
+    AdminClient, AgentClient, ChatClient, CustomAgentClient, CustomToolClient, IngestClient,
+    MemoryBlockClient,
 };
 use docchat_common::error::{ApiError, ErrorCode};
 use docchat_proto::admin::v1::AuthenticateRequest;

@@ -83,8 +83,8 @@ fn app(
 ) {
     use routes::{
         agent_files, agent_keys, agents, chats, collections, compat, completions, configuration,
-        custom_agents, custom_tools, documents, extractors, files, health, identity, mcp, meta,
-        models, tags, uploads,
+        custom_agents, custom_tools, documents, extractors, files, health, identity, mcp,
+        memory_blocks, meta, models, tags, uploads,
     };
     let max_body = state.config.max_body_bytes;
     let json = web::JsonConfig::default()
@@ -119,6 +119,7 @@ fn app(
                 .configure(custom_agents::configure)
                 .configure(agent_keys::configure)
                 .configure(mcp::configure)
+                .configure(memory_blocks::configure)
                 .default_service(web::to(authenticated_not_found)),
         )
         .service(scope::scope("/rpc/health").configure(health::configure))

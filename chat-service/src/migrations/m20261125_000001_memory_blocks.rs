@@ -57,8 +57,16 @@ impl MigrationTrait for Migration {
                         .not_null()
                         .primary_key(),
                 )
-                .col(ColumnDef::new(MemoryBlocks::OwnerId).string_len(64).not_null())
-                .col(ColumnDef::new(MemoryBlocks::OwnerUsername).string().not_null())
+                .col(
+                    ColumnDef::new(MemoryBlocks::OwnerId)
+                        .string_len(64)
+                        .not_null(),
+                )
+                .col(
+                    ColumnDef::new(MemoryBlocks::OwnerUsername)
+                        .string()
+                        .not_null(),
+                )
                 .col(ColumnDef::new(MemoryBlocks::Name).string().not_null())
                 .col(ColumnDef::new(MemoryBlocks::Content).text().not_null())
                 .col(
@@ -66,12 +74,39 @@ impl MigrationTrait for Migration {
                         .text()
                         .not_null(),
                 )
-                .col(ColumnDef::new(MemoryBlocks::InjectionMode).string_len(32).not_null())
-                .col(ColumnDef::new(MemoryBlocks::AccessMode).string_len(32).not_null())
-                .col(ColumnDef::new(MemoryBlocks::MaxContentLength).big_integer().not_null())
-                .col(ColumnDef::new(MemoryBlocks::IsAuto).boolean().not_null().default(false))
-                .col(ColumnDef::new(MemoryBlocks::IsPublic).boolean().not_null().default(false))
-                .col(ColumnDef::new(MemoryBlocks::PublicEdit).boolean().not_null().default(false))
+                .col(
+                    ColumnDef::new(MemoryBlocks::InjectionMode)
+                        .string_len(32)
+                        .not_null(),
+                )
+                .col(
+                    ColumnDef::new(MemoryBlocks::AccessMode)
+                        .string_len(32)
+                        .not_null(),
+                )
+                .col(
+                    ColumnDef::new(MemoryBlocks::MaxContentLength)
+                        .big_integer()
+                        .not_null(),
+                )
+                .col(
+                    ColumnDef::new(MemoryBlocks::IsAuto)
+                        .boolean()
+                        .not_null()
+                        .default(false),
+                )
+                .col(
+                    ColumnDef::new(MemoryBlocks::IsPublic)
+                        .boolean()
+                        .not_null()
+                        .default(false),
+                )
+                .col(
+                    ColumnDef::new(MemoryBlocks::PublicEdit)
+                        .boolean()
+                        .not_null()
+                        .default(false),
+                )
                 .col(
                     ColumnDef::new(MemoryBlocks::CreatedAt)
                         .timestamp_with_time_zone()
@@ -101,11 +136,31 @@ impl MigrationTrait for Migration {
             Table::create()
                 .table(MemoryBlockShares::Table)
                 .if_not_exists()
-                .col(ColumnDef::new(MemoryBlockShares::BlockId).string_len(64).not_null())
-                .col(ColumnDef::new(MemoryBlockShares::Kind).string_len(8).not_null())
-                .col(ColumnDef::new(MemoryBlockShares::Principal).string().not_null())
-                .col(ColumnDef::new(MemoryBlockShares::Username).string().not_null())
-                .col(ColumnDef::new(MemoryBlockShares::CanEdit).boolean().not_null())
+                .col(
+                    ColumnDef::new(MemoryBlockShares::BlockId)
+                        .string_len(64)
+                        .not_null(),
+                )
+                .col(
+                    ColumnDef::new(MemoryBlockShares::Kind)
+                        .string_len(8)
+                        .not_null(),
+                )
+                .col(
+                    ColumnDef::new(MemoryBlockShares::Principal)
+                        .string()
+                        .not_null(),
+                )
+                .col(
+                    ColumnDef::new(MemoryBlockShares::Username)
+                        .string()
+                        .not_null(),
+                )
+                .col(
+                    ColumnDef::new(MemoryBlockShares::CanEdit)
+                        .boolean()
+                        .not_null(),
+                )
                 .primary_key(
                     Index::create()
                         .col(MemoryBlockShares::BlockId)
@@ -128,9 +183,21 @@ impl MigrationTrait for Migration {
             Table::create()
                 .table(MemoryBlockDefaults::Table)
                 .if_not_exists()
-                .col(ColumnDef::new(MemoryBlockDefaults::UserId).string_len(64).not_null())
-                .col(ColumnDef::new(MemoryBlockDefaults::Scope).string_len(16).not_null())
-                .col(ColumnDef::new(MemoryBlockDefaults::BlockId).string_len(64).not_null())
+                .col(
+                    ColumnDef::new(MemoryBlockDefaults::UserId)
+                        .string_len(64)
+                        .not_null(),
+                )
+                .col(
+                    ColumnDef::new(MemoryBlockDefaults::Scope)
+                        .string_len(16)
+                        .not_null(),
+                )
+                .col(
+                    ColumnDef::new(MemoryBlockDefaults::BlockId)
+                        .string_len(64)
+                        .not_null(),
+                )
                 .primary_key(
                     Index::create()
                         .col(MemoryBlockDefaults::UserId)

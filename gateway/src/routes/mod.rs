@@ -17,6 +17,7 @@ pub mod files;
 pub mod health;
 pub mod identity;
 pub mod mcp;
+pub mod memory_blocks;
 pub mod meta;
 pub mod models;
 pub mod tags;
