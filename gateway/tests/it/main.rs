@@ -25,6 +25,7 @@ mod harness;
 mod identity;
 mod limits;
 mod mcp;
+mod memory_blocks;
 mod readiness;
 mod references;
 mod slice;
