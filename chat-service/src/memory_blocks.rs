@@ -535,3 +535,29 @@ pub async fn set_default(
         .await?;
     Ok(Some(view))
 }
+
+/// The block named `name` the caller can read: its own first, else one shared with it or
+/// public (the oldest). NOT_FOUND when there is none.
+pub async fn find_by_name(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    name: &str,
+) -> ApiResult<memory_blocks::Model> {
+    let candidates = memory_blocks::Entity::find()
+        .filter(memory_blocks::Column::Name.eq(name))
+        .order_by_asc(memory_blocks::Column::CreatedAt)
+        .all(db)
+        .await?;
+    let shared = shared_with(db, caller, None).await?;
+    let mut readable: Vec<(Access, memory_blocks::Model)> = candidates
+        .into_iter()
+        .filter_map(|b| access_of(caller, &b, &shared).map(|a| (a, b)))
+        .collect();
+    // Own blocks first; otherwise the oldest readable one (the sort is stable).
+    readable.sort_by_key(|(a, _)| *a != Access::Own);
+    readable
+        .into_iter()
+        .next()
+        .map(|(_, b)| b)
+        .ok_or_else(|| ApiError::not_found(format!("memory block {name} not found")))
+}

@@ -4,6 +4,11 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
+use std::time::Duration;
+
+use docchat_common::testing::ScriptedHttp;
+
+use crate::completions::{app_with, session, upstream};
 use crate::custom_agents::grant;
 use crate::harness::{ADMIN_KEY, Stack, assert_error};
 
@@ -83,7 +88,82 @@ async fn put(app: &Stack, key: &str, path: &str, body: Value) -> (u16, Value) {
     app.call(Method::PUT, path, key, Some(body)).await
 }
 
+/// The messages the scripted model was last sent.
+fn last_sent(model: &ScriptedHttp) -> Vec<Value> {
+    let sent: Value = serde_json::from_slice(&model.seen().last().unwrap().body).unwrap();
+    sent["messages"].as_array().unwrap().clone()
+}
+
+/// Asks `message` in `chat` with `llm_args`, not streamed: (status, answer).
+async fn ask(app: &Stack, key: &str, chat: &str, llm_args: Value) -> (u16, Value) {
+    app.call(
+        Method::POST,
+        &format!("/api/v1/chats/{chat}/completions"),
+        key,
+        Some(json!({"message": "What do I like?", "stream": false, "llm_args": llm_args})),
+    )
+    .await
+}
+
 docchat_common::backend_tests! {
+    /// A block named in llm_args (by id or name) or the caller's llm default goes into the
+    /// prompt as its injection_mode says, visible in prompt_raw; one the caller cannot read
+    /// is 404 until it is shared.
+    async fn memory_blocks_are_injected_into_completions(backend) {
+        let model = upstream(Duration::ZERO).await;
+        let app = app_with(&backend, &model).await;
+        let (_, alice) = app.user("alice").await;
+        let (_, bob) = app.user("bob").await;
+        let prefs = create(&app, &alice, json!({"name": "prefs", "content": "ALICE LIKES TEA", "system_prompt_amendment": "MENTION TEA"})).await;
+        let prefs_id = prefs["id"].as_str().unwrap().to_owned();
+        create(&app, &alice, json!({"name": "style", "content": "ANSWER IN FRENCH", "injection_mode": "user_instruction"})).await;
+        let chat = session(&app, &alice, None).await;
+
+        // By id, system_prompt: a system message ahead of the question, in prompt_raw too.
+        let (s, answer) = ask(&app, &alice, &chat, json!({"memory_block_id": prefs_id})).await;
+        assert_eq!(s, 200, "{}: {answer}", app.backend);
+        let sent = last_sent(&model);
+        let system: Vec<&str> = sent.iter().filter(|m| m["role"] == "system").map(|m| m["content"].as_str().unwrap()).collect();
+        assert!(system.iter().any(|c| c.contains("ALICE LIKES TEA") && c.contains("MENTION TEA")), "{sent:?}");
+        assert_eq!(sent.last().unwrap()["content"], "What do I like?");
+        let reply = answer["message_id"].as_str().unwrap();
+        let (_, raw) = app
+            .call(Method::GET, &format!("/api/v1/messages/{reply}/meta?info_type=prompt_raw"), &alice, None)
+            .await;
+        assert!(raw[0]["content"].as_str().unwrap().contains("ALICE LIKES TEA"), "{raw}");
+
+        // By name, user_instruction: ahead of the user's message.
+        let (s, answer) = ask(&app, &alice, &chat, json!({"memory_block_name": "style"})).await;
+        assert_eq!(s, 200, "{answer}");
+        let sent = last_sent(&model);
+        let question = sent.last().unwrap()["content"].as_str().unwrap().to_owned();
+        assert!(question.contains("ANSWER IN FRENCH") && question.ends_with("What do I like?"), "{question}");
+        assert!(!sent.iter().any(|m| m["role"] == "system" && m["content"].as_str().unwrap().contains("FRENCH")));
+
+        // Nothing asked, no default: nothing injected. With an llm default: the default.
+        let (s, _) = ask(&app, &alice, &chat, json!({})).await;
+        assert_eq!(s, 200);
+        assert!(!serde_json::to_string(&last_sent(&model)).unwrap().contains("ALICE LIKES TEA"));
+        let path = "/api/v1/users/current/default_memory_blocks";
+        let (s, _) = put(&app, &alice, path, json!({"scope": "llm", "memory_block_id": prefs_id})).await;
+        assert_eq!(s, 200);
+        let (s, _) = ask(&app, &alice, &chat, json!({})).await;
+        assert_eq!(s, 200);
+        assert!(serde_json::to_string(&last_sent(&model)).unwrap().contains("ALICE LIKES TEA"));
+
+        // Bob cannot use Alice's block until she shares it.
+        let bobs = session(&app, &bob, None).await;
+        for args in [json!({"memory_block_id": prefs_id}), json!({"memory_block_name": "prefs"})] {
+            let (s, e) = ask(&app, &bob, &bobs, args).await;
+            assert_error(s, &e, 404);
+        }
+        let (s, _) = put(&app, &alice, &format!("/api/v1/memory_blocks/{prefs_id}/permissions/bob"), json!({})).await;
+        assert_eq!(s, 204);
+        let (s, e) = ask(&app, &bob, &bobs, json!({"memory_block_name": "prefs"})).await;
+        assert_eq!(s, 200, "{e}");
+        assert!(serde_json::to_string(&last_sent(&model)).unwrap().contains("ALICE LIKES TEA"));
+    }
+
     /// Create with its defaults, 409 on a duplicate name (another user may reuse it), the
     /// content limit on create and update, partial PUT, list filters and delete.
     async fn memory_blocks_crud(backend) {
