@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::time::now;
-use sea_orm::sea_query::OnConflict;
+use sea_orm::sea_query::{Expr, Func, LikeExpr, OnConflict};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, DatabaseConnection, EntityTrait, PaginatorTrait,
     QueryFilter, QueryOrder, QuerySelect, Set, SqlErr, TransactionTrait,
@@ -317,10 +317,21 @@ pub async fn list(
             .add(memory_blocks::Column::Id.is_in(shared)),
     );
     if !q.name_filter.is_empty() {
-        query = query.filter(memory_blocks::Column::Name.contains(&q.name_filter));
+        // Case-insensitive on both backends (the client documents it so); LIKE's own
+        // wildcards in the filter match themselves.
+        let pattern = q
+            .name_filter
+            .to_lowercase()
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_");
+        query = query.filter(
+            Expr::expr(Func::lower(Expr::col(memory_blocks::Column::Name)))
+                .like(LikeExpr::new(format!("%{pattern}%")).escape('\\')),
+        );
     }
     if let Some(after) = q.updated_after {
-        query = query.filter(memory_blocks::Column::UpdatedAt.gt(after));
+        query = query.filter(memory_blocks::Column::UpdatedAt.gte(after));
     }
     let total = query.clone().count(db).await?;
     let limit = if q.limit == 0 {

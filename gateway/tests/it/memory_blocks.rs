@@ -241,8 +241,10 @@ docchat_common::backend_tests! {
         let all = list(&app, &alice, "").await;
         assert_eq!(all["total"], json!(3), "{all}");
         assert_eq!(names(&all), ["small", "huge", "notes"], "{}", app.backend);
-        let filtered = list(&app, &alice, "?name_filter=ot").await;
+        let filtered = list(&app, &alice, "?name_filter=OT").await;
         assert_eq!((names(&filtered), &filtered["total"]), (vec!["notes"], &json!(1)));
+        let none = list(&app, &alice, "?name_filter=%25").await;
+        assert_eq!(none["total"], json!(0), "a % matches itself: {none}");
         let paged = list(&app, &alice, "?offset=1&limit=1").await;
         assert_eq!((names(&paged), &paged["total"]), (vec!["huge"], &json!(3)));
         let updated = b["updated_at"].as_str().unwrap();
