@@ -663,6 +663,48 @@ def _():
         proc.kill()
 
 
+@check("memory blocks: create 201, list, get, update 204, share, privacy, public permissions, defaults, delete 204")
+def _():
+    from datetime import datetime, timedelta, timezone
+
+    from h2ogpte.rest_sync.api.memory_blocks_api import MemoryBlocksApi
+    from h2ogpte.rest_sync.models.memory_block_create_request import MemoryBlockCreateRequest
+    from h2ogpte.rest_sync.models.memory_block_privacy_request import MemoryBlockPrivacyRequest
+    from h2ogpte.rest_sync.models.memory_block_update_request import MemoryBlockUpdateRequest
+    from h2ogpte.rest_sync.models.set_default_memory_block_request import SetDefaultMemoryBlockRequest
+    from h2ogpte.rest_sync.models.share_memory_block_request import ShareMemoryBlockRequest
+
+    api = MemoryBlocksApi(state["user"])
+    name = f"notes-{uuid.uuid4().hex[:6]}"
+    block = api.create_memory_block(MemoryBlockCreateRequest(name=name, content="likes tea"))
+    assert block.is_owner and block.max_content_length == 10000 and block.injection_mode == "system_prompt", block
+    try:
+        api.create_memory_block(MemoryBlockCreateRequest(name=name))
+        raise AssertionError("a duplicate name was accepted")
+    except ApiException as e:
+        assert e.status == 409, e
+    since = datetime.now(timezone.utc) - timedelta(minutes=5)
+    listed = api.list_memory_blocks(name_filter=name.upper(), updated_after=since)
+    assert listed.total == 1 and listed.items[0].id == block.id, listed
+    api.update_memory_block(block.id, MemoryBlockUpdateRequest(content="likes green tea"))
+    assert api.get_memory_block(block.id).content == "likes green tea"
+    api.share_memory_block(block.id, "admin", ShareMemoryBlockRequest(permissions=["svc/memory_block/edit"]))
+    shares = api.list_memory_block_permissions(block.id)
+    assert [(p.username, p.permissions) for p in shares] == [("admin", ["svc/memory_block/edit"])], shares
+    assert api.list_memory_block_group_permissions(block.id) == []
+    api.set_memory_block_privacy(block.id, MemoryBlockPrivacyRequest(is_public=True, permissions=[]))
+    assert api.list_public_memory_block_permissions(block.id) == []
+    assert api.get_memory_block(block.id).is_public and api.get_memory_block(block.id).user_count == 1
+    assert api.list_public_memory_block_permissions(str(uuid.uuid4())) == []
+    api.unshare_memory_block(block.id, "admin")
+    chosen = api.set_default_memory_block(SetDefaultMemoryBlockRequest(scope="llm", memory_block_id=block.id))
+    assert chosen.scope == "llm" and chosen.memory_block.id == block.id, chosen
+    defaults = api.get_default_memory_blocks().defaults
+    assert defaults.llm.id == block.id and defaults.agent is None, defaults
+    api.delete_memory_block(block.id)
+    assert api.get_default_memory_blocks().defaults.llm is None
+
+
 failed = [n for n, err in results if err]
 print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
 sys.exit(1 if failed else 0)
