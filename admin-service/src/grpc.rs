@@ -483,6 +483,12 @@ impl AdminService for AdminGrpc {
             .map(scoped_pb))
     }
 
+    async fn find_user(&self, request: Request<pb::FindUserRequest>) -> Reply<pb::User> {
+        caller(&request)?;
+        let user = identity::find_by_username(&self.db, &request.get_ref().username).await?;
+        ok(identity::user_view(&self.db, user).await.map(user_pb))
+    }
+
     async fn get_llm_spend(&self, request: Request<pb::LlmSpendRequest>) -> Reply<pb::LlmSpend> {
         let me = caller(&request)?;
         let user_id = match request.into_inner().user_id {

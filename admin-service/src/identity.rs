@@ -436,6 +436,15 @@ pub async fn find_user(db: &DatabaseConnection, user_id: &str) -> ApiResult<user
         .ok_or_else(|| ApiError::not_found(format!("user {user_id} not found")))
 }
 
+/// The user named `username`: how a share by username finds its user.
+pub async fn find_by_username(db: &DatabaseConnection, username: &str) -> ApiResult<users::Model> {
+    users::Entity::find()
+        .filter(users::Column::Username.eq(username))
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("user {username} not found")))
+}
+
 pub async fn create_key(
     db: &DatabaseConnection,
     user_id: &str,

@@ -10,6 +10,8 @@ pub mod fairness;
 pub mod gate;
 pub mod grpc;
 pub mod limits;
+pub mod memory_blocks;
+pub mod memory_grpc;
 pub mod migrations;
 pub mod rate;
 pub mod recovery;
@@ -30,6 +32,7 @@ use docchat_common::outbox::OutboxRelay;
 use docchat_common::settings::SettingsClient;
 use docchat_inference::Registry;
 use docchat_proto::chat::v1::chat_service_server::ChatServiceServer;
+use docchat_proto::chat::v1::memory_block_service_server::MemoryBlockServiceServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -162,6 +165,9 @@ pub async fn serve(
             compat: compat::Compat { gate },
             bus: ctx.bus.clone(),
             models_loaded_at: docchat_common::time::now().timestamp(),
+        }))
+        .api(MemoryBlockServiceServer::new(memory_grpc::MemoryGrpc {
+            db: db.clone(),
         }))
         .serve(listener, shutdown, background, db)
         .await

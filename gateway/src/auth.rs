@@ -11,6 +11,7 @@ use actix_web::{FromRequest, HttpRequest, dev::Payload, web};
 use docchat_common::Caller;
 use docchat_common::clients::{
     AdminClient, AgentClient, ChatClient, CustomAgentClient, CustomToolClient, IngestClient,
+    MemoryBlockClient,
 };
 use docchat_common::error::{ApiError, ErrorCode};
 use docchat_proto::admin::v1::AuthenticateRequest;
@@ -44,6 +45,11 @@ impl Api {
     /// chat-service on behalf of the caller.
     pub fn chat(&self) -> ChatClient {
         self.state.clients.chat(&self.caller)
+    }
+
+    /// chat-service's memory blocks on behalf of the caller.
+    pub fn memory_blocks(&self) -> MemoryBlockClient {
+        self.state.clients.memory_blocks(&self.caller)
     }
 
     /// agent-service on behalf of the caller.

@@ -84,7 +84,7 @@ fn app(
     use routes::{
         agent_files, agent_keys, agents, chats, collections, compat, completions, configuration,
         custom_agents, custom_tools, documents, extractors, files, health, identity, job_history,
-        jobs, mcp, meta, models, tags, uploads,
+        jobs, mcp, memory_blocks, meta, models, tags, uploads,
     };
     let max_body = state.config.max_body_bytes;
     let json = web::JsonConfig::default()
@@ -121,6 +121,7 @@ fn app(
                 .configure(custom_agents::configure)
                 .configure(agent_keys::configure)
                 .configure(mcp::configure)
+                .configure(memory_blocks::configure)
                 .default_service(web::to(authenticated_not_found)),
         )
         .service(scope::scope("/rpc/health").configure(health::configure))

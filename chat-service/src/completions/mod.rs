@@ -17,6 +17,7 @@
 
 mod agent;
 mod generate;
+mod memory;
 mod prompt;
 mod request;
 mod retrieval;
@@ -65,6 +66,8 @@ struct Job {
     max_new_tokens: u32,
     /// Set when agent-service answers (the mode is [`RagMode::Agent`]).
     agent: Option<agent::AgentPlan>,
+    /// The memory block injected into a plain or RAG prompt (see [`memory`]).
+    memory: Option<memory::Memory>,
 }
 
 type Events = mpsc::Sender<Result<pb::CompletionEvent, Status>>;

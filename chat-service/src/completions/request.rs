@@ -121,19 +121,13 @@ impl Completer {
                 "llm_args.max_new_tokens must be at least 1",
             ));
         }
-        if let Some(id) = r.memory_block_id.as_deref().filter(|s| !s.is_empty()) {
-            if uuid::Uuid::parse_str(id).is_err() {
-                return Err(ApiError::bad_request(format!(
-                    "llm_args.memory_block_id {id} is not a UUID"
-                )));
-            }
-            return Err(ApiError::not_found(format!("memory block {id} not found")));
-        }
-        if let Some(name) = r.memory_block_name.as_deref().filter(|s| !s.is_empty()) {
-            return Err(ApiError::not_found(format!(
-                "memory block {name} not found"
-            )));
-        }
+        let memory = super::memory::resolve(
+            &self.db,
+            caller,
+            r.memory_block_id.as_deref(),
+            r.memory_block_name.as_deref(),
+        )
+        .await?;
         // What needs no session is looked up first; its errors wait for the session's, so
         // a request answers as it did when the session was read first.
         let admitted = self
@@ -192,6 +186,7 @@ impl Completer {
             temperature: temperature as f32,
             max_new_tokens,
             agent: agent.map(|(plan, _)| plan),
+            memory,
         })
     }
 

@@ -61,14 +61,18 @@ impl Completer {
                 self.fit(job, question, chunks, usage).await?
             }
         };
-        Ok(build_prompt(
+        let mut prompt = build_prompt(
             question,
             &job.history,
             hits,
             notes.as_deref(),
             job.context_length,
             job.max_new_tokens,
-        ))
+        );
+        if let Some(memory) = &job.memory {
+            super::memory::inject(&mut prompt.messages, memory);
+        }
+        Ok(prompt)
     }
 
     /// Chunks of the session's collection in document order: around `ids` (with

@@ -2,6 +2,9 @@
 
 pub mod active_completions;
 pub mod chat_sessions;
+pub mod memory_block_defaults;
+pub mod memory_block_shares;
+pub mod memory_blocks;
 pub mod message_meta;
 pub mod message_references;
 pub mod messages;

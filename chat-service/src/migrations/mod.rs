@@ -9,6 +9,7 @@ mod m20261123_000004_message_indexes;
 mod m20261124_000005_reference_deleted;
 mod m20261124_000006_rate_windows;
 mod m20261124_000007_completion_progress;
+mod m20261125_000001_memory_blocks;
 
 pub struct Migrator;
 
@@ -24,6 +25,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000005_reference_deleted::Migration),
             Box::new(m20261124_000006_rate_windows::Migration),
             Box::new(m20261124_000007_completion_progress::Migration),
+            Box::new(m20261125_000001_memory_blocks::Migration),
         ]
     }
 }

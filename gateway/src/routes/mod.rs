@@ -19,6 +19,7 @@ pub mod identity;
 pub mod job_history;
 pub mod jobs;
 pub mod mcp;
+pub mod memory_blocks;
 pub mod meta;
 pub mod models;
 pub mod tags;

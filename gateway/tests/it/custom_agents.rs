@@ -28,7 +28,7 @@ fn zip_of(files: &[(&str, &[u8])]) -> Vec<u8> {
 }
 
 /// Gives user `uid` a new role holding `permissions`.
-async fn grant(app: &Stack, uid: &str, role: &str, permissions: &[&str]) {
+pub(crate) async fn grant(app: &Stack, uid: &str, role: &str, permissions: &[&str]) {
     let (s, r) = app
         .call(
             Method::POST,

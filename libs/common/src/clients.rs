@@ -10,6 +10,7 @@ use docchat_proto::agent::v1::agent_service_client::AgentServiceClient;
 use docchat_proto::agent::v1::custom_agent_service_client::CustomAgentServiceClient;
 use docchat_proto::agent::v1::custom_tool_service_client::CustomToolServiceClient;
 use docchat_proto::chat::v1::chat_service_client::ChatServiceClient;
+use docchat_proto::chat::v1::memory_block_service_client::MemoryBlockServiceClient;
 use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
 use tonic::metadata::MetadataValue;
 use tonic::service::interceptor::InterceptedService;
@@ -46,6 +47,7 @@ pub type AdminClient = AdminServiceClient<Bound>;
 pub type IngestClient = IngestServiceClient<Bound>;
 pub type ChatClient = ChatServiceClient<Bound>;
 pub type AgentClient = AgentServiceClient<Bound>;
+pub type MemoryBlockClient = MemoryBlockServiceClient<Bound>;
 pub type CustomToolClient = CustomToolServiceClient<Bound>;
 pub type CustomAgentClient = CustomAgentServiceClient<Bound>;
 
@@ -123,6 +125,13 @@ impl Clients {
     /// chat-service on behalf of `caller`.
     pub fn chat(&self, caller: &Caller) -> ChatClient {
         ChatServiceClient::new(self.bound(caller, Service::Chat))
+            .max_decoding_message_size(self.max_message_bytes)
+            .max_encoding_message_size(self.max_message_bytes)
+    }
+
+    /// chat-service's memory blocks on behalf of `caller`.
+    pub fn memory_blocks(&self, caller: &Caller) -> MemoryBlockClient {
+        MemoryBlockServiceClient::new(self.bound(caller, Service::Chat))
             .max_decoding_message_size(self.max_message_bytes)
             .max_encoding_message_size(self.max_message_bytes)
     }

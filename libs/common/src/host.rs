@@ -20,6 +20,9 @@ use docchat_proto::agent::v1::custom_tool_service_server::{
     CustomToolService, CustomToolServiceServer,
 };
 use docchat_proto::chat::v1::chat_service_server::{ChatService, ChatServiceServer};
+use docchat_proto::chat::v1::memory_block_service_server::{
+    MemoryBlockService, MemoryBlockServiceServer,
+};
 use docchat_proto::ingest::v1::ingest_service_server::{IngestService, IngestServiceServer};
 use sea_orm::DatabaseConnection;
 use tokio::net::TcpListener;
@@ -71,6 +74,7 @@ macro_rules! api {
 api!(AdminServiceServer, AdminService, Service::Admin);
 api!(IngestServiceServer, IngestService, Service::Ingest);
 api!(ChatServiceServer, ChatService, Service::Chat);
+api!(MemoryBlockServiceServer, MemoryBlockService, Service::Chat);
 api!(AgentServiceServer, AgentService, Service::Agent);
 api!(CustomToolServiceServer, CustomToolService, Service::Agent);
 api!(CustomAgentServiceServer, CustomAgentService, Service::Agent);

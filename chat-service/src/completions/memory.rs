@@ -1,0 +1,138 @@
+//! The memory block of a plain or RAG completion: the one named in llm_args
+//! (`memory_block_id` / `memory_block_name`), else the caller's `llm` default, injected
+//! into the prompt as its injection_mode says (so `prompt_raw` shows it). agent_file and
+//! agent_tool blocks are for agent runs and add nothing here; agent runs do not inject yet.
+
+use docchat_common::Caller;
+use docchat_common::error::{ApiError, ApiResult};
+use docchat_inference::ChatMessage;
+use sea_orm::DatabaseConnection;
+
+use crate::entities::memory_blocks;
+use crate::memory_blocks as store;
+
+/// What a completion injects.
+#[derive(Debug, Clone)]
+pub(super) struct Memory {
+    pub(super) name: String,
+    pub(super) content: String,
+    pub(super) amendment: String,
+    pub(super) injection_mode: String,
+}
+
+impl From<memory_blocks::Model> for Memory {
+    fn from(b: memory_blocks::Model) -> Self {
+        Memory {
+            name: b.name,
+            content: b.content,
+            amendment: b.system_prompt_amendment,
+            injection_mode: b.injection_mode,
+        }
+    }
+}
+
+/// The block asked for (404 if the caller cannot read it), else the caller's llm default.
+pub(super) async fn resolve(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    id: Option<&str>,
+    name: Option<&str>,
+) -> ApiResult<Option<Memory>> {
+    if let Some(id) = id.filter(|s| !s.is_empty()) {
+        if uuid::Uuid::parse_str(id).is_err() {
+            return Err(ApiError::bad_request(format!(
+                "llm_args.memory_block_id {id} is not a UUID"
+            )));
+        }
+        let (block, _) = store::find(db, caller, id).await?;
+        return Ok(Some(block.into()));
+    }
+    if let Some(name) = name.filter(|s| !s.is_empty()) {
+        return Ok(Some(store::find_by_name(db, caller, name).await?.into()));
+    }
+    Ok(store::default_block(db, caller, "llm")
+        .await?
+        .map(|v| v.block.into()))
+}
+
+/// The memory text with its amendment (how to use it), as one block of instructions.
+fn text(m: &Memory) -> String {
+    let mut out = format!("Memory \"{}\":\n{}", m.name, m.content.trim());
+    if !m.amendment.trim().is_empty() {
+        out.push_str(&format!("\n\n{}", m.amendment.trim()));
+    }
+    out
+}
+
+/// Adds the memory to `messages` (system prompt first, the question last).
+pub(super) fn inject(messages: &mut Vec<ChatMessage>, m: &Memory) {
+    match m.injection_mode.as_str() {
+        "system_prompt" => {
+            let at = messages
+                .iter()
+                .position(|msg| msg.role != "system")
+                .unwrap_or(messages.len());
+            messages.insert(at, ChatMessage::system(text(m)));
+        }
+        "user_instruction" => {
+            if let Some(question) = messages.last_mut().filter(|msg| msg.role == "user") {
+                question.content = format!(
+                    "Instructions:\n{}\n\nMessage:\n{}",
+                    text(m),
+                    question.content
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory(mode: &str) -> Memory {
+        Memory {
+            name: "prefs".into(),
+            content: "likes tea".into(),
+            amendment: "use it kindly".into(),
+            injection_mode: mode.into(),
+        }
+    }
+
+    fn prompt() -> Vec<ChatMessage> {
+        vec![ChatMessage::system("sys"), ChatMessage::user("hi")]
+    }
+
+    #[test]
+    fn system_prompt_mode_adds_a_system_message_before_the_conversation() {
+        let mut m = prompt();
+        inject(&mut m, &memory("system_prompt"));
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[1].role, "system");
+        assert!(m[1].content.contains("likes tea") && m[1].content.contains("use it kindly"));
+        assert_eq!(m[2].content, "hi");
+    }
+
+    #[test]
+    fn user_instruction_mode_goes_ahead_of_the_question() {
+        let mut m = prompt();
+        inject(&mut m, &memory("user_instruction"));
+        assert_eq!(m.len(), 2);
+        assert!(
+            m[1].content
+                .starts_with("Instructions:\nMemory \"prefs\":\nlikes tea")
+        );
+        assert!(m[1].content.ends_with("Message:\nhi"));
+    }
+
+    #[test]
+    fn agent_modes_add_nothing_to_a_plain_completion() {
+        for mode in ["agent_file", "agent_tool"] {
+            let mut m = prompt();
+            inject(&mut m, &memory(mode));
+            assert_eq!(m.len(), 2);
+            assert_eq!(m[1].content, "hi");
+        }
+    }
+}
