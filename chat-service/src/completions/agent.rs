@@ -209,6 +209,8 @@ impl Completer {
         } else {
             Vec::new()
         };
+        let (system_prompt_extra, question) =
+            super::memory::for_agent(job.memory.as_ref(), &job.question.content);
         Ok(apb::RunStart {
             session_id: job.session.id.clone(),
             session_preview: job
@@ -218,7 +220,7 @@ impl Completer {
                 .unwrap_or_else(|| job.question.content.chars().take(60).collect()),
             collection_id: job.session.collection_id.clone().unwrap_or_default(),
             question_id: job.question.id.clone(),
-            question: job.question.content.clone(),
+            question,
             history: job
                 .history
                 .iter()
@@ -239,7 +241,7 @@ impl Completer {
             temperature: f64::from(job.temperature),
             max_new_tokens: job.max_new_tokens,
             agent_args_json: plan.args_json.clone(),
-            system_prompt_extra: String::new(),
+            system_prompt_extra,
         })
     }
 }

@@ -1,7 +1,9 @@
-//! The memory block of a plain or RAG completion: the one named in llm_args
-//! (`memory_block_id` / `memory_block_name`), else the caller's `llm` default, injected
-//! into the prompt as its injection_mode says (so `prompt_raw` shows it). agent_file and
-//! agent_tool blocks are for agent runs and add nothing here; agent runs do not inject yet.
+//! The memory block of a completion: the one named in llm_args (`memory_block_id` /
+//! `memory_block_name`), else the caller's default for the scope (`llm` for plain and RAG
+//! answers, `agent` for agent runs), injected as its injection_mode says, so `prompt_raw`
+//! shows it. In agent runs system_prompt goes into the run's system prompt
+//! (`RunStart.system_prompt_extra`) and user_instruction ahead of the question; agent_file
+//! and agent_tool (a file in the workspace, a memory tool) are not built yet and add nothing.
 
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult};
@@ -31,12 +33,14 @@ impl From<memory_blocks::Model> for Memory {
     }
 }
 
-/// The block asked for (404 if the caller cannot read it), else the caller's llm default.
+/// The block asked for (404 if the caller cannot read it), else the caller's default for
+/// `scope` (`llm` or `agent`).
 pub(super) async fn resolve(
     db: &DatabaseConnection,
     caller: &Caller,
     id: Option<&str>,
     name: Option<&str>,
+    scope: &str,
 ) -> ApiResult<Option<Memory>> {
     if let Some(id) = id.filter(|s| !s.is_empty()) {
         if uuid::Uuid::parse_str(id).is_err() {
@@ -50,7 +54,7 @@ pub(super) async fn resolve(
     if let Some(name) = name.filter(|s| !s.is_empty()) {
         return Ok(Some(store::find_by_name(db, caller, name).await?.into()));
     }
-    Ok(store::default_block(db, caller, "llm")
+    Ok(store::default_block(db, caller, scope)
         .await?
         .map(|v| v.block.into()))
 }
@@ -87,6 +91,19 @@ pub(super) fn inject(messages: &mut Vec<ChatMessage>, m: &Memory) {
     }
 }
 
+/// An agent run's share of the memory: text for its system prompt, and the question with
+/// the memory's instructions ahead of it.
+pub(super) fn for_agent(m: Option<&Memory>, question: &str) -> (String, String) {
+    match m.map(|m| (m, m.injection_mode.as_str())) {
+        Some((m, "system_prompt")) => (text(m), question.to_owned()),
+        Some((m, "user_instruction")) => (
+            String::new(),
+            format!("Instructions:\n{}\n\nMessage:\n{question}", text(m)),
+        ),
+        _ => (String::new(), question.to_owned()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +129,20 @@ mod tests {
         assert_eq!(m[1].role, "system");
         assert!(m[1].content.contains("likes tea") && m[1].content.contains("use it kindly"));
         assert_eq!(m[2].content, "hi");
+    }
+
+    #[test]
+    fn agent_runs_get_the_system_prompt_or_the_instructions() {
+        let m = memory("system_prompt");
+        let (extra, q) = for_agent(Some(&m), "hi");
+        assert!(extra.contains("likes tea") && q == "hi");
+        let m = memory("user_instruction");
+        let (extra, q) = for_agent(Some(&m), "hi");
+        assert!(extra.is_empty() && q.contains("likes tea") && q.ends_with("hi"));
+        assert_eq!(
+            for_agent(Some(&memory("agent_tool")), "hi"),
+            (String::new(), "hi".into())
+        );
     }
 
     #[test]

@@ -121,11 +121,17 @@ impl Completer {
                 "llm_args.max_new_tokens must be at least 1",
             ));
         }
+        let scope = if r.use_agent || AGENTIC_TYPES.contains(&r.rag_type.as_str()) {
+            "agent"
+        } else {
+            "llm"
+        };
         let memory = super::memory::resolve(
             &self.db,
             caller,
             r.memory_block_id.as_deref(),
             r.memory_block_name.as_deref(),
+            scope,
         )
         .await?;
         // What needs no session is looked up first; its errors wait for the session's, so

@@ -164,6 +164,57 @@ docchat_common::backend_tests! {
         assert!(serde_json::to_string(&last_sent(&model)).unwrap().contains("ALICE LIKES TEA"));
     }
 
+    /// Agent runs take the block named in llm_args or the caller's `agent` default (not the
+    /// `llm` one): system_prompt into the run's system prompt, user_instruction ahead of the
+    /// question.
+    async fn memory_blocks_reach_agent_runs(backend) {
+        let model = crate::agent::agent_upstream(vec![docchat_common::testing::ScriptedTurn::text("Tea.")]).await;
+        let app = crate::agent::app_with_agent(&backend, &model).await;
+        let (_, alice) = app.user("alice").await;
+        let prefs = create(&app, &alice, json!({"name": "prefs", "content": "ALICE LIKES TEA"})).await;
+        let prefs_id = prefs["id"].as_str().unwrap().to_owned();
+        create(&app, &alice, json!({"name": "style", "content": "ANSWER IN FRENCH", "injection_mode": "user_instruction"})).await;
+        let chat = session(&app, &alice, None).await;
+        let agent = |extra: Value| {
+            let mut args = json!({"use_agent": true});
+            args.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            json!({"message": "What do I like?", "stream": false, "llm_args": args,
+                   "rag_config": {"rag_type": "agent_only"}})
+        };
+        let run = |body: Value| {
+            let (app, alice, chat) = (&app, &alice, &chat);
+            async move {
+                app.call(Method::POST, &format!("/api/v1/chats/{chat}/completions"), alice, Some(body)).await
+            }
+        };
+        let sent = || serde_json::to_string(&last_sent(&model)).unwrap();
+
+        let (s, a) = run(agent(json!({"memory_block_id": prefs_id}))).await;
+        assert_eq!(s, 200, "{a}");
+        let msgs = last_sent(&model);
+        assert!(msgs.iter().any(|m| m["role"] == "system" && m["content"].as_str().unwrap().contains("ALICE LIKES TEA")), "{msgs:?}");
+
+        let (s, a) = run(agent(json!({"memory_block_name": "style"}))).await;
+        assert_eq!(s, 200, "{a}");
+        let msgs = last_sent(&model);
+        let question = msgs.last().unwrap()["content"].as_str().unwrap().to_owned();
+        assert!(question.contains("ANSWER IN FRENCH") && question.ends_with("What do I like?"), "{question}");
+
+        // The llm default is not the agent's; the agent default is.
+        let path = "/api/v1/users/current/default_memory_blocks";
+        let (s, _) = put(&app, &alice, path, json!({"scope": "llm", "memory_block_id": prefs_id})).await;
+        assert_eq!(s, 200);
+        let (s, _) = run(agent(json!({}))).await;
+        assert_eq!(s, 200);
+        assert!(!sent().contains("ALICE LIKES TEA"), "the llm default reached an agent run");
+        let (s, _) = put(&app, &alice, path, json!({"scope": "agent", "memory_block_id": prefs_id})).await;
+        assert_eq!(s, 200);
+        let (s, _) = run(agent(json!({}))).await;
+        assert_eq!(s, 200);
+        assert!(sent().contains("ALICE LIKES TEA"), "the agent default did not reach the run");
+        app.stop().await;
+    }
+
     /// Create with its defaults, 409 on a duplicate name (another user may reuse it), the
     /// content limit on create and update, partial PUT, list filters and delete.
     async fn memory_blocks_crud(backend) {
