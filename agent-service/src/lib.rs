@@ -82,7 +82,7 @@ pub async fn serve_with(
     // The administrator's egress allow list (DOCCHAT_AGENT_EGRESS_ALLOW) joins the tests'
     // own, for fetch_url, remote MCP servers and browser actions alike.
     let mut fetch_allow = fetch_allow;
-    fetch_allow.extend(mcp::egress_allow_from_env());
+    fetch_allow.extend(egress::allow_from_env());
     let background = Background::new();
     let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
     background

@@ -305,16 +305,24 @@ def raw_bytes(path, key):
         return e.code, e.headers, e.read()
 
 
+def sandbox_or_skip(what):
+    """Whether the agent's code sandbox works here; without one, a skip (or a failure when
+    DOCCHAT_CHECK_SANDBOX=required)."""
+    tools = AgentsApi(state["user"]).list_agent_tools()
+    if next(t for t in tools if t.name == "python").enabled:
+        return True
+    if SANDBOX == "required":
+        raise AssertionError(f"{what}: no code sandbox works here")
+    print(f"SKIP {what}: no code sandbox in this deployment (DOCCHAT_CHECK_SANDBOX=auto)")
+    return False
+
+
 @check("the agent analyses a CSV of a collection with Python: answer, chart in agent_files, /file downloads it")
 def _():
     import time
     import urllib.parse
 
-    tools = AgentsApi(state["user"]).list_agent_tools()
-    if not next(t for t in tools if t.name == "python").enabled:
-        if SANDBOX == "required":
-            raise AssertionError("the python tool is disabled: no code sandbox works here")
-        print("SKIP the CSV analysis: no code sandbox in this deployment (DOCCHAT_CHECK_SANDBOX=auto)")
+    if not sandbox_or_skip("the CSV analysis"):
         return
     col = CollectionsApi(state["user"]).create_collection(CollectionCreateRequest(name="sales", description=""))
     ingest = DocumentIngestionApi(state["user"])
@@ -369,18 +377,6 @@ ADD_NUMBERS = b'''def add_numbers(a: int, b: int = 2) -> dict:
     """
     return {"sum": a + b}
 '''
-
-
-def sandbox_or_skip(what):
-    """Whether the agent's code sandbox works here; without one, a skip (or a failure when
-    DOCCHAT_CHECK_SANDBOX=required)."""
-    tools = AgentsApi(state["user"]).list_agent_tools()
-    if next(t for t in tools if t.name == "python").enabled:
-        return True
-    if SANDBOX == "required":
-        raise AssertionError(f"{what}: no code sandbox works here")
-    print(f"SKIP {what}: no code sandbox in this deployment (DOCCHAT_CHECK_SANDBOX=auto)")
-    return False
 
 
 @check("an administrator lets the user build agents (a role with ConfigureAgents, ManageCustomAgent, DeleteCustomAgent)")
@@ -510,7 +506,9 @@ def _():
     names = {a.mcp_server_name for a in agents.list_custom_agent_tool_associations(agent_id=agent_id)}
     assert {"weather", "extra"} <= names, names
     assert agents.delete_custom_agent_tool_associations([ta.id]).deleted_count == 1
-    agents.get_agent_suggestions(agent_id)
+    # One suggestion per declared server (`weather`); the user has no MCP tool to offer yet.
+    suggestions = agents.get_agent_suggestions(agent_id)
+    assert len(suggestions) == 1 and not suggestions[0].mcp_servers, suggestions
     updated = agents.update_custom_agent(agent_id, UpdateCustomAgentRequest(agent_args={"description": "weather"}))
     assert updated.agent_custom_agent_id == agent_id
 

@@ -32,6 +32,22 @@ fn object(json: &str, message: &str) -> Result<serde_json::Value, ApiError> {
 
 const BAD_ARGS: &str = "Invalid JSON format for agent_args.";
 
+impl CustomAgentGrpc {
+    /// Deletes the caller's associations of `table` named in the request (ManageCustomAgent);
+    /// another user's ids count 0.
+    async fn delete_associations(
+        &self,
+        request: Request<pb::Ids>,
+        table: &str,
+    ) -> Result<Response<pb::Count>, Status> {
+        let caller = caller(&request)?;
+        caller.require_permission(permissions::MANAGE_CUSTOM_AGENT)?;
+        let count =
+            store::delete_owned(&self.db, table, &caller.user_id, &request.get_ref().ids).await?;
+        Ok(Response::new(pb::Count { count }))
+    }
+}
+
 #[tonic::async_trait]
 impl CustomAgentService for CustomAgentGrpc {
     async fn create_custom_agents(
@@ -233,16 +249,8 @@ impl CustomAgentService for CustomAgentGrpc {
         &self,
         request: Request<pb::Ids>,
     ) -> Result<Response<pb::Count>, Status> {
-        let caller = caller(&request)?;
-        caller.require_permission(permissions::MANAGE_CUSTOM_AGENT)?;
-        let count = store::delete_owned(
-            &self.db,
-            "custom_agent_tool_associations",
-            &caller.user_id,
-            &request.get_ref().ids,
-        )
-        .await?;
-        Ok(Response::new(pb::Count { count }))
+        self.delete_associations(request, "custom_agent_tool_associations")
+            .await
     }
 
     async fn list_key_associations(
@@ -314,16 +322,8 @@ impl CustomAgentService for CustomAgentGrpc {
         &self,
         request: Request<pb::Ids>,
     ) -> Result<Response<pb::Count>, Status> {
-        let caller = caller(&request)?;
-        caller.require_permission(permissions::MANAGE_CUSTOM_AGENT)?;
-        let count = store::delete_owned(
-            &self.db,
-            "custom_agent_key_associations",
-            &caller.user_id,
-            &request.get_ref().ids,
-        )
-        .await?;
-        Ok(Response::new(pb::Count { count }))
+        self.delete_associations(request, "custom_agent_key_associations")
+            .await
     }
 
     async fn list_keys(

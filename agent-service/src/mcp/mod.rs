@@ -52,17 +52,6 @@ impl Settings {
     }
 }
 
-/// `DOCCHAT_AGENT_EGRESS_ALLOW`: hosts an administrator lets the agent reach although they
-/// resolve to private addresses.
-pub fn egress_allow_from_env() -> Vec<String> {
-    std::env::var("DOCCHAT_AGENT_EGRESS_ALLOW")
-        .unwrap_or_default()
-        .split(',')
-        .map(|h| h.trim().to_ascii_lowercase())
-        .filter(|h| !h.is_empty())
-        .collect()
-}
-
 /// Opens local_mcp and remote_mcp tools for a run.
 pub struct McpOpener {
     pub settings: Settings,

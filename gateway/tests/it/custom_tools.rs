@@ -14,42 +14,13 @@ use serde_json::{Value, json};
 
 use crate::agent::{agent_upstream, app_with_agent};
 use crate::completions::{session, stream};
-use crate::harness::{ADMIN_KEY, Stack, read};
+use crate::harness::{Stack, read};
 
 const TOOLS: &str = "/api/v1/agents/custom_tools";
 
 /// Gives user `uid` the permission (through a role of its own).
 async fn grant(app: &Stack, uid: &str, permission: &str) {
-    let name = format!("r-{uid}-{permission}");
-    let (s, role) = app
-        .call(
-            Method::POST,
-            "/api/v1/roles",
-            ADMIN_KEY,
-            Some(json!({"name": name, "description": ""})),
-        )
-        .await;
-    assert_eq!(s, 201, "{role}");
-    let rid = role["id"].as_str().unwrap();
-    let (s, b) = app
-        .call(
-            Method::PUT,
-            &format!("/api/v1/roles/{rid}/permissions/{permission}"),
-            ADMIN_KEY,
-            None,
-        )
-        .await;
-    assert!(s < 300, "{b}");
-    let (s, b) = app
-        .call(
-            Method::PUT,
-            &format!("/api/v1/users/{uid}/roles/{name}"),
-            ADMIN_KEY,
-            None,
-        )
-        .await;
-    assert!(s < 300, "{b}");
-    tokio::time::sleep(Duration::from_millis(600)).await; // auth cache
+    crate::custom_agents::grant(app, uid, &format!("r-{uid}-{permission}"), &[permission]).await;
 }
 
 /// A user holding ConfigureAgents.
