@@ -134,6 +134,19 @@ fn user_pb(v: UserView) -> pb::User {
     }
 }
 
+fn identity_pb(i: identity::Identity) -> pb::Identity {
+    pb::Identity {
+        user_id: i.user.id,
+        username: i.user.username,
+        email: i.user.email,
+        roles: i.roles,
+        groups: i.groups,
+        permissions: i.permissions,
+        is_admin: i.is_admin,
+        api_key_id: i.api_key_id,
+    }
+}
+
 fn key_pb(k: api_keys::Model, username: String) -> pb::ApiKey {
     let api_keys::Model {
         id,
@@ -239,16 +252,14 @@ impl AdminService for AdminGrpc {
         let identity = identity::authenticate(&self.db, &secret)
             .await?
             .ok_or_else(|| ApiError::unauthenticated("invalid or expired API key"))?;
-        Ok(Response::new(pb::Identity {
-            user_id: identity.user.id,
-            username: identity.user.username,
-            email: identity.user.email,
-            roles: identity.roles,
-            groups: identity.groups,
-            permissions: identity.permissions,
-            is_admin: identity.is_admin,
-            api_key_id: identity.api_key_id,
-        }))
+        Ok(Response::new(identity_pb(identity)))
+    }
+
+    async fn get_identity(&self, request: Request<pb::GetIdentityRequest>) -> Reply<pb::Identity> {
+        caller(&request)?.require_service()?;
+        let user = identity::find_user(&self.db, &request.get_ref().user_id).await?;
+        let identity = identity::identity_of(&self.db, user, String::new()).await?;
+        Ok(Response::new(identity_pb(identity)))
     }
 
     async fn create_user(&self, request: Request<pb::CreateUserRequest>) -> Reply<pb::User> {

@@ -281,6 +281,28 @@ pub async fn authenticate(db: &DatabaseConnection, secret: &str) -> ApiResult<Op
     else {
         return Ok(None);
     };
+    api_keys::Entity::update_many()
+        .col_expr(
+            api_keys::Column::TotalCalls,
+            sea_orm::sea_query::Expr::col(api_keys::Column::TotalCalls).add(1),
+        )
+        .col_expr(
+            api_keys::Column::LastUsedAt,
+            sea_orm::sea_query::Expr::value(at),
+        )
+        .filter(api_keys::Column::Id.eq(key.id.clone()))
+        .exec(db)
+        .await?;
+    identity_of(db, user, key.id).await.map(Some)
+}
+
+/// What `user` may do, as a key of theirs (`api_key_id`) resolves: roles, groups and the
+/// permissions of the roles (every permission for administrators).
+pub async fn identity_of(
+    db: &DatabaseConnection,
+    user: users::Model,
+    api_key_id: String,
+) -> ApiResult<Identity> {
     let (roles, groups) = memberships(db, &user.id).await?;
     let is_admin = roles.iter().any(|r| r.name == ADMIN_ROLE);
     let permissions = if is_admin {
@@ -300,26 +322,14 @@ pub async fn authenticate(db: &DatabaseConnection, secret: &str) -> ApiResult<Op
             .into_iter()
             .collect()
     };
-    api_keys::Entity::update_many()
-        .col_expr(
-            api_keys::Column::TotalCalls,
-            sea_orm::sea_query::Expr::col(api_keys::Column::TotalCalls).add(1),
-        )
-        .col_expr(
-            api_keys::Column::LastUsedAt,
-            sea_orm::sea_query::Expr::value(at),
-        )
-        .filter(api_keys::Column::Id.eq(key.id.clone()))
-        .exec(db)
-        .await?;
-    Ok(Some(Identity {
+    Ok(Identity {
         user,
         roles: roles.into_iter().map(|r| r.name).collect(),
         groups,
         permissions,
         is_admin,
-        api_key_id: key.id,
-    }))
+        api_key_id,
+    })
 }
 
 fn validate_username(username: &str) -> ApiResult<()> {

@@ -1,6 +1,7 @@
 //! scheduler-service. Its RPCs land with the scheduler issue; today it migrates its store, relays its
 //! outbox and answers gRPC health, so deployments and readiness already include it.
 
+pub mod entities;
 pub mod migrations;
 
 use std::sync::Arc;

@@ -12,6 +12,7 @@ use docchat_proto::agent::v1::custom_tool_service_client::CustomToolServiceClien
 use docchat_proto::chat::v1::chat_service_client::ChatServiceClient;
 use docchat_proto::chat::v1::memory_block_service_client::MemoryBlockServiceClient;
 use docchat_proto::ingest::v1::ingest_service_client::IngestServiceClient;
+use docchat_proto::scheduler::v1::scheduler_service_client::SchedulerServiceClient;
 use tonic::metadata::MetadataValue;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
@@ -50,6 +51,7 @@ pub type AgentClient = AgentServiceClient<Bound>;
 pub type MemoryBlockClient = MemoryBlockServiceClient<Bound>;
 pub type CustomToolClient = CustomToolServiceClient<Bound>;
 pub type CustomAgentClient = CustomAgentServiceClient<Bound>;
+pub type SchedulerClient = SchedulerServiceClient<Bound>;
 
 /// Lazily connecting channels to every service and the keys to sign for them; cheap to
 /// clone. Hand out clients bound to one caller with [`Clients::admin`], [`Clients::ingest`],
@@ -153,6 +155,13 @@ impl Clients {
     /// agent-service's custom agents, associations and stored keys on behalf of `caller`.
     pub fn custom_agents(&self, caller: &Caller) -> CustomAgentClient {
         CustomAgentServiceClient::new(self.bound(caller, Service::Agent))
+            .max_decoding_message_size(self.max_message_bytes)
+            .max_encoding_message_size(self.max_message_bytes)
+    }
+
+    /// scheduler-service on behalf of `caller`.
+    pub fn scheduler(&self, caller: &Caller) -> SchedulerClient {
+        SchedulerServiceClient::new(self.bound(caller, Service::Scheduler))
             .max_decoding_message_size(self.max_message_bytes)
             .max_encoding_message_size(self.max_message_bytes)
     }
