@@ -391,7 +391,12 @@ pub async fn update(
 
 /// Appends `text` to the content in one statement (concurrent appends all land), unless
 /// the result would pass max_content_length (400, nothing changes); needs edit access.
-pub async fn append(db: &DatabaseConnection, caller: &Caller, id: &str, text: &str) -> ApiResult<()> {
+pub async fn append(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    id: &str,
+    text: &str,
+) -> ApiResult<()> {
     let block = find_for(db, caller, id, Access::Edit).await?;
     let done = memory_blocks::Entity::update_many()
         .col_expr(

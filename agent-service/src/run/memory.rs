@@ -64,8 +64,7 @@ pub fn instructions(m: &pb::RunMemory) -> Option<String> {
                 limit_words(m.max_content_length)
             )
         } else {
-            "The block is read-only for you: changes you make to the file are not kept."
-                .to_owned()
+            "The block is read-only for you: changes you make to the file are not kept.".to_owned()
         };
         format!(
             "\n\nMemory block \"{}\" is the file {path} of your workspace; read it before you answer. {kept}",
@@ -132,10 +131,7 @@ impl Outcome {
         let path = file_path(&m.name);
         match self {
             Outcome::Unchanged => None,
-            Outcome::Saved => Some(format!(
-                "memory block \"{}\" saved from {path}",
-                m.name
-            )),
+            Outcome::Saved => Some(format!("memory block \"{}\" saved from {path}", m.name)),
             Outcome::ReadOnly => Some(format!(
                 "memory block \"{}\" is read-only for the user: the changes to {path} were not saved",
                 m.name
@@ -201,7 +197,11 @@ pub async fn save_back(
         }),
         append: false,
     };
-    match clients.memory_blocks(caller).update_memory_block(request).await {
+    match clients
+        .memory_blocks(caller)
+        .update_memory_block(request)
+        .await
+    {
         Ok(_) => Outcome::Saved,
         Err(s) if s.code() == tonic::Code::PermissionDenied => Outcome::ReadOnly,
         Err(s) if s.code() == tonic::Code::NotFound => Outcome::NotSaved(
@@ -273,20 +273,37 @@ mod tests {
         place(root, &m).await.unwrap();
         let path = root.join(file_path(&m.name));
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "likes tea");
-        assert_eq!(save_back(None, &caller(), root, &m).await, Outcome::Unchanged);
+        assert_eq!(
+            save_back(None, &caller(), root, &m).await,
+            Outcome::Unchanged
+        );
         std::fs::write(&path, "x".repeat(21)).unwrap();
         let out = save_back(None, &caller(), root, &m).await;
-        assert!(matches!(&out, Outcome::NotSaved(why) if why.contains("21 characters")), "{out:?}");
+        assert!(
+            matches!(&out, Outcome::NotSaved(why) if why.contains("21 characters")),
+            "{out:?}"
+        );
         assert!(out.notice(&m).is_some());
         let ro = block("agent_file", false);
-        assert_eq!(save_back(None, &caller(), root, &ro).await, Outcome::ReadOnly);
+        assert_eq!(
+            save_back(None, &caller(), root, &ro).await,
+            Outcome::ReadOnly
+        );
         assert!(Outcome::ReadOnly.notice(&ro).is_none());
         // A link left in its place is replaced, never followed.
         std::fs::remove_file(&path).unwrap();
         std::os::unix::fs::symlink("/etc/hostname", &path).unwrap();
-        assert!(matches!(save_back(None, &caller(), root, &m).await, Outcome::NotSaved(_)));
+        assert!(matches!(
+            save_back(None, &caller(), root, &m).await,
+            Outcome::NotSaved(_)
+        ));
         place(root, &m).await.unwrap();
-        assert!(!std::fs::symlink_metadata(&path).unwrap().file_type().is_symlink());
+        assert!(
+            !std::fs::symlink_metadata(&path)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
     }
 
     fn caller() -> Caller {

@@ -333,7 +333,12 @@ impl Engine {
             catalog = catalog.with(tool.clone());
         }
         // The memory tool of an agent_tool block (it takes the name from a custom tool).
-        if let Some(m) = req.start.memory.as_ref().filter(|m| memory::is_tool_mode(m)) {
+        if let Some(m) = req
+            .start
+            .memory
+            .as_ref()
+            .filter(|m| memory::is_tool_mode(m))
+        {
             let tool = crate::tools::memory::MemoryTool::new(m.clone());
             offered.retain(|n| n != crate::tools::memory::NAME);
             offered.push(crate::tools::memory::NAME.to_owned());

@@ -23,9 +23,13 @@ async fn scripted_by_question() -> ScriptedHttp {
             return ScriptedTurn::text("A summary.").streamed();
         }
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
-        let asked = messages.iter().rposition(|m| m["role"] == "user").unwrap_or(0);
+        let asked = messages
+            .iter()
+            .rposition(|m| m["role"] == "user")
+            .unwrap_or(0);
         let turns: Vec<Vec<(String, Value)>> =
-            serde_json::from_str(messages[asked]["content"].as_str().unwrap_or("[]")).unwrap_or_default();
+            serde_json::from_str(messages[asked]["content"].as_str().unwrap_or("[]"))
+                .unwrap_or_default();
         let after = &messages[asked + 1..];
         let n = after.iter().filter(|m| m["role"] == "assistant").count();
         match turns.get(n) {
@@ -33,7 +37,9 @@ async fn scripted_by_question() -> ScriptedHttp {
                 calls
                     .iter()
                     .enumerate()
-                    .map(|(i, (name, args))| ScriptedCall::new(&format!("c{n}-{i}"), name, args.clone()))
+                    .map(|(i, (name, args))| {
+                        ScriptedCall::new(&format!("c{n}-{i}"), name, args.clone())
+                    })
                     .collect(),
             )
             .streamed(),
@@ -58,16 +64,21 @@ struct Run {
 
 /// One agent run of `key` in `chat` with the scripted `turns`: its answer, prompt_raw and
 /// agent_chat_history.
-async fn run(app: &Stack, key: &str, chat: &str, args: Value, turns: Value) -> Run {
+async fn agent_run(app: &Stack, key: &str, chat: &str, args: Value, turns: Value) -> Run {
     let mut llm_args = json!({"use_agent": true, "agent_tools": ["read_file", "write_file"], "agent_max_turns": 6});
-    llm_args.as_object_mut().unwrap().extend(args.as_object().unwrap().clone());
+    llm_args
+        .as_object_mut()
+        .unwrap()
+        .extend(args.as_object().unwrap().clone());
     let (s, a) = app
         .call(
             Method::POST,
             &format!("/api/v1/chats/{chat}/completions"),
             key,
-            Some(json!({"message": turns.to_string(), "stream": false, "llm_args": llm_args,
-                        "rag_config": {"rag_type": "agent_only"}})),
+            Some(
+                json!({"message": turns.to_string(), "stream": false, "llm_args": llm_args,
+                        "rag_config": {"rag_type": "agent_only"}}),
+            ),
         )
         .await;
     assert_eq!(s, 200, "{a}");
@@ -76,7 +87,12 @@ async fn run(app: &Stack, key: &str, chat: &str, args: Value, turns: Value) -> R
         let reply = reply.clone();
         async move {
             let (s, m) = app
-                .call(Method::GET, &format!("/api/v1/messages/{reply}/meta?info_type={kind}"), key, None)
+                .call(
+                    Method::GET,
+                    &format!("/api/v1/messages/{reply}/meta?info_type={kind}"),
+                    key,
+                    None,
+                )
                 .await;
             assert_eq!(s, 200, "{m}");
             m[0]["content"].as_str().unwrap_or_default().to_owned()
@@ -90,37 +106,65 @@ async fn run(app: &Stack, key: &str, chat: &str, args: Value, turns: Value) -> R
 }
 
 async fn create(app: &Stack, key: &str, body: Value) -> String {
-    let (s, b) = app.call(Method::POST, "/api/v1/memory_blocks", key, Some(body)).await;
+    let (s, b) = app
+        .call(Method::POST, "/api/v1/memory_blocks", key, Some(body))
+        .await;
     assert_eq!(s, 201, "{b}");
     b["id"].as_str().unwrap().to_owned()
 }
 
 async fn content(app: &Stack, key: &str, id: &str) -> String {
-    let (s, b) = app.call(Method::GET, &format!("/api/v1/memory_blocks/{id}"), key, None).await;
+    let (s, b) = app
+        .call(
+            Method::GET,
+            &format!("/api/v1/memory_blocks/{id}"),
+            key,
+            None,
+        )
+        .await;
     assert_eq!(s, 200, "{b}");
     b["content"].as_str().unwrap().to_owned()
 }
 
 /// Shares `id` with `username`, with edit or read only.
 async fn share(app: &Stack, owner: &str, id: &str, username: &str, edit: bool) {
-    let body = if edit { json!({"permissions": [EDIT]}) } else { json!({}) };
+    let body = if edit {
+        json!({"permissions": [EDIT]})
+    } else {
+        json!({})
+    };
     let (s, e) = app
-        .call(Method::PUT, &format!("/api/v1/memory_blocks/{id}/permissions/{username}"), owner, Some(body))
+        .call(
+            Method::PUT,
+            &format!("/api/v1/memory_blocks/{id}/permissions/{username}"),
+            owner,
+            Some(body),
+        )
         .await;
     assert_eq!(s, 204, "{e}");
 }
 
 /// The names and descriptions of the tools the model was offered in its last agent call.
 fn offered(model: &ScriptedHttp) -> Vec<(String, String)> {
-    let last = model.bodies().into_iter().filter(|b| b["tools"].is_array()).last().unwrap();
+    let last = model
+        .bodies()
+        .into_iter()
+        .rfind(|b| b["tools"].is_array())
+        .unwrap();
     last["tools"]
         .as_array()
         .unwrap()
         .iter()
         .map(|t| {
             (
-                t["function"]["name"].as_str().unwrap_or_default().to_owned(),
-                t["function"]["description"].as_str().unwrap_or_default().to_owned(),
+                t["function"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                t["function"]["description"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
             )
         })
         .collect()
@@ -155,7 +199,7 @@ docchat_common::backend_tests! {
 
         // Read, then rewrite: the content arrives and the new one is kept.
         let turns = json!([read(file), write(file, "ALICE LIKES COFFEE")]);
-        let r = run(&app, &alice, &chat, by_id.clone(), turns).await;
+        let r = agent_run(&app, &alice, &chat, by_id.clone(), turns).await;
         assert!(r.answer.contains("ALICE LIKES TEA"), "{}: {}", backend.name, r.answer);
         assert!(r.prompt_raw.contains(file) && r.prompt_raw.contains("saved back") && r.prompt_raw.contains("KEEP IT SHORT"), "{}", r.prompt_raw);
         assert!(!r.prompt_raw.contains("ALICE LIKES TEA"), "the content went into the prompt: {}", r.prompt_raw);
@@ -163,12 +207,12 @@ docchat_common::backend_tests! {
         assert!(r.history.contains("saved from"), "{}", r.history);
 
         // The next run starts from the block's content (not the workspace's leftovers).
-        let r = run(&app, &alice, &chat, by_id.clone(), json!([read(file)])).await;
+        let r = agent_run(&app, &alice, &chat, by_id.clone(), json!([read(file)])).await;
         assert!(r.answer.contains("ALICE LIKES COFFEE"), "{}", r.answer);
 
         // Over the limit: unchanged, and the answer says why.
         let long = "X".repeat(41);
-        let r = run(&app, &alice, &chat, by_id.clone(), json!([write(file, &long)])).await;
+        let r = agent_run(&app, &alice, &chat, by_id.clone(), json!([write(file, &long)])).await;
         assert_eq!(content(&app, &alice, &id).await, "ALICE LIKES COFFEE");
         assert!(r.answer.contains("was not updated") && r.answer.contains("41 characters"), "{}", r.answer);
 
@@ -176,7 +220,7 @@ docchat_common::backend_tests! {
         share(&app, &alice, &id, "bob", false).await;
         let bobs = session(&app, &bob, None).await;
         let turns = json!([read(file), write(file, "BOB WAS HERE")]);
-        let r = run(&app, &bob, &bobs, by_id.clone(), turns.clone()).await;
+        let r = agent_run(&app, &bob, &bobs, by_id.clone(), turns.clone()).await;
         assert!(r.answer.contains("ALICE LIKES COFFEE"), "{}", r.answer);
         assert!(r.prompt_raw.contains("not kept"), "{}", r.prompt_raw);
         assert_eq!(content(&app, &alice, &id).await, "ALICE LIKES COFFEE");
@@ -184,7 +228,7 @@ docchat_common::backend_tests! {
 
         // With edit: his run saves it.
         share(&app, &alice, &id, "bob", true).await;
-        run(&app, &bob, &bobs, by_id.clone(), turns).await;
+        agent_run(&app, &bob, &bobs, by_id.clone(), turns).await;
         assert_eq!(content(&app, &alice, &id).await, "BOB WAS HERE");
         app.stop().await;
     }
@@ -205,10 +249,10 @@ docchat_common::backend_tests! {
         let turns = Value::Array;
 
         // Without a block, no memory tool.
-        run(&app, &alice, &chat, json!({}), json!([])).await;
+        agent_run(&app, &alice, &chat, json!({}), json!([])).await;
         assert!(!offered(&model).iter().any(|(n, _)| n == "memory"), "{:?}", offered(&model));
 
-        let r = run(&app, &alice, &chat, by_id.clone(), turns(vec![
+        let r = agent_run(&app, &alice, &chat, by_id.clone(), turns(vec![
             mem(json!({"action": "read"})),
             mem(json!({"action": "replace", "content": "LIKES COFFEE"})),
             mem(json!({"action": "append", "content": " AND CAKE"})),
@@ -220,7 +264,7 @@ docchat_common::backend_tests! {
         assert!(r.prompt_raw.contains("`memory` tool"), "{}", r.prompt_raw);
 
         // Over the limit (replace or append): refused, unchanged.
-        let r = run(&app, &alice, &chat, by_id.clone(), turns(vec![
+        let r = agent_run(&app, &alice, &chat, by_id.clone(), turns(vec![
             mem(json!({"action": "replace", "content": "Y".repeat(31)})),
             mem(json!({"action": "append", "content": "Z".repeat(10)})),
         ])).await;
@@ -230,7 +274,7 @@ docchat_common::backend_tests! {
         // Bob with a read-only share reads, and is refused an update.
         share(&app, &alice, &id, "bob", false).await;
         let bobs = session(&app, &bob, None).await;
-        let r = run(&app, &bob, &bobs, by_id.clone(), turns(vec![
+        let r = agent_run(&app, &bob, &bobs, by_id.clone(), turns(vec![
             mem(json!({"action": "read"})),
             mem(json!({"action": "append", "content": " BOB"})),
         ])).await;
@@ -240,7 +284,7 @@ docchat_common::backend_tests! {
 
         // With edit, his append lands.
         share(&app, &alice, &id, "bob", true).await;
-        run(&app, &bob, &bobs, by_id, turns(vec![mem(json!({"action": "append", "content": " BOB"}))])).await;
+        agent_run(&app, &bob, &bobs, by_id, turns(vec![mem(json!({"action": "append", "content": " BOB"}))])).await;
         assert_eq!(content(&app, &alice, &id).await, "LIKES COFFEE AND CAKE BOB");
         app.stop().await;
     }
