@@ -94,19 +94,29 @@ pub fn instructions(m: &pb::RunMemory) -> Option<String> {
     Some(out)
 }
 
-/// Writes the block's content to its file (replacing what a link or an earlier run left).
+/// Writes the block's content to its file, replacing whatever an earlier run left at
+/// `.memory` or at the file's path (a link is removed, never followed).
 pub async fn place(workspace: &Path, m: &pb::RunMemory) -> Result<(), String> {
     let rel = file_path(&m.name);
-    let path = workspace::resolve(workspace, &rel)?;
-    if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent)
+    let dir = workspace.join(DIR);
+    if let Ok(meta) = tokio::fs::symlink_metadata(&dir).await
+        && !meta.is_dir()
+    {
+        tokio::fs::remove_file(&dir)
             .await
-            .map_err(|e| format!("cannot create {DIR}: {e}"))?;
+            .map_err(|e| format!("cannot replace {DIR}: {e}"))?;
     }
-    if tokio::fs::symlink_metadata(&path).await.is_ok() {
-        tokio::fs::remove_file(&path)
-            .await
-            .map_err(|e| format!("cannot replace {rel}: {e}"))?;
+    tokio::fs::create_dir_all(&dir)
+        .await
+        .map_err(|e| format!("cannot create {DIR}: {e}"))?;
+    let path = workspace.join(&rel);
+    if let Ok(meta) = tokio::fs::symlink_metadata(&path).await {
+        let removed = if meta.is_dir() {
+            tokio::fs::remove_dir_all(&path).await
+        } else {
+            tokio::fs::remove_file(&path).await
+        };
+        removed.map_err(|e| format!("cannot replace {rel}: {e}"))?;
     }
     tokio::fs::write(&path, &m.content)
         .await
