@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::time::now;
-use sea_orm::sea_query::{Expr, Func, LikeExpr, OnConflict};
+use sea_orm::sea_query::{Alias, BinOper, Expr, Func, LikeExpr, OnConflict};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, DatabaseConnection, EntityTrait, PaginatorTrait,
     QueryFilter, QueryOrder, QuerySelect, Set, SqlErr, TransactionTrait, Unchanged,
@@ -398,17 +398,19 @@ pub async fn append(
     text: &str,
 ) -> ApiResult<()> {
     let block = find_for(db, caller, id, Access::Edit).await?;
+    use memory_blocks::Column as C;
+    // `content || text`, spelled with sea-query's operators so each backend gets its own
+    // placeholders; LENGTH counts characters on both.
+    let joined = || Expr::col(C::Content).binary(BinOper::Custom("||"), text);
+    let fits = Condition::any().add(C::MaxContentLength.eq(0)).add(
+        Expr::expr(Func::cust(Alias::new("LENGTH")).arg(joined()))
+            .lte(Expr::col(C::MaxContentLength)),
+    );
     let done = memory_blocks::Entity::update_many()
-        .col_expr(
-            memory_blocks::Column::Content,
-            Expr::cust_with_values("content || $1", [text]),
-        )
-        .col_expr(memory_blocks::Column::UpdatedAt, Expr::value(now()))
-        .filter(memory_blocks::Column::Id.eq(id))
-        .filter(Expr::cust_with_values(
-            "(max_content_length = 0 OR length(content || $1) <= max_content_length)",
-            [text],
-        ))
+        .col_expr(C::Content, joined())
+        .col_expr(C::UpdatedAt, Expr::value(now()))
+        .filter(C::Id.eq(id))
+        .filter(fits)
         .exec(db)
         .await?;
     if done.rows_affected == 0 {
