@@ -13,10 +13,10 @@ use chrono::{DateTime, Utc};
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::time::now;
-use sea_orm::sea_query::{Expr, Func, LikeExpr, OnConflict};
+use sea_orm::sea_query::{Alias, BinOper, Expr, Func, LikeExpr, OnConflict};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, DatabaseConnection, EntityTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect, Set, SqlErr, TransactionTrait,
+    QueryFilter, QueryOrder, QuerySelect, Set, SqlErr, TransactionTrait, Unchanged,
 };
 
 use crate::entities::{memory_block_defaults, memory_block_shares, memory_blocks};
@@ -349,7 +349,9 @@ pub async fn list(
     Ok((views(db, caller, blocks).await?, total))
 }
 
-/// Changes only the fields given; needs edit access.
+/// Changes only the fields given; needs edit access. Only those columns (and updated_at)
+/// are written, so two writers changing different fields both land, and two changing the
+/// content leave one whole version (the last write wins).
 pub async fn update(
     db: &DatabaseConnection,
     caller: &Caller,
@@ -357,12 +359,69 @@ pub async fn update(
     fields: Fields,
 ) -> ApiResult<()> {
     let mut block = find_for(db, caller, id, Access::Edit).await?;
+    let mut active = memory_blocks::ActiveModel {
+        id: Unchanged(block.id.clone()),
+        ..Default::default()
+    };
+    if let Some(v) = &fields.name {
+        active.name = Set(v.clone());
+    }
+    if let Some(v) = &fields.content {
+        active.content = Set(v.clone());
+    }
+    if let Some(v) = &fields.system_prompt_amendment {
+        active.system_prompt_amendment = Set(v.clone());
+    }
+    if let Some(v) = &fields.injection_mode {
+        active.injection_mode = Set(v.clone());
+    }
+    if let Some(v) = &fields.access_mode {
+        active.access_mode = Set(v.clone());
+    }
+    if let Some(v) = fields.max_content_length {
+        active.max_content_length = Set(v);
+    }
     apply(&mut block, fields);
-    block.updated_at = now();
     validate(&block)?;
+    active.updated_at = Set(now());
     let name = block.name.clone();
-    let active = memory_blocks::ActiveModel::from(block).reset_all();
     active.update(db).await.map_err(|e| name_taken(e, &name))?;
+    Ok(())
+}
+
+/// Appends `text` to the content in one statement (concurrent appends all land), unless
+/// the result would pass max_content_length (400, nothing changes); needs edit access.
+pub async fn append(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    id: &str,
+    text: &str,
+) -> ApiResult<()> {
+    let block = find_for(db, caller, id, Access::Edit).await?;
+    use memory_blocks::Column as C;
+    // `content || text`, spelled with sea-query's operators so each backend gets its own
+    // placeholders; LENGTH counts characters on both.
+    let joined = || Expr::col(C::Content).binary(BinOper::Custom("||"), text);
+    let fits = Condition::any().add(C::MaxContentLength.eq(0)).add(
+        Expr::expr(Func::cust(Alias::new("LENGTH")).arg(joined()))
+            .lte(Expr::col(C::MaxContentLength)),
+    );
+    let done = memory_blocks::Entity::update_many()
+        .col_expr(C::Content, joined())
+        .col_expr(C::UpdatedAt, Expr::value(now()))
+        .filter(C::Id.eq(id))
+        .filter(fits)
+        .exec(db)
+        .await?;
+    if done.rows_affected == 0 {
+        // Gone since the check, or over the limit with the text appended.
+        let (now_block, _) = find(db, caller, id).await?;
+        let len = now_block.content.chars().count() + text.chars().count();
+        return Err(ApiError::bad_request(format!(
+            "content would be {len} characters, over the block's max_content_length {}",
+            block.max_content_length
+        )));
+    }
     Ok(())
 }
 

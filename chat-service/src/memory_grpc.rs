@@ -1,7 +1,7 @@
 //! The tonic implementation of `docchat.chat.v1.MemoryBlockService` over memory_blocks.rs.
 
 use docchat_common::auth::caller;
-use docchat_common::error::ApiResult;
+use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::time::{from_proto, to_proto};
 use docchat_proto::chat::v1 as pb;
 use docchat_proto::chat::v1::memory_block_service_server::MemoryBlockService;
@@ -122,8 +122,25 @@ impl MemoryBlockService for MemoryGrpc {
         request: Request<pb::UpdateMemoryBlockRequest>,
     ) -> Reply<Empty> {
         let me = caller(&request)?;
-        let pb::UpdateMemoryBlockRequest { id, fields: f } = request.into_inner();
-        empty(store::update(&self.db, &me, &id, fields(f)).await)
+        let pb::UpdateMemoryBlockRequest {
+            id,
+            fields: f,
+            append,
+        } = request.into_inner();
+        if !append {
+            return empty(store::update(&self.db, &me, &id, fields(f)).await);
+        }
+        match fields(f) {
+            Fields {
+                content: Some(text),
+                name: None,
+                system_prompt_amendment: None,
+                injection_mode: None,
+                access_mode: None,
+                max_content_length: None,
+            } => empty(store::append(&self.db, &me, &id, &text).await),
+            _ => Err(ApiError::bad_request("an append sends the content alone").into()),
+        }
     }
 
     async fn delete_memory_block(&self, request: Request<pb::MemoryBlockRef>) -> Reply<Empty> {

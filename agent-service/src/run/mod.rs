@@ -12,6 +12,7 @@ mod calls;
 pub mod control;
 mod custom;
 mod history;
+pub mod memory;
 mod prompt;
 pub mod schema;
 
@@ -151,13 +152,16 @@ impl Engine {
         let rag = pb::RagKind::try_from(req.start.rag_kind).unwrap_or(pb::RagKind::None);
         let documents_at = self.documents_at(&req);
         let (catalog, offered, opened) = self.open_tools(&req, control).await;
+        let memory = req.start.memory.as_ref();
+        let mut instructions = opened.instructions.clone();
+        instructions.extend(memory.and_then(memory::instructions));
         let mut messages = prompt::messages(
             req.args.agent_type,
             rag,
             &req.start,
             has_collection,
             documents_at.as_deref(),
-            &opened.instructions,
+            &instructions,
         );
         let prompt_raw = serde_json::to_string(&messages).unwrap_or_default();
         let specs: Vec<ToolSpec> = offered
@@ -189,6 +193,12 @@ impl Engine {
             st.history.note(0, note);
         }
         self.restore(&mut st).await;
+        if let Some(m) = memory.filter(|m| memory::is_file_mode(m))
+            && let Err(e) = memory::place(&req.workspace, m).await
+        {
+            st.history
+                .note(0, &format!("the memory block's file was not written: {e}"));
+        }
         let mut turns = 0u32;
         let mut tool_runs = 0usize;
         let end = loop {
@@ -262,6 +272,9 @@ impl Engine {
             }
         };
         self.store_files(&mut st, turns).await;
+        if let Some(m) = memory.filter(|m| memory::is_file_mode(m)) {
+            self.save_memory(&mut st, turns, m).await;
+        }
         let files_old = self.earlier_files(&mut st, turns).await;
         if !end.reason.is_empty() {
             st.history.note(turns, &end.reason);
@@ -319,7 +332,34 @@ impl Engine {
             offered.push(tool.name().to_owned());
             catalog = catalog.with(tool.clone());
         }
+        // The memory tool of an agent_tool block (it takes the name from a custom tool).
+        if let Some(m) = req
+            .start
+            .memory
+            .as_ref()
+            .filter(|m| memory::is_tool_mode(m))
+        {
+            let tool = crate::tools::memory::MemoryTool::new(m.clone());
+            offered.retain(|n| n != crate::tools::memory::NAME);
+            offered.push(crate::tools::memory::NAME.to_owned());
+            catalog = catalog.with(Arc::new(tool));
+        }
         (catalog, offered, opened)
+    }
+
+    /// Saves the agent_file block back from its file; a change that could not be kept is
+    /// said in the answer and the history.
+    async fn save_memory(&self, st: &mut State<'_>, turn: u32, m: &pb::RunMemory) {
+        let req = st.req;
+        let outcome =
+            memory::save_back(self.deps.clients.as_ref(), &req.caller, &req.workspace, m).await;
+        if let Some(note) = outcome.note(m) {
+            st.history.note(turn, &note);
+        }
+        if let Some(notice) = outcome.notice(m) {
+            let sep = if st.text.is_empty() { "" } else { "\n\n" };
+            st.delta(&format!("{sep}{notice}")).await;
+        }
     }
 
     /// Where the run's code sees the collection's documents: only with a collection, a

@@ -5,6 +5,7 @@ mod ask_model;
 pub mod custom;
 mod fetch_url;
 mod list_files;
+pub mod memory;
 mod python;
 mod read_file;
 mod search_documents;

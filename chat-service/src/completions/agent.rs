@@ -242,6 +242,7 @@ impl Completer {
             max_new_tokens: job.max_new_tokens,
             agent_args_json: plan.args_json.clone(),
             system_prompt_extra,
+            memory: super::memory::run_memory(job.memory.as_ref()),
         })
     }
 }

@@ -2,33 +2,43 @@
 //! `memory_block_name`), else the caller's default for the scope (`llm` for plain and RAG
 //! answers, `agent` for agent runs), injected as its injection_mode says, so `prompt_raw`
 //! shows it. In agent runs system_prompt goes into the run's system prompt
-//! (`RunStart.system_prompt_extra`) and user_instruction ahead of the question; agent_file
-//! and agent_tool (a file in the workspace, a memory tool) are not built yet and add nothing.
+//! (`RunStart.system_prompt_extra`), user_instruction ahead of the question, and agent_file
+//! and agent_tool reach agent-service as `RunStart.memory` (a file of the workspace saved
+//! back after the run, or the `memory` tool; agent-service saves through
+//! MemoryBlockService as the caller). Plain completions ignore the two agent modes.
 
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_inference::ChatMessage;
+use docchat_proto::agent::v1 as apb;
 use sea_orm::DatabaseConnection;
 
 use crate::entities::memory_blocks;
-use crate::memory_blocks as store;
+use crate::memory_blocks::{self as store, Access};
 
 /// What a completion injects.
 #[derive(Debug, Clone)]
 pub(super) struct Memory {
+    pub(super) id: String,
     pub(super) name: String,
     pub(super) content: String,
     pub(super) amendment: String,
     pub(super) injection_mode: String,
+    /// The caller may change the block: edit access, and an access_mode other than `read`.
+    pub(super) editable: bool,
+    pub(super) max_content_length: i64,
 }
 
-impl From<memory_blocks::Model> for Memory {
-    fn from(b: memory_blocks::Model) -> Self {
+impl Memory {
+    fn new(b: memory_blocks::Model, access: Access) -> Self {
         Memory {
+            editable: access >= Access::Edit && b.access_mode != "read",
+            id: b.id,
             name: b.name,
             content: b.content,
             amendment: b.system_prompt_amendment,
             injection_mode: b.injection_mode,
+            max_content_length: b.max_content_length,
         }
     }
 }
@@ -42,21 +52,23 @@ pub(super) async fn resolve(
     name: Option<&str>,
     scope: &str,
 ) -> ApiResult<Option<Memory>> {
-    if let Some(id) = id.filter(|s| !s.is_empty()) {
+    let id = if let Some(id) = id.filter(|s| !s.is_empty()) {
         if uuid::Uuid::parse_str(id).is_err() {
             return Err(ApiError::bad_request(format!(
                 "llm_args.memory_block_id {id} is not a UUID"
             )));
         }
-        let (block, _) = store::find(db, caller, id).await?;
-        return Ok(Some(block.into()));
-    }
-    if let Some(name) = name.filter(|s| !s.is_empty()) {
-        return Ok(Some(store::find_by_name(db, caller, name).await?.into()));
-    }
-    Ok(store::default_block(db, caller, scope)
-        .await?
-        .map(|v| v.block.into()))
+        id.to_owned()
+    } else if let Some(name) = name.filter(|s| !s.is_empty()) {
+        store::find_by_name(db, caller, name).await?.id
+    } else {
+        match store::default_block(db, caller, scope).await? {
+            Some(v) => v.block.id,
+            None => return Ok(None),
+        }
+    };
+    let (block, access) = store::find(db, caller, &id).await?;
+    Ok(Some(Memory::new(block, access)))
 }
 
 /// The memory text with its amendment (how to use it), as one block of instructions.
@@ -104,12 +116,29 @@ pub(super) fn for_agent(m: Option<&Memory>, question: &str) -> (String, String) 
     }
 }
 
+/// What agent-service gets of an agent_file or agent_tool block (none for the other modes).
+pub(super) fn run_memory(m: Option<&Memory>) -> Option<apb::RunMemory> {
+    let m = m.filter(|m| matches!(m.injection_mode.as_str(), "agent_file" | "agent_tool"))?;
+    Some(apb::RunMemory {
+        id: m.id.clone(),
+        name: m.name.clone(),
+        content: m.content.clone(),
+        injection_mode: m.injection_mode.clone(),
+        editable: m.editable,
+        max_content_length: m.max_content_length,
+        amendment: m.amendment.clone(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn memory(mode: &str) -> Memory {
         Memory {
+            id: "b1".into(),
+            editable: true,
+            max_content_length: 0,
             name: "prefs".into(),
             content: "likes tea".into(),
             amendment: "use it kindly".into(),
@@ -143,6 +172,18 @@ mod tests {
             for_agent(Some(&memory("agent_tool")), "hi"),
             (String::new(), "hi".into())
         );
+    }
+
+    #[test]
+    fn only_the_agent_modes_reach_the_run_as_its_memory() {
+        for mode in ["system_prompt", "user_instruction"] {
+            assert!(run_memory(Some(&memory(mode))).is_none());
+        }
+        for mode in ["agent_file", "agent_tool"] {
+            let m = run_memory(Some(&memory(mode))).unwrap();
+            assert_eq!((m.id.as_str(), m.injection_mode.as_str()), ("b1", mode));
+            assert!(m.editable && m.content == "likes tea");
+        }
     }
 
     #[test]

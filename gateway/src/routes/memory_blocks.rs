@@ -323,6 +323,7 @@ pub async fn update_memory_block(
     let request = pb::UpdateMemoryBlockRequest {
         id: path.into_inner(),
         fields: Some(body.into_inner().into()),
+        append: false,
     };
     api.memory_blocks().update_memory_block(request).await?;
     Ok(HttpResponse::NoContent().finish())

@@ -26,6 +26,7 @@ mod identity;
 mod job_history;
 mod limits;
 mod mcp;
+mod memory_agent;
 mod memory_blocks;
 mod readiness;
 mod references;
