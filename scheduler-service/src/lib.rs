@@ -3,6 +3,7 @@
 
 pub mod entities;
 pub mod migrations;
+pub mod schedule;
 
 use std::sync::Arc;
 
