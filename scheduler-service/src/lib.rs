@@ -1,6 +1,7 @@
 //! scheduler-service. Its RPCs land with the scheduler issue; today it migrates its store, relays its
 //! outbox and answers gRPC health, so deployments and readiness already include it.
 
+pub mod engine;
 pub mod entities;
 pub mod migrations;
 pub mod schedule;
@@ -28,9 +29,13 @@ pub async fn serve(
     let db = docchat_common::db::connect(&ctx.database_url(Service::Scheduler)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "scheduler").await?;
     let background = Background::new();
+    let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
     background
         .tracker
-        .spawn(OutboxRelay::new(db.clone(), ctx.bus.clone()).run(background.token.clone()));
+        .spawn(relay.clone().run(background.token.clone()));
+    // Claims due tasks, runs them, keeps and reaps leases (engine/).
+    let engine = engine::Engine::new(&ctx, db.clone(), relay, &background)?;
+    engine.start();
 
     Host::new(&ctx)
         .serve(listener, shutdown, background, db)
