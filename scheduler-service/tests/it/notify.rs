@@ -1,4 +1,8 @@
 //! Run notifications reach a local SMTP sink the test starts: one message per execution.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the SMTP sink lives as long as the test's runtime"
+)]
 
 use std::sync::{Arc, Mutex};
 
