@@ -73,12 +73,22 @@ pub fn parse_datetime(text: &str, tz: chrono_tz::Tz) -> Option<DateTime<Utc>> {
         return Some(at.with_timezone(&Utc));
     }
     // ISO 8601 forms RFC 3339 refuses: a space for the T, no seconds, a `+hhmm` offset.
-    for format in ["%Y-%m-%dT%H:%M:%S%.f%#z", "%Y-%m-%d %H:%M:%S%.f%#z", "%Y-%m-%dT%H:%M%#z"] {
+    for format in [
+        "%Y-%m-%dT%H:%M:%S%.f%#z",
+        "%Y-%m-%d %H:%M:%S%.f%#z",
+        "%Y-%m-%dT%H:%M%#z",
+        "%Y-%m-%d %H:%M%#z",
+    ] {
         if let Ok(at) = DateTime::parse_from_str(text, format) {
             return Some(at.with_timezone(&Utc));
         }
     }
-    for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M"] {
+    for format in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M",
+    ] {
         if let Ok(naive) = NaiveDateTime::parse_from_str(text, format) {
             return match tz.from_local_datetime(&naive) {
                 LocalResult::Single(at) => Some(at.with_timezone(&Utc)),

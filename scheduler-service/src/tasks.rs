@@ -271,7 +271,7 @@ pub async fn find_own(
 
 /// `filter` as a case-insensitive substring condition on `column` (LIKE's own wildcards in
 /// the filter match themselves).
-pub fn contains_ci<C: ColumnTrait>(column: C, filter: &str) -> sea_orm::sea_query::SimpleExpr {
+pub fn contains_ci<C: sea_orm::sea_query::IntoColumnRef>(column: C, filter: &str) -> sea_orm::sea_query::SimpleExpr {
     let pattern = filter
         .to_lowercase()
         .replace('\\', "\\\\")

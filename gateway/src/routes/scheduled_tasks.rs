@@ -12,7 +12,7 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::{page, ts, ts_req};
+use super::{PageQuery, page, ts, ts_req};
 use crate::auth::Api;
 use crate::error::{ErrorBody, HttpResult};
 
@@ -530,14 +530,14 @@ pub async fn trigger_scheduled_task(
     }))
 }
 
-#[utoipa::path(tag = "Scheduled tasks", params(("task_id" = String, Path), super::PageQuery),
+#[utoipa::path(tag = "Scheduled tasks", params(("task_id" = String, Path), PageQuery),
     responses((status = 200, body = ScheduledTaskExecutionList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 #[get("/scheduled_tasks/{task_id}/executions")]
 pub async fn list_scheduled_task_executions(
     api: Api,
     path: web::Path<String>,
-    query: web::Query<super::PageQuery>,
+    query: web::Query<PageQuery>,
 ) -> HttpResult<web::Json<ScheduledTaskExecutionList>> {
     let (offset, limit) = page(query.offset, query.limit)?;
     let request = pb::ListTaskExecutionsRequest {
