@@ -85,8 +85,7 @@ pub async fn update(
         .schedule_type
         .as_ref()
         .is_some_and(|v| *v != task.schedule_type)
-        || f
-            .schedule_expression
+        || f.schedule_expression
             .as_ref()
             .is_some_and(|v| *v != task.schedule_expression)
         || timezone_of(&config) != timezone_of(&old_config);
@@ -152,13 +151,12 @@ pub async fn update(
             task.status = "paused".into();
         }
         Some("active") => {
-            if !matches!(task.status.as_str(), "active" | "paused") {
-                if let Some(why) = still_stopped(&task, at) {
-                    return Err(ApiError::bad_request(format!(
-                        "a {} task cannot be resumed: {why}",
-                        task.status
-                    )));
-                }
+            let stopped = !matches!(task.status.as_str(), "active" | "paused");
+            if let Some(why) = still_stopped(&task, at).filter(|_| stopped) {
+                return Err(ApiError::bad_request(format!(
+                    "a {} task cannot be resumed: {why}",
+                    task.status
+                )));
             }
             recompute |= task.status != "active";
             task.status = "active".into();

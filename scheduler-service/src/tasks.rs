@@ -65,7 +65,9 @@ pub fn check_one_of(field: &str, value: &str, allowed: &[&str]) -> ApiResult<()>
 pub fn config_object(field: &str, text: &str) -> ApiResult<Config> {
     match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(map)) => Ok(map),
-        _ => Err(ApiError::bad_request(format!("{field} must be a JSON object"))),
+        _ => Err(ApiError::bad_request(format!(
+            "{field} must be a JSON object"
+        ))),
     }
 }
 
@@ -96,7 +98,10 @@ pub fn check_config(config: &Config) -> ApiResult<String> {
             )));
         }
     }
-    if !matches!(config.get("llm_args"), None | Some(Value::Null | Value::Object(_))) {
+    if !matches!(
+        config.get("llm_args"),
+        None | Some(Value::Null | Value::Object(_))
+    ) {
         return Err(ApiError::bad_request(
             "task_config.llm_args must be an object",
         ));
@@ -271,7 +276,10 @@ pub async fn find_own(
 
 /// `filter` as a case-insensitive substring condition on `column` (LIKE's own wildcards in
 /// the filter match themselves).
-pub fn contains_ci<C: sea_orm::sea_query::IntoColumnRef>(column: C, filter: &str) -> sea_orm::sea_query::SimpleExpr {
+pub fn contains_ci<C: sea_orm::sea_query::IntoColumnRef>(
+    column: C,
+    filter: &str,
+) -> sea_orm::sea_query::SimpleExpr {
     let pattern = filter
         .to_lowercase()
         .replace('\\', "\\\\")
@@ -306,8 +314,7 @@ pub async fn list(
     q: ListQuery,
 ) -> ApiResult<(Vec<scheduled_tasks::Model>, u64)> {
     use scheduled_tasks::Column as C;
-    let mut query =
-        scheduled_tasks::Entity::find().filter(C::UserId.eq(caller.user_id.as_str()));
+    let mut query = scheduled_tasks::Entity::find().filter(C::UserId.eq(caller.user_id.as_str()));
     if !q.status_filter.is_empty() {
         check_one_of("status_filter", &q.status_filter, &STATUSES)?;
         query = query.filter(C::Status.eq(q.status_filter.as_str()));
@@ -400,10 +407,21 @@ mod tests {
     #[test]
     fn notification_emails() {
         let me = caller("me@example.com");
-        assert_eq!(notification_email(&me, "current_user").unwrap(), "me@example.com");
+        assert_eq!(
+            notification_email(&me, "current_user").unwrap(),
+            "me@example.com"
+        );
         assert_eq!(notification_email(&me, "").unwrap(), "");
         assert_eq!(notification_email(&me, "a.b@c.org").unwrap(), "a.b@c.org");
-        for bad in ["nobody", "a@b", "@b.org", "a@@b.org", "a b@c.org", "a@.org", "a@b.org."] {
+        for bad in [
+            "nobody",
+            "a@b",
+            "@b.org",
+            "a@@b.org",
+            "a b@c.org",
+            "a@.org",
+            "a@b.org.",
+        ] {
             assert!(notification_email(&me, bad).is_err(), "{bad}");
         }
         assert!(notification_email(&caller(""), "current_user").is_err());
@@ -414,7 +432,10 @@ mod tests {
         let ok = |t: &str| check_config(&config_object("task_config", t).unwrap());
         assert_eq!(ok(r#"{"message":"hi"}"#).unwrap(), "");
         let id = "0b4cbd4c-6a5d-4c57-9d5e-1f4e3c8a9b10";
-        assert_eq!(ok(&format!(r#"{{"message":"hi","collection_id":"{id}"}}"#)).unwrap(), id);
+        assert_eq!(
+            ok(&format!(r#"{{"message":"hi","collection_id":"{id}"}}"#)).unwrap(),
+            id
+        );
         assert_eq!(ok(r#"{"message":"hi","collection_id":null}"#).unwrap(), "");
         for bad in [
             r#"{}"#,

@@ -431,9 +431,7 @@ pub async fn list_all_scheduled_task_executions(
     responses((status = 200, body = ScheduledTaskSummary), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 #[get("/scheduled_tasks/summary")]
-pub async fn get_scheduled_task_summary(
-    api: Api,
-) -> HttpResult<web::Json<ScheduledTaskSummary>> {
+pub async fn get_scheduled_task_summary(api: Api) -> HttpResult<web::Json<ScheduledTaskSummary>> {
     let summary = api.scheduler().summary(Empty {}).await?;
     Ok(web::Json(summary.into_inner().into()))
 }
