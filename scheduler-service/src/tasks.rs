@@ -23,6 +23,10 @@ pub const STATUSES: [&str; 4] = ["active", "paused", "completed", "expired"];
 /// The notification address standing for the caller's own.
 pub const CURRENT_USER: &str = "current_user";
 const MAX_NAME_CHARS: usize = 255;
+/// The stored column's size.
+const MAX_EXPRESSION_CHARS: usize = 255;
+/// The most ids one batch delete takes (a query's bound parameters are limited).
+pub const MAX_BATCH_IDS: usize = 1000;
 
 /// A JSON object, as task_config is kept.
 pub type Config = Map<String, Value>;
@@ -192,6 +196,11 @@ pub fn check_task(task: &scheduled_tasks::Model) -> ApiResult<()> {
     if task.name.chars().count() > MAX_NAME_CHARS {
         return Err(ApiError::bad_request(format!(
             "name is longer than {MAX_NAME_CHARS} characters"
+        )));
+    }
+    if task.schedule_expression.chars().count() > MAX_EXPRESSION_CHARS {
+        return Err(ApiError::bad_request(format!(
+            "schedule_expression is longer than {MAX_EXPRESSION_CHARS} characters"
         )));
     }
     check_one_of("task_type", &task.task_type, &TASK_TYPES)
@@ -364,6 +373,11 @@ pub async fn delete_many(
 ) -> ApiResult<u64> {
     if ids.is_empty() {
         return Ok(0);
+    }
+    if ids.len() > MAX_BATCH_IDS {
+        return Err(ApiError::bad_request(format!(
+            "task_ids holds more than {MAX_BATCH_IDS} ids"
+        )));
     }
     let own: Vec<String> = scheduled_tasks::Entity::find()
         .select_only()

@@ -135,6 +135,7 @@ docchat_common::backend_tests! {
             (json!({"schedule_type": "weekly"}), "schedule_type"),
             (json!({"schedule_expression": "0 0 9 * * *"}), "five-field"),
             (json!({"schedule_expression": "61 9 * * *"}), "schedule_expression"),
+            (json!({"schedule_expression": format!("{} 9 * * *", (0..60).chain(0..60).map(|m| m.to_string()).collect::<Vec<_>>().join(","))}), "longer than"),
             (json!({"schedule_type": "interval", "schedule_expression": "0 minutes"}), "schedule_expression"),
             (json!({"schedule_type": "interval", "schedule_expression": "5 days"}), "schedule_expression"),
             (json!({"schedule_type": "once", "schedule_expression": "next tuesday"}), "ISO 8601"),
@@ -418,7 +419,8 @@ docchat_common::backend_tests! {
         assert_eq!(names(&list(&app, &bob, "").await), vec!["Alpha bob"], "bob's task stays");
         let (s, r) = app.call(Method::POST, &format!("{BASE}/batch_delete"), &alice, Some(json!({"task_ids": []}))).await;
         assert_eq!((s, r["count"].as_i64()), (200, Some(0)));
-        for bad in [json!({}), json!({"task_ids": "x"})] {
+        let many: Vec<String> = (0..1001).map(|n| n.to_string()).collect();
+        for bad in [json!({}), json!({"task_ids": "x"}), json!({"task_ids": many})] {
             let (s, e) = app.call(Method::POST, &format!("{BASE}/batch_delete"), &alice, Some(bad)).await;
             assert_error(s, &e, 400);
         }
