@@ -13,9 +13,16 @@ use docchat_common::error::{ApiError, ApiResult};
 
 /// A parsed schedule.
 #[derive(Debug, Clone)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "the seam's API holds croner::Cron by value; a schedule is parsed per task, never stored in bulk"
+)]
 pub enum Schedule {
     Once(DateTime<Utc>),
-    Recurring { cron: croner::Cron, tz: chrono_tz::Tz },
+    Recurring {
+        cron: croner::Cron,
+        tz: chrono_tz::Tz,
+    },
     Interval(Duration),
 }
 
@@ -73,12 +80,22 @@ pub fn parse_datetime(text: &str, tz: chrono_tz::Tz) -> Option<DateTime<Utc>> {
         return Some(at.with_timezone(&Utc));
     }
     // ISO 8601 forms RFC 3339 refuses: a space for the T, no seconds, a `+hhmm` offset.
-    for format in ["%Y-%m-%dT%H:%M:%S%.f%#z", "%Y-%m-%d %H:%M:%S%.f%#z", "%Y-%m-%dT%H:%M%#z"] {
+    for format in [
+        "%Y-%m-%dT%H:%M:%S%.f%#z",
+        "%Y-%m-%d %H:%M:%S%.f%#z",
+        "%Y-%m-%dT%H:%M%#z",
+        "%Y-%m-%d %H:%M%#z",
+    ] {
         if let Ok(at) = DateTime::parse_from_str(text, format) {
             return Some(at.with_timezone(&Utc));
         }
     }
-    for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M"] {
+    for format in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M",
+    ] {
         if let Ok(naive) = NaiveDateTime::parse_from_str(text, format) {
             return match tz.from_local_datetime(&naive) {
                 LocalResult::Single(at) => Some(at.with_timezone(&Utc)),
@@ -159,7 +176,9 @@ mod tests {
     use chrono_tz::America::New_York;
 
     fn utc(text: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
+        DateTime::parse_from_rfc3339(text)
+            .unwrap()
+            .with_timezone(&Utc)
     }
 
     /// Every due time in `[from, to)`.
@@ -195,11 +214,19 @@ mod tests {
             .iter()
             .map(|t| t.with_timezone(&New_York).date_naive().day())
             .collect();
-        assert_eq!(days, vec![7, 8, 9], "once a day, the 8th not skipped: {got:?}");
+        assert_eq!(
+            days,
+            vec![7, 8, 9],
+            "once a day, the 8th not skipped: {got:?}"
+        );
         assert_eq!(got[0], utc("2026-03-07T07:30:00Z")); // 02:30 EST
         assert_eq!(got[2], utc("2026-03-09T06:30:00Z")); // 02:30 EDT
         let on_8th = got[1].with_timezone(&New_York);
-        assert_eq!(on_8th.hour(), 3, "the skipped 02:30 runs right after the gap: {on_8th}");
+        assert_eq!(
+            on_8th.hour(),
+            3,
+            "the skipped 02:30 runs right after the gap: {on_8th}"
+        );
     }
 
     #[test]
@@ -340,13 +367,25 @@ mod tests {
         assert_eq!(s.next_after(at - Duration::seconds(1)), Some(at));
         assert_eq!(s.next_after(at), None, "strictly after");
         let s = Schedule::parse("once", "2026-12-01T09:00:00+05:30", Some("Europe/Paris")).unwrap();
-        assert_eq!(s.next_after(utc("2026-01-01T00:00:00Z")), Some(utc("2026-12-01T03:30:00Z")));
+        assert_eq!(
+            s.next_after(utc("2026-01-01T00:00:00Z")),
+            Some(utc("2026-12-01T03:30:00Z"))
+        );
         // Naive: the task's timezone (EST in December), else UTC.
         let s = Schedule::parse("once", "2026-12-01T09:00:00", Some("America/New_York")).unwrap();
-        assert_eq!(s.next_after(utc("2026-01-01T00:00:00Z")), Some(utc("2026-12-01T14:00:00Z")));
+        assert_eq!(
+            s.next_after(utc("2026-01-01T00:00:00Z")),
+            Some(utc("2026-12-01T14:00:00Z"))
+        );
         let s = Schedule::parse("once", "2026-12-01 09:00", None).unwrap();
         assert!(matches!(s, Schedule::Once(t) if t == utc("2026-12-01T09:00:00Z")));
-        for expr in ["", "tomorrow", "2026-13-01T09:00:00Z", "2026-12-01", "1764579600"] {
+        for expr in [
+            "",
+            "tomorrow",
+            "2026-13-01T09:00:00Z",
+            "2026-12-01",
+            "1764579600",
+        ] {
             reason("once", expr, None);
         }
     }

@@ -29,6 +29,7 @@ mod mcp;
 mod memory_blocks;
 mod readiness;
 mod references;
+mod scheduled_tasks;
 mod slice;
 mod startup;
 mod tags_extractors;
