@@ -7,8 +7,8 @@
 //!
 //! A task's next time is the schedule's first after max(due, now): a replica that was down
 //! runs a missed time once, not a burst. A once task or one at max_executions completes; a
-//! next time past expires_at expires the task, and a due time already past it expires the
-//! task without running.
+//! next time past expires_at expires the task, and a claim after expires_at (a due time past
+//! it, or a missed one the replicas were down for) expires the task without running.
 
 use std::sync::Arc;
 
@@ -51,7 +51,8 @@ pub(super) fn plan(
         next: None,
         count: task.execution_count,
     };
-    if past_expiry(due) {
+    // Past expires_at nothing runs, a missed time included.
+    if past_expiry(due.max(now)) {
         return done(EXPIRED);
     }
     if at_max(task.execution_count) {
@@ -78,7 +79,11 @@ pub(super) fn plan(
 fn next_time(task: &tasks::Model, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let timezone = serde_json::from_str::<serde_json::Value>(&task.task_config)
         .ok()
-        .and_then(|c| c.get("timezone").and_then(|t| t.as_str()).map(str::to_owned));
+        .and_then(|c| {
+            c.get("timezone")
+                .and_then(|t| t.as_str())
+                .map(str::to_owned)
+        });
     match Schedule::parse(
         &task.schedule_type,
         &task.schedule_expression,
@@ -142,12 +147,9 @@ pub(super) async fn claim_one(
     let execution = new_execution(inner, &task, SCHEDULED, due, at);
     let inserted = executions::Entity::insert(executions::ActiveModel::from(execution.clone()))
         .on_conflict(
-            OnConflict::columns([
-                executions::Column::TaskId,
-                executions::Column::ScheduledFor,
-            ])
-            .do_nothing()
-            .to_owned(),
+            OnConflict::columns([executions::Column::TaskId, executions::Column::ScheduledFor])
+                .do_nothing()
+                .to_owned(),
         )
         .exec_without_returning(&txn)
         .await?;
@@ -285,7 +287,10 @@ mod tests {
             ..task()
         };
         let p = plan(&capped, t(0), t(0), every10);
-        assert_eq!((p.run, p.status, p.next, p.count), (true, COMPLETED, None, 2));
+        assert_eq!(
+            (p.run, p.status, p.next, p.count),
+            (true, COMPLETED, None, 2)
+        );
         // Manual triggers reached the cap already: the due time does not run.
         let full = tasks::Model {
             execution_count: 2,
@@ -303,6 +308,15 @@ mod tests {
         let p = plan(&expiring, t(0), t(0), every10);
         assert_eq!((p.run, p.status, p.next), (true, EXPIRED, None));
         let p = plan(&expiring, t(6), t(6), every10);
-        assert_eq!((p.run, p.status, p.next, p.count), (false, EXPIRED, None, 0));
+        assert_eq!(
+            (p.run, p.status, p.next, p.count),
+            (false, EXPIRED, None, 0)
+        );
+        // Due before the expiry, claimed after it: a missed time does not run late.
+        let p = plan(&expiring, t(0), t(6), every10);
+        assert_eq!(
+            (p.run, p.status, p.next, p.count),
+            (false, EXPIRED, None, 0)
+        );
     }
 }

@@ -91,7 +91,9 @@ mod tests {
         assert!(r.use_agent);
         assert_eq!(r.memory_block_name.as_deref(), Some("b"));
         assert_eq!(r.agent_args_json, r#"{"agent_max_turns":3}"#);
-        let plain = TaskConfig::parse(r#"{"message":"hi"}"#).unwrap().completion("s", false);
+        let plain = TaskConfig::parse(r#"{"message":"hi"}"#)
+            .unwrap()
+            .completion("s", false);
         assert_eq!(plain.message, "hi");
         assert!(!plain.use_agent && plain.agent_args_json.is_empty());
     }

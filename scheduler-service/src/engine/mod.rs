@@ -89,12 +89,8 @@ impl Engine {
 
     /// Starts the claim loop and the lease keeper (renewal and reaper) on the background.
     pub fn start(&self) {
-        self.0
-            .tracker
-            .spawn(claim::run_loop(self.0.clone()));
-        self.0
-            .tracker
-            .spawn(lease::run_loop(self.0.clone()));
+        self.0.tracker.spawn(claim::run_loop(self.0.clone()));
+        self.0.tracker.spawn(lease::run_loop(self.0.clone()));
     }
 
     /// This replica's worker name.

@@ -60,7 +60,10 @@ pub(super) async fn end(inner: &Inner, execution_id: &str, outcome: Outcome) {
             notify::send(inner.notifier.as_ref(), &email, &execution).await;
         }
         Ok(None) => {
-            tracing::info!(execution_id, "the execution had already ended (reaped or deleted)");
+            tracing::info!(
+                execution_id,
+                "the execution had already ended (reaped or deleted)"
+            );
         }
         Err(e) => {
             tracing::error!(execution_id, error = %e.message, "recording an execution's end failed; its lease will lapse and the reaper fails it");
@@ -80,7 +83,10 @@ pub(super) async fn owner(inner: &Inner, task: &tasks::Model) -> ApiResult<Calle
         .map_err(|s| {
             let e = ApiError::from(s);
             if e.code == ErrorCode::NotFound {
-                ApiError::not_found(format!("the task's owner {} no longer exists", task.username))
+                ApiError::not_found(format!(
+                    "the task's owner {} no longer exists",
+                    task.username
+                ))
             } else {
                 e
             }
@@ -115,9 +121,11 @@ pub(super) async fn open_session(
         .await;
     match (created, collection) {
         (Ok(session), _) => Ok(session.into_inner().id),
-        (Err(s), Some(id)) if s.code() == tonic::Code::NotFound => Err(ApiError::not_found(
-            format!("collection {id} of task_config.collection_id no longer exists (or its owner cannot read it)"),
-        )),
+        (Err(s), Some(id)) if s.code() == tonic::Code::NotFound => {
+            Err(ApiError::not_found(format!(
+                "collection {id} of task_config.collection_id no longer exists (or its owner cannot read it)"
+            )))
+        }
         (Err(s), _) => Err(ApiError::from(s)),
     }
 }
@@ -133,16 +141,30 @@ async fn complete(inner: &Inner, caller: &Caller, task: &tasks::Model, session: 
     }
 }
 
-async fn answer(inner: &Inner, caller: &Caller, task: &tasks::Model, session: &str) -> ApiResult<String> {
+async fn answer(
+    inner: &Inner,
+    caller: &Caller,
+    task: &tasks::Model,
+    session: &str,
+) -> ApiResult<String> {
     let config = TaskConfig::parse(&task.task_config)?;
     let request = config.completion(session, task.task_type == "agent_task");
-    let mut events = inner.clients.chat(caller).complete(request).await?.into_inner();
+    let mut events = inner
+        .clients
+        .chat(caller)
+        .complete(request)
+        .await?
+        .into_inner();
     let mut text = String::new();
     while let Some(item) = events.next().await {
         match item?.event {
             Some(Event::Delta(delta)) => text.push_str(&delta),
             Some(Event::Done(done)) => {
-                return Ok(if done.body.is_empty() { text } else { done.body });
+                return Ok(if done.body.is_empty() {
+                    text
+                } else {
+                    done.body
+                });
             }
             Some(Event::Error(e)) => {
                 return Err(ApiError::new(ErrorCode::Unavailable, e.message));

@@ -110,7 +110,10 @@ pub(super) async fn finish(
     let mut update = executions::Entity::update_many()
         .col_expr(executions::Column::Status, Expr::value(status))
         .col_expr(executions::Column::CompletedAt, Expr::value(at))
-        .col_expr(executions::Column::LeaseUntil, Expr::value(None::<DateTime<Utc>>))
+        .col_expr(
+            executions::Column::LeaseUntil,
+            Expr::value(None::<DateTime<Utc>>),
+        )
         .col_expr(
             executions::Column::ResultSummary,
             Expr::value(summary_text.clone()),

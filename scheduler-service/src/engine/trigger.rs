@@ -16,11 +16,18 @@ use crate::entities::{scheduled_tasks as tasks, task_executions as executions};
 
 impl Engine {
     /// Starts an execution of `task` (the caller's own, as grpc.rs checked) now.
-    pub async fn trigger(&self, caller: &Caller, task: tasks::Model) -> ApiResult<pb::TriggerResult> {
+    pub async fn trigger(
+        &self,
+        caller: &Caller,
+        task: tasks::Model,
+    ) -> ApiResult<pb::TriggerResult> {
         let inner = &self.0;
         let txn = inner.db.begin().await?;
         let Some(task) = store::lock_task(&txn, &task.id).await? else {
-            return Err(ApiError::not_found(format!("scheduled task {} not found", task.id)));
+            return Err(ApiError::not_found(format!(
+                "scheduled task {} not found",
+                task.id
+            )));
         };
         let at = now();
         let execution = claim::new_execution(inner, &task, MANUAL, at, at);

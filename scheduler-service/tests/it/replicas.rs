@@ -24,7 +24,9 @@ fn next_minute(t: DateTime<Utc>) -> DateTime<Utc> {
 /// every due time of every task has exactly one execution and one model call, all completed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn multi_replica_two_schedulers_run_each_due_minute_exactly_once() {
-    let Some(backend) = Backend::postgres() else { return };
+    let Some(backend) = Backend::postgres() else {
+        return;
+    };
     let upstream = ScriptedHttp::chat_turns(vec![ScriptedTurn::text("tick")]).await;
     let stack = stack(&backend, &upstream.base_url).await;
     let db = store(&stack).await;
@@ -32,8 +34,16 @@ async fn multi_replica_two_schedulers_run_each_due_minute_exactly_once() {
     let first = next_minute(Utc::now());
     let mut ids = Vec::new();
     for i in 0..5 {
-        let t = task(&db, &frank, &format!("every minute {i}"), ("recurring", "* * * * *"),
-            json!({"message": format!("minute task {i}")}), first, |_| {}).await;
+        let t = task(
+            &db,
+            &frank,
+            &format!("every minute {i}"),
+            ("recurring", "* * * * *"),
+            json!({"message": format!("minute task {i}")}),
+            first,
+            |_| {},
+        )
+        .await;
         ids.push(t.id);
     }
     let a = scheduler(&stack, |_| {}).await;
@@ -64,9 +74,19 @@ async fn multi_replica_two_schedulers_run_each_due_minute_exactly_once() {
     assert_eq!(calls.len(), 15, "one model call per execution");
     for i in 0..5 {
         let marker = format!("minute task {i}");
-        assert_eq!(calls.iter().filter(|b| b.to_string().contains(&marker)).count(), 3, "{marker}");
+        assert_eq!(
+            calls
+                .iter()
+                .filter(|b| b.to_string().contains(&marker))
+                .count(),
+            3,
+            "{marker}"
+        );
     }
-    eprintln!("executions ran on {} replica(s): {workers:?}", workers.len());
+    eprintln!(
+        "executions ran on {} replica(s): {workers:?}",
+        workers.len()
+    );
     stack.stop().await;
 }
 
@@ -75,7 +95,9 @@ async fn multi_replica_two_schedulers_run_each_due_minute_exactly_once() {
 /// idle; the task's next due time then runs exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_killed_replicas_execution_is_reaped_and_the_next_time_runs_once() {
-    let Some(backend) = Backend::postgres() else { return };
+    let Some(backend) = Backend::postgres() else {
+        return;
+    };
     // The first model call hangs (the child is killed in it); later ones answer.
     let calls = Arc::new(AtomicUsize::new(0));
     let counted = calls.clone();
@@ -94,7 +116,16 @@ async fn a_killed_replicas_execution_is_reaped_and_the_next_time_runs_once() {
     let stack = stack(&backend, &upstream.base_url).await;
     let db = store(&stack).await;
     let gina = owner(&stack, "gina").await;
-    let t = task(&db, &gina, "hourly", ("interval", "1 hours"), json!({"message": "work"}), Utc::now(), |_| {}).await;
+    let t = task(
+        &db,
+        &gina,
+        "hourly",
+        ("interval", "1 hours"),
+        json!({"message": "work"}),
+        Utc::now(),
+        |_| {},
+    )
+    .await;
 
     let config = &stack.config;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_scheduler-service"))
@@ -102,24 +133,37 @@ async fn a_killed_replicas_execution_is_reaped_and_the_next_time_runs_once() {
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("DOCCHAT_GRPC_ADDR", "127.0.0.1:0")
         .env("DOCCHAT_DATA_DIR", stack.data_dir())
-        .env("DOCCHAT_DATABASE_URL", stack.ctx.database_url(Service::Scheduler))
+        .env(
+            "DOCCHAT_DATABASE_URL",
+            stack.ctx.database_url(Service::Scheduler),
+        )
         .env("DOCCHAT_AMQP_URL", config.amqp_url.clone().unwrap())
         .env("DOCCHAT_BUS_NAMESPACE", &config.bus_namespace)
         .env("DOCCHAT_ADMIN_URL", &config.admin_url)
         .env("DOCCHAT_CHAT_URL", &config.chat_url)
         .env("DOCCHAT_INGEST_URL", &config.ingest_url)
-        .env("DOCCHAT_INTERNAL_JWT_SECRET", config.internal_jwt_secret.as_ref().unwrap().expose_secret())
+        .env(
+            "DOCCHAT_INTERNAL_JWT_SECRET",
+            config.internal_jwt_secret.as_ref().unwrap().expose_secret(),
+        )
         .env("DOCCHAT_SCHEDULER_TICK_MS", "100")
         .env("DOCCHAT_SCHEDULER_LEASE_SECONDS", "2")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    let running = until(60, "the child claimed the task and reached the model", || async {
-        let runs = executions_of(&db, &t.id).await;
-        (runs.len() == 1 && !runs[0].chat_session_id.is_empty() && calls.load(Ordering::SeqCst) == 1)
-            .then(|| runs[0].clone())
-    }).await;
+    let running = until(
+        60,
+        "the child claimed the task and reached the model",
+        || async {
+            let runs = executions_of(&db, &t.id).await;
+            (runs.len() == 1
+                && !runs[0].chat_session_id.is_empty()
+                && calls.load(Ordering::SeqCst) == 1)
+                .then(|| runs[0].clone())
+        },
+    )
+    .await;
     assert_eq!(running.status, "running");
     // kill -9 (SIGKILL): no shutdown code runs.
     child.kill().unwrap();
@@ -129,10 +173,20 @@ async fn a_killed_replicas_execution_is_reaped_and_the_next_time_runs_once() {
     let replica = scheduler(&stack, |_| {}).await;
     let reaped = ended(&db, &t.id, 1).await;
     assert_eq!(reaped[0].status, "failed");
-    assert_eq!(reaped[0].error_message, "the scheduler replica running it stopped");
+    assert_eq!(
+        reaped[0].error_message,
+        "the scheduler replica running it stopped"
+    );
     assert!(reaped[0].completed_at.is_some());
     let row = task_row(&db, &t.id).await;
-    assert_eq!((row.execution_status.as_str(), row.status.as_str(), row.execution_count), ("idle", "active", 1));
+    assert_eq!(
+        (
+            row.execution_status.as_str(),
+            row.status.as_str(),
+            row.execution_count
+        ),
+        ("idle", "active", 1)
+    );
 
     // The next due time (an hour away, brought forward) runs once, on the live replica.
     bring_forward(&db, &t.id).await;

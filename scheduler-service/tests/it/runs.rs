@@ -130,7 +130,7 @@ docchat_common::backend_tests! {
         // Thirty missed minutes: one run, then the schedule from now on.
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         assert_eq!(executions_of(&db, &missed.id).await.len(), 1, "{}: a missed time runs once, not a burst", backend.name);
-        assert_eq!(caught_up[0].scheduled_for, now - Duration::minutes(30));
+        assert_eq!(caught_up[0].scheduled_for, micros(now - Duration::minutes(30)));
         let next = task_row(&db, &missed.id).await.next_execution_at.unwrap();
         assert!(next > Utc::now(), "{}: the next time is after now", backend.name);
         assert_eq!(upstream.bodies().len(), 4, "{}", backend.name);

@@ -13,7 +13,9 @@ use docchat_common::grpc::ServiceContext;
 use docchat_common::testing::{Backend, Spawned, bind, user};
 use docchat_proto::admin::v1::CreateUserRequest;
 use docchat_proto::admin::v1::admin_service_client::AdminServiceClient;
-use docchat_scheduler_service::entities::{scheduled_tasks as tasks, task_executions as executions};
+use docchat_scheduler_service::entities::{
+    scheduled_tasks as tasks, task_executions as executions,
+};
 use docchat_test_stack::Stack;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
@@ -30,7 +32,11 @@ pub async fn stack(backend: &Backend, upstream: &str) -> Stack {
 }
 
 /// The context of one more scheduler replica: fast ticks, a 2 s lease, then `tweak`.
-pub fn scheduler_context(stack: &Stack, url: &str, tweak: impl FnOnce(&mut Config)) -> ServiceContext {
+pub fn scheduler_context(
+    stack: &Stack,
+    url: &str,
+    tweak: impl FnOnce(&mut Config),
+) -> ServiceContext {
     let mut config = stack.config.clone();
     config.scheduler_url = url.to_owned();
     config.scheduler_tick_ms = 100;
@@ -55,15 +61,23 @@ pub async fn scheduler(stack: &Stack, tweak: impl FnOnce(&mut Config)) -> Spawne
     let ctx = scheduler_context(stack, &url, tweak);
     Spawned::start(ctx, listener, url, docchat_scheduler_service::serve)
         .await
-        .unwrap_or_else(|e| panic!("scheduler-service did not start on {}: {e:#}", stack.backend))
+        .unwrap_or_else(|e| {
+            panic!(
+                "scheduler-service did not start on {}: {e:#}",
+                stack.backend
+            )
+        })
 }
 
 /// The scheduler's store (migrated: a replica has started, or `migrate` ran).
 pub async fn store(stack: &Stack) -> DatabaseConnection {
     let db = stack.database(Service::Scheduler).await;
-    docchat_common::db::migrate::<docchat_scheduler_service::migrations::Migrator>(&db, "scheduler")
-        .await
-        .unwrap();
+    docchat_common::db::migrate::<docchat_scheduler_service::migrations::Migrator>(
+        &db,
+        "scheduler",
+    )
+    .await
+    .unwrap();
     db
 }
 
@@ -96,6 +110,11 @@ pub async fn owner(stack: &Stack, name: &str) -> Caller {
     }
 }
 
+/// `t` to whole microseconds.
+pub fn micros(t: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp_micros(t.timestamp_micros()).unwrap()
+}
+
 /// A task of `owner` due at `due`, as the CRUD piece would store it; change fields with `tweak`.
 pub async fn task(
     db: &DatabaseConnection,
@@ -106,7 +125,9 @@ pub async fn task(
     due: DateTime<Utc>,
     tweak: impl FnOnce(&mut tasks::Model),
 ) -> tasks::Model {
-    let now = Utc::now();
+    // Both databases keep microseconds: the row as stored.
+    let now = micros(Utc::now());
+    let due = micros(due);
     let mut t = tasks::Model {
         id: uuid::Uuid::new_v4().to_string(),
         user_id: owner.user_id.clone(),
@@ -134,7 +155,10 @@ pub async fn task(
         updated_at: now,
     };
     tweak(&mut t);
-    tasks::ActiveModel::from(t.clone()).insert(db).await.unwrap();
+    tasks::ActiveModel::from(t.clone())
+        .insert(db)
+        .await
+        .unwrap();
     t
 }
 
@@ -177,10 +201,14 @@ where
 
 /// The task's executions once `n` of them ended (none running).
 pub async fn ended(db: &DatabaseConnection, task_id: &str, n: usize) -> Vec<executions::Model> {
-    until(60, &format!("{n} executions of {task_id} ended"), || async {
-        let all = executions_of(db, task_id).await;
-        (all.len() >= n && all.iter().all(|e| e.status != "running")).then_some(all)
-    })
+    until(
+        60,
+        &format!("{n} executions of {task_id} ended"),
+        || async {
+            let all = executions_of(db, task_id).await;
+            (all.len() >= n && all.iter().all(|e| e.status != "running")).then_some(all)
+        },
+    )
     .await
 }
 
