@@ -11,7 +11,7 @@ use actix_web::{FromRequest, HttpRequest, dev::Payload, web};
 use docchat_common::Caller;
 use docchat_common::clients::{
     AdminClient, AgentClient, ChatClient, CustomAgentClient, CustomToolClient, IngestClient,
-    MemoryBlockClient,
+    MemoryBlockClient, SchedulerClient,
 };
 use docchat_common::error::{ApiError, ErrorCode};
 use docchat_proto::admin::v1::AuthenticateRequest;
@@ -65,6 +65,11 @@ impl Api {
     /// agent-service's custom agents, associations and keys on behalf of the caller.
     pub fn custom_agents(&self) -> CustomAgentClient {
         self.state.clients.custom_agents(&self.caller)
+    }
+
+    /// scheduler-service on behalf of the caller.
+    pub fn scheduler(&self) -> SchedulerClient {
+        self.state.clients.scheduler(&self.caller)
     }
 
     /// The gateway's shared state (configuration, readiness channels).

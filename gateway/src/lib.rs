@@ -84,7 +84,7 @@ fn app(
     use routes::{
         agent_files, agent_keys, agents, chats, collections, compat, completions, configuration,
         custom_agents, custom_tools, documents, extractors, files, health, identity, job_history,
-        jobs, mcp, memory_blocks, meta, models, tags, uploads,
+        jobs, mcp, memory_blocks, meta, models, scheduled_tasks, tags, uploads,
     };
     let max_body = state.config.max_body_bytes;
     let json = web::JsonConfig::default()
@@ -122,6 +122,7 @@ fn app(
                 .configure(agent_keys::configure)
                 .configure(mcp::configure)
                 .configure(memory_blocks::configure)
+                .configure(scheduled_tasks::configure)
                 .default_service(web::to(authenticated_not_found)),
         )
         .service(scope::scope("/rpc/health").configure(health::configure))

@@ -1,8 +1,16 @@
-//! scheduler-service. Its RPCs land with the scheduler issue; today it migrates its store, relays its
-//! outbox and answers gRPC health, so deployments and readiness already include it.
+//! scheduler-service: scheduled tasks and their executions (SPEC.md "Scheduled tasks",
+//! AGENTS.md §5). It migrates its store, relays its outbox, answers gRPC health and serves
+//! `docchat.scheduler.v1.SchedulerService`.
 
+pub mod engine;
 pub mod entities;
+pub mod executions;
+pub mod grpc;
 pub mod migrations;
+pub mod schedule;
+pub mod summary;
+pub mod task_update;
+pub mod tasks;
 
 use std::sync::Arc;
 
@@ -10,6 +18,7 @@ use docchat_common::config::{Config, Service};
 use docchat_common::grpc::{Background, ServiceContext};
 use docchat_common::host::Host;
 use docchat_common::outbox::OutboxRelay;
+use docchat_proto::scheduler::v1::scheduler_service_server::SchedulerServiceServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -27,11 +36,19 @@ pub async fn serve(
     let db = docchat_common::db::connect(&ctx.database_url(Service::Scheduler)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "scheduler").await?;
     let background = Background::new();
+    let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
     background
         .tracker
-        .spawn(OutboxRelay::new(db.clone(), ctx.bus.clone()).run(background.token.clone()));
+        .spawn(relay.clone().run(background.token.clone()));
+    // Claims due tasks, runs them, keeps and reaps leases (engine/).
+    let engine = engine::Engine::new(&ctx, db.clone(), relay, &background)?;
+    engine.start();
 
     Host::new(&ctx)
+        .api(SchedulerServiceServer::new(grpc::SchedulerGrpc {
+            db: db.clone(),
+            engine: Arc::new(engine),
+        }))
         .serve(listener, shutdown, background, db)
         .await
 }

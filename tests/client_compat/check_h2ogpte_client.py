@@ -711,6 +711,92 @@ def _():
     assert mine.list_memory_blocks().total == 0
 
 
+@check("scheduled tasks: created (task_config and builder forms), read, listed with filters, paused, resumed, patched, limits cleared, summarized, executions listed, deleted")
+def _():
+    import contextlib
+    import io
+
+    from h2ogpte.errors import FailedError, InvalidArgumentError, ObjectNotFoundError
+    from h2ogpte.types import ScheduledTask, ScheduledTaskExecutionList, ScheduledTaskList, ScheduledTaskSummary
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        h2o = H2OGPTE(BASE, state["user_key"])
+        other = H2OGPTE(BASE, ADMIN_KEY)
+    collection = str(uuid.uuid4())
+    daily = h2o.create_scheduled_task(
+        name="daily digest", schedule_type="recurring", schedule_expression="0 9 * * 1-5",
+        task_type="chat_completion", max_executions=10, notification_email="current_user",
+        task_config={"message": "Summarize yesterday", "timezone": "America/New_York", "collection_id": collection},
+    )
+    assert isinstance(daily, ScheduledTask) and daily.status == "active" and daily.is_owner, daily
+    assert daily.next_execution_at is not None and daily.max_executions == 10, daily
+    assert daily.notification_email.endswith("@example.com") and daily.description == "", daily
+    built = h2o.create_scheduled_task(
+        schedule_type="interval", schedule_expression="2 hours", task_type="agent_task",
+        message="Check the build", llm_args={"use_agent": True}, expires_at="2099-01-01T00:00:00Z",
+    )
+    assert built.name.startswith("check-the-build-") and built.task_config == {"message": "Check the build", "llm_args": {"use_agent": True}}, built
+    assert built.expires_at is not None and built.max_executions is None, built
+    try:
+        h2o.create_scheduled_task(name="daily digest", schedule_type="interval", schedule_expression="1 hour",
+                                  task_type="chat_completion", message="again")
+    except FailedError:
+        pass
+    else:
+        raise AssertionError("a second task of one name")
+    try:
+        h2o.create_scheduled_task(name="bad", schedule_type="recurring", schedule_expression="0 0 9 * * *",
+                                  task_type="chat_completion", message="six fields")
+    except InvalidArgumentError:
+        pass
+    else:
+        raise AssertionError("a six-field cron string")
+    assert h2o.get_scheduled_task(daily.id) == daily
+    try:
+        other.get_scheduled_task(daily.id)
+    except ObjectNotFoundError:
+        pass
+    else:
+        raise AssertionError("another user reads the task")
+
+    page = h2o.list_scheduled_tasks()
+    assert isinstance(page, ScheduledTaskList) and page.total == 2 and [t.id for t in page.items] == [built.id, daily.id], page
+    assert [t.id for t in h2o.list_scheduled_tasks(name_filter="DIGEST").items] == [daily.id]
+    assert [t.id for t in h2o.list_scheduled_tasks(collection_id=collection).items] == [daily.id]
+    assert [t.id for t in h2o.list_scheduled_tasks(has_collection=False).items] == [built.id]
+    assert h2o.list_scheduled_tasks(status_filter="paused").total == 0
+
+    paused = h2o.update_scheduled_task(daily.id, status="paused")
+    assert paused.status == "paused" and paused.next_execution_at is not None, paused
+    assert [t.id for t in h2o.list_scheduled_tasks(status_filter="paused").items] == [daily.id]
+    resumed = h2o.update_scheduled_task(daily.id, status="active")
+    assert resumed.status == "active", resumed
+    patched = h2o.update_scheduled_task(daily.id, task_config_patch={"collection_id": None, "timezone": "Asia/Kolkata"})
+    assert patched.task_config == {"message": "Summarize yesterday", "timezone": "Asia/Kolkata"}, patched
+    assert patched.next_execution_at.strftime("%H:%M") == "03:30", patched.next_execution_at
+    patched = h2o.update_scheduled_task(daily.id, message="Summarize last week", max_executions=-1,
+                                        expires_at="2099-01-01T00:00:00Z", description="weekly now")
+    assert patched.task_config["message"] == "Summarize last week" and patched.max_executions is None, patched
+    cleared = h2o.update_scheduled_task(daily.id, expires_at="1970-01-01T00:00:00Z")
+    assert cleared.expires_at is None and cleared.description == "weekly now", cleared
+
+    summary = h2o.get_scheduled_task_summary()
+    assert isinstance(summary, ScheduledTaskSummary), summary
+    assert (summary.total_tasks, summary.active_tasks, summary.recurring_tasks, summary.agent_tasks) == (2, 2, 2, 1), summary
+    executions = h2o.list_all_user_scheduled_task_executions(time_interval="7 days", status_filter="completed", trigger_filter="manual")
+    assert isinstance(executions, ScheduledTaskExecutionList) and executions.total == 0, executions
+    assert h2o.list_scheduled_task_executions(daily.id).items == []
+    try:
+        h2o.list_all_user_scheduled_task_executions(time_interval="2 weeks")
+    except InvalidArgumentError:
+        pass
+    else:
+        raise AssertionError("an unknown time_interval")
+
+    assert h2o.delete_scheduled_tasks([daily.id, built.id, str(uuid.uuid4())]) == {"status": "deleted", "count": 2}
+    assert h2o.list_scheduled_tasks().total == 0
+
+
 @check("job history: the administrator pages through the week's jobs (the user's ingestion among them) and their stats")
 def _():
     import time

@@ -22,6 +22,7 @@ pub mod mcp;
 pub mod memory_blocks;
 pub mod meta;
 pub mod models;
+pub mod scheduled_tasks;
 pub mod tags;
 pub mod uploads;
 

@@ -30,6 +30,7 @@ mod memory_agent;
 mod memory_blocks;
 mod readiness;
 mod references;
+mod scheduled_tasks;
 mod slice;
 mod startup;
 mod tags_extractors;

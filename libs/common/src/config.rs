@@ -128,6 +128,17 @@ pub struct Config {
     pub mcp_max_body_size_mb: u64,
     /// and the MCP inspections one user may have running at once (more answer 429).
     pub mcp_max_concurrent_jobs: u32,
+    /// How often each scheduler-service replica looks for due tasks and lapsed leases.
+    pub scheduler_tick_ms: u64,
+    /// How long a running task execution stays claimed without its replica renewing it
+    /// (renewed every third of it); then another replica's reaper fails it.
+    pub scheduler_lease_seconds: u64,
+    /// Where task run notifications are sent: `smtp://[user:pass@]host[:port]` (plain, or
+    /// STARTTLS when `?tls=required`/`?tls=opportunistic` says so) or `smtps://…` (TLS from
+    /// the start). Unset: no notifications.
+    pub smtp_url: Option<SecretString>,
+    /// The From address of notifications.
+    pub smtp_from: String,
 }
 
 impl Default for Config {
@@ -175,6 +186,10 @@ impl Default for Config {
             mcp_rate_limit: 60,
             mcp_max_body_size_mb: 140,
             mcp_max_concurrent_jobs: 4,
+            scheduler_tick_ms: 1000,
+            scheduler_lease_seconds: 30,
+            smtp_url: None,
+            smtp_from: "docchat@localhost".into(),
         }
     }
 }
@@ -234,6 +249,18 @@ impl Config {
             anyhow::bail!(
                 "DOCCHAT_MCP_RATE_LIMIT, DOCCHAT_MCP_MAX_BODY_SIZE_MB and DOCCHAT_MCP_MAX_CONCURRENT_JOBS must be at least 1"
             );
+        }
+        if !(10..=60_000).contains(&self.scheduler_tick_ms) {
+            anyhow::bail!("DOCCHAT_SCHEDULER_TICK_MS must be between 10 and 60000");
+        }
+        if !(1..=86_400).contains(&self.scheduler_lease_seconds) {
+            anyhow::bail!("DOCCHAT_SCHEDULER_LEASE_SECONDS must be between 1 and 86400");
+        }
+        if let Some(url) = &self.smtp_url {
+            let url = url.expose_secret();
+            if !(url.starts_with("smtp://") || url.starts_with("smtps://")) {
+                anyhow::bail!("DOCCHAT_SMTP_URL must be an smtp:// or smtps:// URL");
+            }
         }
         if self.chat_fairness_starvation_interval == 0 {
             anyhow::bail!("DOCCHAT_CHAT_FAIRNESS_STARVATION_INTERVAL must be at least 1");

@@ -24,6 +24,9 @@ use docchat_proto::chat::v1::memory_block_service_server::{
     MemoryBlockService, MemoryBlockServiceServer,
 };
 use docchat_proto::ingest::v1::ingest_service_server::{IngestService, IngestServiceServer};
+use docchat_proto::scheduler::v1::scheduler_service_server::{
+    SchedulerService, SchedulerServiceServer,
+};
 use sea_orm::DatabaseConnection;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -78,6 +81,7 @@ api!(MemoryBlockServiceServer, MemoryBlockService, Service::Chat);
 api!(AgentServiceServer, AgentService, Service::Agent);
 api!(CustomToolServiceServer, CustomToolService, Service::Agent);
 api!(CustomAgentServiceServer, CustomAgentService, Service::Agent);
+api!(SchedulerServiceServer, SchedulerService, Service::Scheduler);
 
 /// A service's gRPC server being assembled; see the module documentation.
 pub struct Host {

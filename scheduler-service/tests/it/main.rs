@@ -1,5 +1,5 @@
 //! scheduler-service starts on both backends, migrates its store, answers gRPC health and stops
-//! cleanly.
+//! cleanly; its engine runs due tasks through chat-service (runs, trigger, notify, replicas).
 
 #![allow(
     clippy::unwrap_used,
@@ -9,6 +9,12 @@
 )] // test code: fail loudly
 
 use docchat_common::testing::{Spawned, bind, context};
+
+mod notify;
+mod replicas;
+mod runs;
+mod support;
+mod trigger;
 
 docchat_common::backend_tests! {
     async fn serves_health_and_stops_cleanly(backend) {

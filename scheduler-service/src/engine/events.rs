@@ -1,0 +1,53 @@
+//! Each execution is a job of the administrator's job history: `job.<status>` events
+//! (running, then completed, failed, or stale when its replica died), written to the outbox in
+//! the transaction that changes the execution.
+
+use docchat_common::bus::{envelope, topics};
+use docchat_common::outbox;
+use docchat_common::time::{opt_to_proto, to_proto};
+use docchat_proto::events::v1::JobChanged;
+use sea_orm::{ConnectionTrait, DbErr};
+
+use crate::entities::task_executions;
+
+/// The job kind of task executions.
+pub const KIND: &str = "scheduled_task";
+
+/// Enqueues `job.<status>` for `execution` (its own status unless `status` says otherwise,
+/// as `stale` for a lapsed lease does).
+pub(super) async fn announce<C: ConnectionTrait>(
+    conn: &C,
+    execution: &task_executions::Model,
+    collection_id: &str,
+    status: &str,
+) -> Result<(), DbErr> {
+    let job = JobChanged {
+        job_id: execution.id.clone(),
+        kind: KIND.into(),
+        status: status.to_owned(),
+        progress: if status == super::status::RUNNING {
+            0.0
+        } else {
+            1.0
+        },
+        errors: if execution.error_message.is_empty() {
+            Vec::new()
+        } else {
+            vec![execution.error_message.clone()]
+        },
+        user_id: execution.user_id.clone(),
+        username: execution.username.clone(),
+        collection_id: collection_id.to_owned(),
+        // JobChanged has no job name (admin-service derives it from the kind), so the
+        // task's name is not in the job history; the execution row keeps it.
+        collection_name: String::new(),
+        created_at: Some(to_proto(execution.created_at)),
+        started_at: opt_to_proto(execution.started_at),
+        finished_at: opt_to_proto(execution.completed_at),
+    };
+    outbox::enqueue(
+        conn,
+        &envelope(&topics::job(status), &execution.user_id, &job),
+    )
+    .await
+}
