@@ -209,8 +209,13 @@ impl Completer {
         } else {
             Vec::new()
         };
-        let (system_prompt_extra, question) =
+        let (memory_extra, question) =
             super::memory::for_agent(job.memory.as_ref(), &job.question.content);
+        let system_prompt_extra = [job.system_prompt.as_deref().unwrap_or(""), &memory_extra]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n\n");
         Ok(apb::RunStart {
             session_id: job.session.id.clone(),
             session_preview: job

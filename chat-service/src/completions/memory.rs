@@ -83,13 +83,7 @@ fn text(m: &Memory) -> String {
 /// Adds the memory to `messages` (system prompt first, the question last).
 pub(super) fn inject(messages: &mut Vec<ChatMessage>, m: &Memory) {
     match m.injection_mode.as_str() {
-        "system_prompt" => {
-            let at = messages
-                .iter()
-                .position(|msg| msg.role != "system")
-                .unwrap_or(messages.len());
-            messages.insert(at, ChatMessage::system(text(m)));
-        }
+        "system_prompt" => super::prompt::add_system(messages, &text(m)),
         "user_instruction" => {
             if let Some(question) = messages.last_mut().filter(|msg| msg.role == "user") {
                 question.content = format!(

@@ -68,6 +68,8 @@ struct Job {
     agent: Option<agent::AgentPlan>,
     /// The memory block injected into a plain or RAG prompt (see [`memory`]).
     memory: Option<memory::Memory>,
+    /// The caller's own instructions for this completion (`CompletionRequest.system_prompt`).
+    system_prompt: Option<String>,
 }
 
 type Events = mpsc::Sender<Result<pb::CompletionEvent, Status>>;

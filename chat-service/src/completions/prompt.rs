@@ -99,6 +99,15 @@ pub(super) fn build_prompt(
     Prompt { messages, hits }
 }
 
+/// Adds `text` as a system message after the ones already there, before the conversation.
+pub(super) fn add_system(messages: &mut Vec<ChatMessage>, text: &str) {
+    let at = messages
+        .iter()
+        .position(|msg| msg.role != "system")
+        .unwrap_or(messages.len());
+    messages.insert(at, ChatMessage::system(text));
+}
+
 /// Characters of the prompt left for context and history (about four a token).
 pub(super) fn context_budget(question: &str, context_length: u64, max_new_tokens: u32) -> usize {
     (context_length.saturating_sub(u64::from(max_new_tokens)) as usize)

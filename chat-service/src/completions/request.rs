@@ -193,6 +193,12 @@ impl Completer {
             max_new_tokens,
             agent: agent.map(|(plan, _)| plan),
             memory,
+            system_prompt: r
+                .system_prompt
+                .as_deref()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned),
         })
     }
 

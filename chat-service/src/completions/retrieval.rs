@@ -69,6 +69,9 @@ impl Completer {
             job.context_length,
             job.max_new_tokens,
         );
+        if let Some(instructions) = &job.system_prompt {
+            super::prompt::add_system(&mut prompt.messages, instructions);
+        }
         if let Some(memory) = &job.memory {
             super::memory::inject(&mut prompt.messages, memory);
         }

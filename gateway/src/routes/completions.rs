@@ -192,6 +192,8 @@ pub async fn get_completion(
         memory_block_name: args.memory_block_name,
         rag_type: rag_config.and_then(|r| r.rag_type).unwrap_or_default(),
         agent_args_json,
+        // SPEC.md's completion request has none; scheduled tasks send theirs.
+        system_prompt: None,
     };
     let mut events = api.chat().complete(request).await?.into_inner();
     if stream {

@@ -31,17 +31,11 @@ impl TaskConfig {
     }
 
     /// The completion request of this task in `session`: an agent run for agent_task, a
-    /// plain or RAG completion otherwise. chat-service's completion has no system prompt of
-    /// its own, so system_prompt goes ahead of the message as instructions, the way a
-    /// memory block in user_instruction mode does.
+    /// plain or RAG completion otherwise; system_prompt rides in the request's own field
+    /// (the stored question stays the task's message).
     pub fn completion(&self, session_id: &str, agent: bool) -> chat::CompletionRequest {
         let args = self.llm_args.clone().unwrap_or_default();
-        let message = match self.system_prompt.as_deref().map(str::trim) {
-            Some(prompt) if !prompt.is_empty() => {
-                format!("Instructions:\n{prompt}\n\nMessage:\n{}", self.message)
-            }
-            _ => self.message.clone(),
-        };
+        let message = self.message.clone();
         let agent_args: Map<String, Value> = args
             .iter()
             .filter(|(k, _)| k.starts_with("agent_"))
@@ -67,6 +61,12 @@ impl TaskConfig {
             } else {
                 Value::Object(agent_args).to_string()
             },
+            system_prompt: self
+                .system_prompt
+                .as_deref()
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned),
         }
     }
 }
@@ -84,7 +84,8 @@ mod tests {
         .unwrap();
         assert_eq!(c.collection(), None);
         let r = c.completion("s", true);
-        assert_eq!(r.message, "Instructions:\nbe brief\n\nMessage:\nhi");
+        assert_eq!(r.message, "hi");
+        assert_eq!(r.system_prompt.as_deref(), Some("be brief"));
         assert_eq!(r.llm, "m");
         assert_eq!(r.temperature, Some(0.5));
         assert_eq!(r.max_new_tokens, Some(9));

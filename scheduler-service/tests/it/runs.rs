@@ -63,13 +63,20 @@ docchat_common::backend_tests! {
 
         let messages = stack.messages(stack.chat(), &alice, &run.chat_session_id).await;
         assert_eq!(messages.len(), 2, "{}: the question and the reply in alice's session", backend.name);
-        assert!(messages[0].content.contains("What is the answer?"));
-        assert!(messages[0].content.contains("Answer in one line."));
+        assert_eq!(messages[0].content, "What is the answer?", "{}: the question as the task asks it", backend.name);
         assert_eq!(messages[1].content, "The answer is 42.");
 
         let bodies = upstream.bodies();
         assert_eq!(bodies.len(), 1, "{}: one model call", backend.name);
         assert!(bodies[0].to_string().contains("alice likes tea"), "{}: the owner's default memory block: {}", backend.name, bodies[0]);
+        let system: Vec<&str> = bodies[0]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "system")
+            .filter_map(|m| m["content"].as_str())
+            .collect();
+        assert!(system.contains(&"Answer in one line."), "{}: the task's system_prompt is a system message: {system:?}", backend.name);
 
         let task = task_row(&db, &t.id).await;
         assert_eq!(task.execution_count, 1);
