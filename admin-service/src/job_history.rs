@@ -12,8 +12,8 @@ use docchat_common::jobs::display_name;
 use docchat_common::time::{from_proto, now};
 use docchat_proto::events::v1::{Envelope, JobChanged};
 use prost::Message;
-use sea_orm::sea_query::{Condition, Expr, OnConflict};
 use sea_orm::ActiveValue::NotSet;
+use sea_orm::sea_query::{Condition, Expr, OnConflict};
 use sea_orm::{
     ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
@@ -102,7 +102,10 @@ pub async fn record(
         errors: Set(serde_json::to_string(&errors).unwrap_or_else(|_| "[]".into())),
         collection_id: Set(job.collection_id.chars().take(64).collect()),
         collection_name: Set(job.collection_name.chars().take(255).collect()),
-        canceled_by: Set(job.canceled_by.as_ref().map(|u| u.chars().take(255).collect())),
+        canceled_by: Set(job
+            .canceled_by
+            .as_ref()
+            .map(|u| u.chars().take(255).collect())),
         cancel_reason: Set(job.cancel_reason.as_deref().map(error_line)),
         created_at: Set(created_at),
         updated_at: Set(micros(at)),

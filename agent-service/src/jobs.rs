@@ -58,7 +58,9 @@ impl RunJobs {
         let event = envelope(&topics::job(&job.status), &job.user_id, job);
         match outbox::enqueue(&self.db, &event).await {
             Ok(()) => self.relay.notify(),
-            Err(e) => tracing::warn!(job_id = %job.job_id, error = %e, "agent run job event not written"),
+            Err(e) => {
+                tracing::warn!(job_id = %job.job_id, error = %e, "agent run job event not written")
+            }
         }
     }
 }

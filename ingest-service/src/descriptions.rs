@@ -14,8 +14,8 @@ use docchat_common::error::{ApiResult, ErrorCode, error_line};
 use docchat_common::jobs::KIND_COLLECTION_DESCRIPTION;
 use docchat_common::outbox;
 use docchat_common::time::{now, to_proto};
-use docchat_proto::events::v1::{Envelope, JobChanged};
 use docchat_inference::{ChatMessage, OpenAiChat};
+use docchat_proto::events::v1::{Envelope, JobChanged};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect,

@@ -401,7 +401,9 @@ async fn end(
         .exec(&txn)
         .await?;
     if updated.rows_affected == 1
-        && let Some(row) = jobs::Entity::find_by_id(job_id.to_owned()).one(&txn).await?
+        && let Some(row) = jobs::Entity::find_by_id(job_id.to_owned())
+            .one(&txn)
+            .await?
     {
         announce(&txn, &row).await?;
     }

@@ -217,7 +217,9 @@ impl Drop for Registered {
 
 impl Running {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, CancellationToken>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn register(&self, job_id: &str, stop: &CancellationToken) -> Registered {

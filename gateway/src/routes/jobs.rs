@@ -186,7 +186,11 @@ pub async fn get_job(api: Api, path: web::Path<String>) -> HttpResult<web::Json<
     security(("bearer" = [])))]
 #[get("/jobs/pending/count")]
 pub async fn count_pending_jobs(api: Api) -> HttpResult<web::Json<PendingCount>> {
-    let pending = api.ingest().count_pending_jobs(Empty {}).await?.into_inner();
+    let pending = api
+        .ingest()
+        .count_pending_jobs(Empty {})
+        .await?
+        .into_inner();
     Ok(web::Json(PendingCount {
         count: pending.count,
         queue_infos: pending

@@ -243,7 +243,13 @@ async fn app_with_model(
 }
 
 async fn start_ingest(app: &Stack, key: &str, cid: &str, name: &str, summaries: bool) {
-    let (s, up) = upload(app, key, name, format!("# {name}\n\nSome text to index.\n").into_bytes()).await;
+    let (s, up) = upload(
+        app,
+        key,
+        name,
+        format!("# {name}\n\nSome text to index.\n").into_bytes(),
+    )
+    .await;
     assert_eq!(s, 200, "{up}");
     let path = format!(
         "/api/v1/uploads/{}/ingest?collection_id={cid}&gen_doc_summaries={summaries}",
@@ -267,7 +273,12 @@ async fn new_collection(app: &Stack, key: &str) -> String {
 }
 
 /// The user's own jobs (JobDetails), newest first, once `ready` holds for them.
-async fn own_jobs_when(app: &Stack, key: &str, what: &str, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+async fn own_jobs_when(
+    app: &Stack,
+    key: &str,
+    what: &str,
+    ready: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         let (s, b) = app.call(Method::GET, "/api/v1/jobs", key, None).await;
@@ -276,13 +287,22 @@ async fn own_jobs_when(app: &Stack, key: &str, what: &str, ready: impl Fn(&[Valu
         if ready(&jobs) {
             return jobs;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}: {jobs:?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out: {what}: {jobs:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
 /// The administrator's row of job `id` once `ready` holds for it.
-async fn history_row_when(app: &Stack, user_id: &str, id: &str, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
+async fn history_row_when(
+    app: &Stack,
+    user_id: &str,
+    id: &str,
+    what: &str,
+    ready: impl Fn(&Value) -> bool,
+) -> Value {
     let path = format!("/api/v1/admin/jobs?user_id={user_id}");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
@@ -298,7 +318,10 @@ async fn history_row_when(app: &Stack, user_id: &str, id: &str, what: &str, read
         if !row.is_null() && ready(&row) {
             return row;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}: {page}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out: {what}: {page}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
