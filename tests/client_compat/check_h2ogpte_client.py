@@ -750,9 +750,9 @@ def _():
     jobs = mine.list_jobs()
     assert jobs, "the user's ingestions are not among their jobs"
     assert all(j.overall_status in ("in progress", "completed", "failed", "canceled") for j in jobs), jobs
-    done = next(j for j in jobs if j.overall_status in ("completed", "failed"))
+    done = next(j for j in jobs if j.kind == "ingest_upload" and j.overall_status in ("completed", "failed"))
     one = mine.get_job(done.id)
-    assert one.id == done.id and one.kind == done.kind == "ingest_upload", one
+    assert one.id == done.id and one.kind == "ingest_upload" and one.status == done.status, one
     pending = mine.count_pending_jobs()
     assert pending.count >= 0 and sorted(q.name for q in pending.queue_infos) == ["deprioritized", "standard"], pending
     try:
