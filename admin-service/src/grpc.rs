@@ -108,6 +108,7 @@ fn job_query(r: pb::ListJobHistoryRequest) -> ApiResult<job_history::Query> {
             .created_after
             .as_ref()
             .map(docchat_common::time::from_proto),
+        hide_deleted: false,
     })
 }
 
@@ -590,6 +591,7 @@ impl AdminService for AdminGrpc {
             user_id: Some(me.user_id),
             limit: job_history::MAX_LIMIT,
             created_after: Some(now() - job_history::RETENTION),
+            hide_deleted: true,
             ..Default::default()
         };
         let page = job_history::list(&self.db, &query).await?;
@@ -606,5 +608,11 @@ impl AdminService for AdminGrpc {
         let me = caller(&request)?;
         let job = job_history::own(&self.db, &me.user_id, &request.into_inner().job_id).await?;
         Ok(Response::new(job_pb(job)))
+    }
+
+    async fn delete_own_job(&self, request: Request<pb::GetOwnJobRequest>) -> Reply<Empty> {
+        let me = caller(&request)?;
+        job_history::delete_own(&self.db, &me.user_id, &request.into_inner().job_id).await?;
+        Ok(Response::new(Empty {}))
     }
 }

@@ -8,9 +8,11 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use docchat_common::bus::{EventHandler, topic_matches, topics};
 use docchat_common::error::{ApiError, ApiResult, error_line};
+use docchat_common::jobs::display_name;
 use docchat_common::time::{from_proto, now};
 use docchat_proto::events::v1::{Envelope, JobChanged};
 use prost::Message;
+use sea_orm::ActiveValue::NotSet;
 use sea_orm::sea_query::{Condition, Expr, OnConflict};
 use sea_orm::{
     ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
@@ -67,16 +69,6 @@ fn micros(t: DateTime<Utc>) -> DateTime<Utc> {
         .unwrap_or(t)
 }
 
-/// A readable name from the kind (`ingest_upload` → `Ingest upload`).
-fn name_of(kind: &str) -> String {
-    let spaced = kind.replace(['_', '.'], " ");
-    let mut chars = spaced.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => "Job".to_owned(),
-    }
-}
-
 /// Records one event at `at` (the event's time). Returns whether the row changed.
 pub async fn record(
     db: &DatabaseConnection,
@@ -96,7 +88,7 @@ pub async fn record(
     let errors: Vec<String> = job.errors.iter().map(|e| error_line(e)).collect();
     let row = job_history::ActiveModel {
         id: Set(job.job_id.chars().take(64).collect()),
-        name: Set(name_of(&job.kind)),
+        name: Set(display_name(&job.kind)),
         kind: Set(job.kind.chars().take(64).collect()),
         username: Set(job.username.chars().take(255).collect()),
         user_id: Set(job.user_id.chars().take(64).collect()),
@@ -110,8 +102,11 @@ pub async fn record(
         errors: Set(serde_json::to_string(&errors).unwrap_or_else(|_| "[]".into())),
         collection_id: Set(job.collection_id.chars().take(64).collect()),
         collection_name: Set(job.collection_name.chars().take(255).collect()),
-        canceled_by: Set(None),
-        cancel_reason: Set(None),
+        canceled_by: Set(job
+            .canceled_by
+            .as_ref()
+            .map(|u| u.chars().take(255).collect())),
+        cancel_reason: Set(job.cancel_reason.as_deref().map(error_line)),
         created_at: Set(created_at),
         updated_at: Set(micros(at)),
         started_at: Set(job.started_at.as_ref().map(|t| micros(from_proto(t)))),
@@ -134,8 +129,20 @@ pub async fn record(
     );
     let updated = job_history::Entity::update_many()
         .set(job_history::ActiveModel {
-            id: sea_orm::ActiveValue::NotSet,
-            created_at: sea_orm::ActiveValue::NotSet,
+            id: NotSet,
+            created_at: NotSet,
+            // A user's clearing of the job stays; who canceled it stays unless this event says.
+            deleted_at: NotSet,
+            canceled_by: if job.canceled_by.is_some() {
+                row.canceled_by.clone()
+            } else {
+                NotSet
+            },
+            cancel_reason: if job.canceled_by.is_some() {
+                row.cancel_reason.clone()
+            } else {
+                NotSet
+            },
             ..row
         })
         .filter(C::Id.eq(job.job_id.chars().take(64).collect::<String>()))
@@ -155,6 +162,8 @@ pub struct Query {
     pub user_id: Option<String>,
     pub collection_id: Option<String>,
     pub created_after: Option<DateTime<Utc>>,
+    /// Leave out the jobs their user cleared (the user's own list).
+    pub hide_deleted: bool,
 }
 
 /// One page, newest first, and the cursor of the next one (none on the last page).
@@ -185,6 +194,9 @@ pub async fn list(db: &DatabaseConnection, q: &Query) -> ApiResult<Page> {
             find = find.filter(column.eq(v.clone()));
         }
     }
+    if q.hide_deleted {
+        find = find.filter(C::DeletedAt.is_null());
+    }
     if let Some((at, id)) = &q.cursor {
         find = find.filter(
             Condition::any().add(C::CreatedAt.lt(*at)).add(
@@ -208,7 +220,7 @@ pub async fn list(db: &DatabaseConnection, q: &Query) -> ApiResult<Page> {
     Ok(Page { jobs, next })
 }
 
-/// `user_id`'s job `id`; another user's job is not found.
+/// `user_id`'s job `id`; another user's job, or one they cleared, is not found.
 pub async fn own(
     db: &DatabaseConnection,
     user_id: &str,
@@ -216,9 +228,32 @@ pub async fn own(
 ) -> ApiResult<job_history::Model> {
     job_history::Entity::find_by_id(id.to_owned())
         .filter(C::UserId.eq(user_id))
+        .filter(C::DeletedAt.is_null())
         .one(db)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("job {id} not found")))
+}
+
+/// Clears `user_id`'s finished job `id` from their list: the row stays (with `deleted_at`)
+/// for the administrator's history and stats. A job still queued or running is a conflict
+/// (cancel it first); the update is conditional on the row being finished, so an event
+/// racing it cannot leave a running job cleared.
+pub async fn delete_own(db: &DatabaseConnection, user_id: &str, id: &str) -> ApiResult<()> {
+    let job = own(db, user_id, id).await?;
+    let updated = job_history::Entity::update_many()
+        .col_expr(C::DeletedAt, Expr::value(Some(micros(now()))))
+        .filter(C::Id.eq(job.id.clone()))
+        .filter(C::StatusRank.eq(rank("completed")))
+        .filter(C::DeletedAt.is_null())
+        .exec(db)
+        .await?;
+    if updated.rows_affected == 0 {
+        return Err(ApiError::conflict(format!(
+            "job {id} is {}: cancel it before deleting it",
+            job.status
+        )));
+    }
+    Ok(())
 }
 
 /// Rows per status created since `created_after` (every status present, zeros included).
@@ -291,6 +326,6 @@ mod tests {
         assert!(rank("queued") < rank("running") && rank("running") < rank("failed"));
         assert_eq!(normalize("cancelled"), "canceled");
         assert_eq!(normalize("weird"), "unknown");
-        assert_eq!(name_of("ingest_upload"), "Ingest upload");
+        assert_eq!(display_name("ingest_upload"), "Ingest upload");
     }
 }

@@ -106,6 +106,8 @@ pub struct AgentGrpc {
     /// Custom agents (issue 16): run by name, listed with the agents; `None` in tests
     /// without them.
     pub custom_agents: Option<Arc<crate::custom_agents::run::Runner>>,
+    /// Each run's job in the history.
+    pub jobs: crate::jobs::RunJobs,
 }
 
 impl AgentGrpc {
@@ -347,6 +349,8 @@ impl AgentService for AgentGrpc {
             }
         });
         let engine = self.engine.clone();
+        let jobs = self.jobs.clone();
+        let job = jobs.started(&caller, &start.collection_id).await;
         let req = RunRequest {
             caller,
             start,
@@ -359,6 +363,7 @@ impl AgentService for AgentGrpc {
         };
         self.tracker.spawn(async move {
             let finished = engine.run(req, &control, &tx).await;
+            jobs.finished(job, &finished).await;
             let _ = tx
                 .send(pb::RunEvent {
                     event: Some(pb::run_event::Event::Finished(finished)),

@@ -9,6 +9,7 @@ pub mod egress;
 pub mod events;
 pub mod files;
 pub mod grpc;
+pub mod jobs;
 pub mod mcp;
 pub mod migrations;
 pub mod preferences;
@@ -126,7 +127,7 @@ pub async fn serve_with(
         settings: SettingsClient::new(ctx.channel(Service::Admin)?, ctx.keys.clone()),
         guard: CostGuard::new(ctx.channel(Service::Admin)?, ctx.keys.clone()),
         db: db.clone(),
-        relay,
+        relay: relay.clone(),
     };
     let sandbox = sandbox::Sandbox::start(sandbox::Settings::from_env(
         ctx.config.data_dir.join("agent").join("sandbox"),
@@ -182,6 +183,10 @@ pub async fn serve_with(
         tracker: background.tracker.clone(),
         shutdown: shutdown.clone(),
         custom_agents: Some(custom_agent_runner),
+        jobs: jobs::RunJobs {
+            db: db.clone(),
+            relay,
+        },
     };
     Host::new(&ctx)
         .api(AgentServiceServer::new(api))

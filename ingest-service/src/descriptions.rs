@@ -9,10 +9,13 @@
 use std::time::Duration as StdDuration;
 
 use chrono::Duration;
-use docchat_common::error::{ApiResult, ErrorCode};
+use docchat_common::bus::{envelope, topics};
+use docchat_common::error::{ApiResult, ErrorCode, error_line};
+use docchat_common::jobs::KIND_COLLECTION_DESCRIPTION;
 use docchat_common::outbox;
-use docchat_common::time::now;
+use docchat_common::time::{now, to_proto};
 use docchat_inference::{ChatMessage, OpenAiChat};
+use docchat_proto::events::v1::{Envelope, JobChanged};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
@@ -115,7 +118,10 @@ pub async fn describe(
     if claimed.rows_affected != 1 {
         return Ok(false);
     }
-    let outcome = match generate(db, model, costs, c, started).await {
+    // A run that got past the cost check is a job of the history (kind
+    // collection_description); one refused by a cap is tried again later, unrecorded.
+    let mut job = None;
+    let outcome = match generate(db, model, costs, c, started, &mut job).await {
         Err(e) if e.code == ErrorCode::TooManyRequests => {
             // Tried again at the next look, in case the cap was raised meanwhile.
             tracing::info!(collection_id = %c.id, reason = %e.message, "no collection description: the owner is over a cost cap");
@@ -127,6 +133,16 @@ pub async fn describe(
         // Whatever went wrong, the run is over: clear its mark (the description stays stale).
         if let Err(e) = &outcome {
             tracing::warn!(collection_id = %c.id, error = %e.message, "generating a collection description failed");
+        }
+        if let Some(job) = job.as_mut()
+            && job.status == "running"
+        {
+            let reason = match &outcome {
+                Err(e) => format!("no description: {}", e.message),
+                Ok(_) => "no description: the model's answer was empty".to_owned(),
+            };
+            end_job(job, "failed", Some(&reason));
+            outbox::enqueue(db, &job_event(job)).await?;
         }
         collections::Entity::update_many()
             .col_expr(
@@ -146,8 +162,11 @@ async fn generate(
     costs: &Costs,
     c: &collections::Model,
     started: chrono::DateTime<chrono::Utc>,
+    job: &mut Option<JobChanged>,
 ) -> ApiResult<bool> {
     costs.allow(&c.owner_id).await?;
+    let job = job.insert(run_job(c, started));
+    outbox::enqueue(db, &job_event(job)).await?;
     let prompt = material(db, &c.id).await?;
     let messages = [
         ChatMessage::system(
@@ -210,8 +229,52 @@ async fn generate(
         )
         .exec(&txn)
         .await?;
+    if written.rows_affected == 1 {
+        end_job(job, "completed", None);
+    } else {
+        end_job(
+            job,
+            "canceled",
+            Some("a user set the collection's description during the run"),
+        );
+        job.cancel_reason = job.errors.pop();
+    }
+    outbox::enqueue(&txn, &job_event(job)).await?;
     txn.commit().await?;
     Ok(written.rows_affected == 1)
+}
+
+/// The history's view of one description run.
+fn run_job(c: &collections::Model, started: chrono::DateTime<chrono::Utc>) -> JobChanged {
+    JobChanged {
+        job_id: uuid::Uuid::new_v4().to_string(),
+        kind: KIND_COLLECTION_DESCRIPTION.to_owned(),
+        status: "running".to_owned(),
+        progress: 0.0,
+        errors: Vec::new(),
+        user_id: c.owner_id.clone(),
+        username: c.owner_username.clone(),
+        collection_id: c.id.clone(),
+        collection_name: c.name.clone(),
+        created_at: Some(to_proto(started)),
+        started_at: Some(to_proto(started)),
+        finished_at: None,
+        canceled_by: None,
+        cancel_reason: None,
+    }
+}
+
+fn end_job(job: &mut JobChanged, status: &str, reason: Option<&str>) {
+    job.status = status.to_owned();
+    job.progress = 1.0;
+    job.finished_at = Some(to_proto(now()));
+    if let Some(reason) = reason {
+        job.errors.push(error_line(reason));
+    }
+}
+
+fn job_event(job: &JobChanged) -> Envelope {
+    envelope(&topics::job(&job.status), &job.user_id, job)
 }
 
 /// Looks for collections to describe every `interval` until `token` is cancelled.

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use docchat_common::auth::caller;
-use docchat_common::error::ApiResult;
+use docchat_common::auth::{caller, permissions};
+use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::outbox::OutboxRelay;
 use docchat_common::settings::SettingsClient;
 use docchat_common::time::{opt_to_proto, to_proto};
@@ -37,6 +37,8 @@ pub struct IngestGrpc {
     pub max_upload_bytes: u64,
     /// Wakes this replica's workers right after a local enqueue.
     pub wake: Arc<Notify>,
+    /// The jobs this replica's workers run (a cancel stops its worker at once).
+    pub running: crate::worker::Running,
 }
 
 fn job_pb(job: job_entity::Model) -> pb::Job {
@@ -61,6 +63,8 @@ fn job_pb(job: job_entity::Model) -> pb::Job {
         updated_at,
         started_at,
         finished_at,
+        canceled_by,
+        cancel_reason,
     } = job;
     pb::Job {
         id,
@@ -78,6 +82,8 @@ fn job_pb(job: job_entity::Model) -> pb::Job {
         updated_at: Some(to_proto(updated_at)),
         started_at: opt_to_proto(started_at),
         finished_at: opt_to_proto(finished_at),
+        canceled_by,
+        cancel_reason,
     }
 }
 
@@ -413,6 +419,46 @@ impl IngestService for IngestGrpc {
         ok(crate::jobs::get(&self.db, &me, &request.get_ref().id)
             .await
             .map(job_pb))
+    }
+
+    async fn cancel_job(&self, request: Request<pb::CancelJobRequest>) -> Reply<pb::Job> {
+        let me = caller(&request)?;
+        let pb::CancelJobRequest {
+            id,
+            reason,
+            any_owner,
+        } = request.into_inner();
+        if any_owner && !me.has_permission(permissions::ADMIN_CENTER) {
+            return Err(ApiError::forbidden(format!(
+                "missing required permission {}",
+                permissions::ADMIN_CENTER
+            ))
+            .into());
+        }
+        let who = crate::jobs::Cancel {
+            caller: &me,
+            reason: &reason,
+            any_owner,
+        };
+        let job = crate::jobs::cancel(&self.db, &id, &who).await?;
+        self.running.stop(&job.id);
+        self.relay.notify();
+        Ok(Response::new(job_pb(job)))
+    }
+
+    async fn count_pending_jobs(&self, request: Request<Empty>) -> Reply<pb::PendingJobs> {
+        caller(&request)?;
+        let queues = crate::jobs::pending(&self.db).await?;
+        Ok(Response::new(pb::PendingJobs {
+            count: queues.iter().map(|(_, n)| n).sum(),
+            queues: queues
+                .into_iter()
+                .map(|(name, length)| pb::QueueLength {
+                    name: name.to_owned(),
+                    length,
+                })
+                .collect(),
+        }))
     }
 
     async fn list_documents(

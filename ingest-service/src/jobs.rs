@@ -12,6 +12,7 @@ pub use docchat_common::error::{ERROR_LINE_BYTES, error_line};
 use docchat_common::outbox;
 use docchat_common::time::{now, opt_to_proto, to_proto};
 use docchat_proto::events::v1::{JobChanged, WorkAvailable};
+use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait,
     PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set, Statement, TransactionTrait,
@@ -20,11 +21,19 @@ use serde::{Deserialize, Serialize};
 
 use crate::entities::jobs;
 
-pub const KIND_INGEST_UPLOAD: &str = "ingest_upload";
+pub use docchat_common::jobs::KIND_INGEST_UPLOAD;
 pub const STANDARD: &str = "standard";
 pub const DEPRIORITIZED: &str = "deprioritized";
-/// A job whose worker died this many times fails instead of running again.
+/// A job whose worker died this many times is `stale` instead of running again.
 pub const MAX_ATTEMPTS: i32 = 3;
+pub const QUEUED: &str = "queued";
+pub const RUNNING: &str = "running";
+pub const FAILED: &str = "failed";
+pub const CANCELED: &str = "canceled";
+/// Ran past its budget ([`time_out`]).
+pub const TIMEOUT: &str = "timeout";
+/// Its lease lapsed [`MAX_ATTEMPTS`] times and it was not retried.
+pub const STALE: &str = "stale";
 
 /// Options of an ingestion job.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -54,6 +63,8 @@ fn changed(job: &jobs::Model) -> docchat_proto::events::v1::Envelope {
             created_at: Some(to_proto(job.created_at)),
             started_at: opt_to_proto(job.started_at),
             finished_at: opt_to_proto(job.finished_at),
+            canceled_by: job.canceled_by.clone(),
+            cancel_reason: job.cancel_reason.clone(),
         },
     )
 }
@@ -131,6 +142,8 @@ pub async fn enqueue<C: ConnectionTrait>(
             updated_at: Set(at),
             started_at: Set(None),
             finished_at: Set(None),
+            canceled_by: Set(None),
+            cancel_reason: Set(None),
         }
         .insert(conn)
         .await?;
@@ -268,8 +281,8 @@ pub async fn renew(
     Ok(result.rows_affected == 1)
 }
 
-/// Puts running jobs whose lease lapsed (their worker died) back in the queue, or fails
-/// them after [`MAX_ATTEMPTS`].
+/// Puts running jobs whose lease lapsed (their worker died) back in the queue, or marks
+/// them `stale` after [`MAX_ATTEMPTS`] (the lease could not be recovered).
 pub async fn recover_stale(db: &DatabaseConnection) -> ApiResult<u64> {
     let at = now();
     let stale = jobs::Entity::find()
@@ -286,10 +299,11 @@ pub async fn recover_stale(db: &DatabaseConnection) -> ApiResult<u64> {
         active.updated_at = Set(at);
         if give_up {
             let mut errors = errors_of(&job);
-            errors.push(error_line(
-                "the worker stopped repeatedly while running this job",
-            ));
-            active.status = Set("failed".into());
+            errors.push(error_line(&format!(
+                "stale: the job's lease lapsed {} times (its worker stopped each time); not retried",
+                job.attempts
+            )));
+            active.status = Set(STALE.into());
             active.finished_at = Set(Some(at));
             active.errors = Set(serde_json::to_string(&errors).unwrap_or_else(|_| "[]".into()));
         } else {
@@ -324,6 +338,35 @@ pub async fn fail(
     reason: &str,
     usage: &[docchat_proto::events::v1::Envelope],
 ) -> ApiResult<()> {
+    end(db, job_id, None, FAILED, reason, usage).await
+}
+
+/// Marks a running job `timeout` (it ran past its budget), if `attempt` still holds it.
+pub async fn time_out(
+    db: &DatabaseConnection,
+    job_id: &str,
+    attempt: i32,
+    budget: std::time::Duration,
+    usage: &[docchat_proto::events::v1::Envelope],
+) -> ApiResult<()> {
+    let reason = format!(
+        "timeout: the job ran past its budget of {} s and was stopped",
+        budget.as_secs()
+    );
+    end(db, job_id, Some(attempt), TIMEOUT, &reason, usage).await
+}
+
+/// Ends a running job (of `attempt`, if given) with `status` and a one-line reason; the
+/// update is conditional on the row still running, so a cancel or a completion that came
+/// first wins.
+async fn end(
+    db: &DatabaseConnection,
+    job_id: &str,
+    attempt: Option<i32>,
+    status: &str,
+    reason: &str,
+    usage: &[docchat_proto::events::v1::Envelope],
+) -> ApiResult<()> {
     let txn = db.begin().await?;
     outbox::enqueue_all(&txn, usage).await?;
     let Some(job) = jobs::Entity::find_by_id(job_id.to_owned())
@@ -333,23 +376,112 @@ pub async fn fail(
         txn.commit().await?;
         return Ok(());
     };
-    if job.status != "running" {
+    if job.status != RUNNING || attempt.is_some_and(|a| a != job.attempts) {
         txn.commit().await?;
         return Ok(());
     }
     let mut errors = errors_of(&job);
     errors.push(error_line(reason));
     let at = now();
-    let mut active: jobs::ActiveModel = job.into();
-    active.status = Set("failed".into());
-    active.errors = Set(serde_json::to_string(&errors).unwrap_or_else(|_| "[]".into()));
-    active.finished_at = Set(Some(at));
-    active.updated_at = Set(at);
-    active.lease_until = Set(None);
-    let row = active.update(&txn).await?;
-    announce(&txn, &row).await?;
+    let updated = jobs::Entity::update_many()
+        .col_expr(jobs::Column::Status, Expr::value(status))
+        .col_expr(
+            jobs::Column::Errors,
+            Expr::value(serde_json::to_string(&errors).unwrap_or_else(|_| "[]".into())),
+        )
+        .col_expr(jobs::Column::FinishedAt, Expr::value(Some(at)))
+        .col_expr(jobs::Column::UpdatedAt, Expr::value(at))
+        .col_expr(
+            jobs::Column::LeaseUntil,
+            Expr::value(Option::<chrono::DateTime<chrono::Utc>>::None),
+        )
+        .filter(jobs::Column::Id.eq(job_id))
+        .filter(jobs::Column::Status.eq(RUNNING))
+        .filter(jobs::Column::Attempts.eq(job.attempts))
+        .exec(&txn)
+        .await?;
+    if updated.rows_affected == 1
+        && let Some(row) = jobs::Entity::find_by_id(job_id.to_owned())
+            .one(&txn)
+            .await?
+    {
+        announce(&txn, &row).await?;
+    }
     txn.commit().await?;
     Ok(())
+}
+
+/// Who cancels a job, and whether they may cancel another user's.
+pub struct Cancel<'a> {
+    pub caller: &'a Caller,
+    /// One line, at most [`ERROR_LINE_BYTES`]; empty for none.
+    pub reason: &'a str,
+    pub any_owner: bool,
+}
+
+/// Cancels a queued or running job: one conditional update, so it and the worker's fenced
+/// completion cannot both win. The worker notices at its next heartbeat (or at once on this
+/// replica) and stops; its completion, should it get there, finds the row no longer running
+/// and stores nothing. Another user's job is not found; a finished one is a conflict.
+pub async fn cancel(db: &DatabaseConnection, id: &str, who: &Cancel<'_>) -> ApiResult<jobs::Model> {
+    let mut find = jobs::Entity::find_by_id(id.to_owned());
+    if !who.any_owner {
+        find = find.filter(jobs::Column::OwnerId.eq(who.caller.user_id.clone()));
+    }
+    let not_found = || ApiError::not_found(format!("job {id} not found"));
+    let job = find.one(db).await?.ok_or_else(not_found)?;
+    let reason = error_line(who.reason);
+    let at = now();
+    let txn = db.begin().await?;
+    let updated = jobs::Entity::update_many()
+        .col_expr(jobs::Column::Status, Expr::value(CANCELED))
+        .col_expr(jobs::Column::FinishedAt, Expr::value(Some(at)))
+        .col_expr(jobs::Column::UpdatedAt, Expr::value(at))
+        .col_expr(
+            jobs::Column::LeaseUntil,
+            Expr::value(Option::<chrono::DateTime<chrono::Utc>>::None),
+        )
+        .col_expr(
+            jobs::Column::CanceledBy,
+            Expr::value(Some(who.caller.username.clone())),
+        )
+        .col_expr(
+            jobs::Column::CancelReason,
+            Expr::value((!reason.is_empty()).then_some(reason)),
+        )
+        .filter(jobs::Column::Id.eq(job.id.clone()))
+        .filter(jobs::Column::Status.is_in([QUEUED, RUNNING]))
+        .exec(&txn)
+        .await?;
+    let row = jobs::Entity::find_by_id(job.id.clone())
+        .one(&txn)
+        .await?
+        .ok_or_else(not_found)?;
+    if updated.rows_affected != 1 {
+        txn.rollback().await?;
+        return Err(ApiError::conflict(format!(
+            "job {id} already finished ({}); there is nothing to cancel",
+            row.status
+        )));
+    }
+    announce(&txn, &row).await?;
+    txn.commit().await?;
+    tracing::info!(job_id = %row.id, by = %who.caller.username, "job canceled");
+    Ok(row)
+}
+
+/// Queued jobs of every user per queue, both queues always listed.
+pub async fn pending(db: &DatabaseConnection) -> ApiResult<Vec<(&'static str, u64)>> {
+    let mut out = Vec::new();
+    for queue in [STANDARD, DEPRIORITIZED] {
+        let n = jobs::Entity::find()
+            .filter(jobs::Column::Status.eq(QUEUED))
+            .filter(jobs::Column::Queue.eq(queue))
+            .count(db)
+            .await?;
+        out.push((queue, n));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -119,6 +119,7 @@ pub async fn serve(
     let vectors = vectors::VectorStore::open(&db, &ctx.config).await?;
     tracing::info!(backend = vectors.name(), "vector search backend");
     let wake = Arc::new(Notify::new());
+    let running = worker::Running::default();
     ctx.bus
         .subscribe(
             Subscription::new(worker::WORK_GROUP, &[topics::INGEST_WORK_ANY]),
@@ -136,6 +137,7 @@ pub async fn serve(
             workers: ctx.config.ingest_workers,
             lease: std::time::Duration::from_secs(ctx.config.job_lease_seconds.max(3)),
             fallback_cap: 25,
+            budget: std::time::Duration::from_secs(ctx.config.job_timeout_seconds.max(1)),
         },
         wake: wake.clone(),
         chat: match chat_entry {
@@ -154,6 +156,7 @@ pub async fn serve(
         },
         costs: costs.clone(),
         vectors: vectors.clone(),
+        running: running.clone(),
     };
     background
         .tracker
@@ -198,6 +201,7 @@ pub async fn serve(
             },
             max_upload_bytes: ctx.config.max_body_bytes as u64,
             wake,
+            running,
         }))
         .serve(listener, shutdown, background, db)
         .await

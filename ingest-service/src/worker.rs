@@ -3,6 +3,7 @@
 //! so a worker that dies mid-job leaves nothing behind and the job simply runs again.
 
 use docchat_common::bus::topics;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration as StdDuration;
@@ -44,6 +45,8 @@ pub struct WorkerConfig {
     pub lease: StdDuration,
     /// Cap when admin-service cannot be asked (its default).
     pub fallback_cap: i64,
+    /// One attempt's budget: past it the job ends as `timeout`.
+    pub budget: StdDuration,
 }
 
 #[derive(Clone)]
@@ -62,6 +65,8 @@ pub struct Workers {
     pub costs: Costs,
     /// Receives each document's vectors in the transaction that writes its chunks.
     pub vectors: VectorStore,
+    /// The jobs running here (see [`Running`]).
+    pub running: Running,
 }
 
 /// What the language model adds to a document when asked.
@@ -183,6 +188,56 @@ impl EventHandler for Doorbell {
     }
 }
 
+/// Why a job's work was dropped before it ended on its own.
+enum Stopped {
+    /// The row is no longer this attempt's: canceled, or the lease went elsewhere.
+    Lost,
+    /// This replica is shutting down.
+    Shutdown,
+    /// It ran past [`WorkerConfig::budget`].
+    Budget,
+}
+
+/// The jobs this replica's workers run, so a cancel arriving here stops its worker at once
+/// (other replicas' workers notice at their next heartbeat, when the row is no longer theirs).
+#[derive(Clone, Default)]
+pub struct Running(Arc<std::sync::Mutex<HashMap<String, CancellationToken>>>);
+
+/// Removes its job from [`Running`] when the worker is done with it.
+pub struct Registered {
+    running: Running,
+    job_id: String,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.running.lock().remove(&self.job_id);
+    }
+}
+
+impl Running {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, CancellationToken>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn register(&self, job_id: &str, stop: &CancellationToken) -> Registered {
+        self.lock().insert(job_id.to_owned(), stop.clone());
+        Registered {
+            running: self.clone(),
+            job_id: job_id.to_owned(),
+        }
+    }
+
+    /// Stops the worker running `job_id` here, if one does.
+    pub fn stop(&self, job_id: &str) {
+        if let Some(token) = self.lock().get(job_id) {
+            token.cancel();
+        }
+    }
+}
+
 enum Outcome {
     Done,
     /// The job is no longer ours (lease lost or canceled): leave it alone.
@@ -287,31 +342,45 @@ impl Workers {
                 }
             })
         };
+        // Cancelled on this replica: stop at once rather than at the next heartbeat.
+        let _registered = self.running.register(&job.id, &lost);
         // The model calls made for the job: booked with the document when it is stored,
         // else with the failure, else on their own.
         let mut calls = Vec::new();
         let result = tokio::select! {
-            r = self.ingest(&job, &progress, &mut calls) => Some(r),
-            () = lost.cancelled() => None,
-            () = token.cancelled() => None,
+            r = self.ingest(&job, &progress, &mut calls) => Ok(r),
+            () = lost.cancelled() => Err(Stopped::Lost),
+            () = token.cancelled() => Err(Stopped::Shutdown),
+            () = tokio::time::sleep(self.config.budget) => Err(Stopped::Budget),
         };
         heartbeat.abort();
         let usage = costs::events(&calls);
         match result {
-            Some(Ok(Outcome::Done)) => tracing::info!(job_id = %job.id, "ingestion completed"),
-            Some(Ok(Outcome::Lost)) => {
-                tracing::warn!(job_id = %job.id, "the job was no longer ours at commit; nothing stored");
+            Ok(Ok(Outcome::Done)) => tracing::info!(job_id = %job.id, "ingestion completed"),
+            Ok(Ok(Outcome::Lost)) => {
+                tracing::warn!(job_id = %job.id, "the job was no longer ours at commit (canceled or lease lost); nothing stored");
             }
-            None if lost.is_cancelled() => {
-                tracing::warn!(job_id = %job.id, "lost the job's lease; another worker has it");
+            Err(Stopped::Lost) => {
+                tracing::info!(job_id = %job.id, "the job is no longer ours (canceled, or its lease went to another worker); stopped");
             }
-            None => {
+            Err(Stopped::Shutdown) => {
                 // Shutting down: hand the job back now rather than after the lease lapses.
                 if let Err(e) = requeue(&self.db, &job).await {
                     tracing::warn!(job_id = %job.id, error = %e.message, "could not requeue the job");
                 }
             }
-            Some(Err(e)) => {
+            Err(Stopped::Budget) => {
+                tracing::info!(job_id = %job.id, "ingestion ran past its budget");
+                match jobq::time_out(&self.db, &job.id, job.attempts, self.config.budget, &usage)
+                    .await
+                {
+                    Ok(()) => return,
+                    Err(e2) => {
+                        tracing::error!(job_id = %job.id, error = %e2.message, "could not record the timeout");
+                    }
+                }
+            }
+            Ok(Err(e)) => {
                 tracing::info!(job_id = %job.id, reason = %e.message, "ingestion failed");
                 match jobq::fail(&self.db, &job.id, &e.message, &usage).await {
                     Ok(()) => return,

@@ -825,6 +825,69 @@ def _():
         raise AssertionError("a user without the admin center read the job history")
 
 
+@check("jobs: the user's list and one job (JobDetails), the pending count, cancel (200 JobDetails or 409 once finished), 403 on another's cancel, the administrator's list_user_jobs, delete")
+def _():
+    import time
+
+    from h2ogpte.rest_sync.api.jobs_api import JobsApi
+    from h2ogpte.rest_sync.models.cancel_user_job_request import CancelUserJobRequest
+
+    mine = JobsApi(state["user"])
+    jobs = mine.list_jobs()
+    assert jobs, "the user's ingestions are not among their jobs"
+    assert all(j.overall_status in ("in progress", "completed", "failed", "canceled") for j in jobs), jobs
+    done = next(j for j in jobs if j.kind == "ingest_upload" and j.overall_status in ("completed", "failed"))
+    one = mine.get_job(done.id)
+    assert one.id == done.id and one.kind == "ingest_upload" and one.status == done.status, one
+    pending = mine.count_pending_jobs()
+    assert pending.count >= 0 and sorted(q.name for q in pending.queue_infos) == ["deprioritized", "standard"], pending
+    try:
+        mine.cancel_job(done.id)
+    except ApiException as e:
+        assert e.status == 409, e.status
+    else:
+        raise AssertionError("a finished job was canceled")
+    try:
+        mine.cancel_user_job(done.id, CancelUserJobRequest(cancel_reason="mine"))
+    except ApiException as e:
+        assert e.status == 403, e.status
+    else:
+        raise AssertionError("a user canceled through the administrator's call")
+    # A fresh ingestion, canceled at once: 200 JobDetails while it is queued or running,
+    # else 409 (it finished first).
+    ingest = DocumentIngestionApi(state["user"])
+    col = CollectionsApi(state["user"]).create_collection(CollectionCreateRequest(name="cancel", description=""))
+    up = ingest.upload_file(file=("cancel.md", b"# Cancel\n\nThis ingestion is canceled.\n"))
+    ingest.ingest_upload([up.id], col.id, gen_doc_summaries=False, gen_doc_questions=False)
+    for _ in range(100):
+        fresh = [j for j in mine.list_jobs() if j.id not in {k.id for k in jobs}]
+        if fresh:
+            break
+        time.sleep(0.1)
+    assert fresh, "the new ingestion is not among the user's jobs"
+    try:
+        canceled = mine.cancel_job(fresh[0].id)
+        assert canceled.overall_status == "canceled" and canceled.canceled_by == state["username"], canceled
+    except ApiException as e:
+        assert e.status == 409, e.status
+    everyone = JobsApi(admin).list_user_jobs()
+    assert any(u.user_id == state["user_id"] and any(j.id == done.id for j in u.jobs) for u in everyone), everyone
+    try:
+        mine.list_user_jobs()
+    except ApiException as e:
+        assert e.status == 403, e.status
+    else:
+        raise AssertionError("a user listed every user's jobs")
+    mine.delete_job(done.id)
+    assert done.id not in {j.id for j in mine.list_jobs()}
+    try:
+        mine.get_job(done.id)
+    except ApiException as e:
+        assert e.status == 404, e.status
+    else:
+        raise AssertionError("a deleted job is still the user's")
+    CollectionsApi(state["user"]).delete_collection(col.id)
+
 failed = [n for n, err in results if err]
 print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
 sys.exit(1 if failed else 0)

@@ -25,6 +25,8 @@ fn job(id: &str, status: &str, owner: &str, created: chrono::DateTime<Utc>) -> J
         started_at: (status != "queued").then(|| to_proto(created + Duration::seconds(1))),
         finished_at: matches!(status, "completed" | "failed")
             .then(|| to_proto(created + Duration::seconds(3))),
+        canceled_by: None,
+        cancel_reason: None,
     }
 }
 

@@ -10,7 +10,7 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::asker::RunAsker;
-use super::{End, Engine, State, TOOL_CONCURRENCY, schema};
+use super::{End, Engine, STOPPED_BY_USER, State, TOOL_CONCURRENCY, schema};
 use crate::tools::{Catalog, ToolCtx, ToolOutput, clip};
 
 /// What a tool_finished summary keeps.
@@ -63,7 +63,7 @@ pub(super) async fn run_all(
         r = work => r,
         () = stop.cancelled() => {
             cancel.cancel();
-            return Err(End::ok("stopped by the user"));
+            return Err(End::ok(STOPPED_BY_USER));
         }
         () = tokio::time::sleep_until(st.deadline) => {
             cancel.cancel();
@@ -91,7 +91,7 @@ pub(super) async fn run_all(
         messages.push(ChatMessage::tool(call.id, text));
     }
     if st.control.stopped() {
-        return Err(End::ok("stopped by the user"));
+        return Err(End::ok(STOPPED_BY_USER));
     }
     Ok(messages)
 }

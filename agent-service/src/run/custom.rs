@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::control::Control;
 use super::history::History;
-use super::{End, Engine, RunRequest, State};
+use super::{End, Engine, RunRequest, STOPPED_BY_USER, State};
 use crate::custom_agents::run::CustomRun;
 
 impl Engine {
@@ -64,7 +64,7 @@ impl Engine {
             st.history.note(1, n);
         }
         let end = if control.stopped() {
-            End::ok("stopped by the user")
+            End::ok(STOPPED_BY_USER)
         } else if out.failed {
             End::failed(
                 format!("the custom agent {} failed", custom.agent.agent_name),

@@ -35,6 +35,11 @@ use budget::{Budget, usage_of};
 use control::Control;
 use history::History;
 
+/// The stop reason of a run the user (or a caller that went away) stopped.
+pub const STOPPED_BY_USER: &str = "stopped by the user";
+/// How the stop reason of a run past agent_total_timeout begins.
+pub const TIME_BUDGET_RAN_OUT: &str = "the time budget ran out";
+
 /// Concurrent tool calls of one turn.
 const TOOL_CONCURRENCY: usize = 4;
 
@@ -203,14 +208,14 @@ impl Engine {
         let mut tool_runs = 0usize;
         let end = loop {
             if control.stopped() {
-                break End::ok("stopped by the user");
+                break End::ok(STOPPED_BY_USER);
             }
             tokio::select! {
                 () = control.wait_while_paused() => {}
                 () = tokio::time::sleep_until(st.deadline) => break End::ok(timeout_reason(&req.args)),
             }
             if control.stopped() {
-                break End::ok("stopped by the user");
+                break End::ok(STOPPED_BY_USER);
             }
             if turns >= req.args.max_turns {
                 break End::ok(format!(
@@ -475,7 +480,7 @@ impl Engine {
         let stop = st.control.stop_token().clone();
         let mut stream = tokio::select! {
             r = req.model.stream_tools(messages, sampling, tools) => r.map_err(End::model)?,
-            () = stop.cancelled() => return Err(End::ok("stopped by the user")),
+            () = stop.cancelled() => return Err(End::ok(STOPPED_BY_USER)),
             () = tokio::time::sleep_until(turn_deadline) => return Err(End::ok(turn_timeout_reason(st))),
         };
         let mut turn_text = String::new();
@@ -494,7 +499,7 @@ impl Engine {
                     }
                     Some(Err(e)) => break Err(End::model(e)),
                 },
-                () = stop.cancelled() => break Err(End::ok("stopped by the user")),
+                () = stop.cancelled() => break Err(End::ok(STOPPED_BY_USER)),
                 () = tokio::time::sleep_until(turn_deadline) => break Err(End::ok(turn_timeout_reason(st))),
             }
         };
@@ -548,7 +553,7 @@ fn percent_encode(s: &str) -> String {
 
 fn timeout_reason(args: &RunArgs) -> String {
     format!(
-        "the time budget ran out (agent_total_timeout = {} s)",
+        "{TIME_BUDGET_RAN_OUT} (agent_total_timeout = {} s)",
         args.total_timeout.as_secs()
     )
 }

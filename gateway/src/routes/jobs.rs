@@ -1,10 +1,16 @@
-//! A user's own jobs: GET /api/v1/jobs and GET /api/v1/jobs/{job_id} in the client's
-//! JobDetails shape, read from the job history (another user's job is a 404).
+//! A user's own jobs in the client's JobDetails shape, read from the job history (another
+//! user's job is a 404): GET /api/v1/jobs, GET and DELETE /api/v1/jobs/{job_id} (a delete
+//! clears a finished job from the list; the history keeps it), POST
+//! /api/v1/jobs/{job_id}/cancel, GET /api/v1/jobs/pending/count; and the administrator's
+//! GET /api/v1/user_jobs (every user's recent jobs) and POST /api/v1/user_jobs/{job_id}/cancel.
 
-use actix_web::{get, web};
+use std::collections::BTreeMap;
+
+use actix_web::{HttpResponse, delete, get, post, web};
 use chrono::{DateTime, Utc};
 use docchat_proto::admin::v1 as pb;
 use docchat_proto::common::v1::Empty;
+use docchat_proto::ingest::v1 as ingest;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -43,13 +49,24 @@ pub struct JobDetails {
     pub start_time: Option<f64>,
 }
 
+/// The client's `overall_status` (`in progress | completed | failed | canceled`) of a
+/// status of the history; `status` keeps the history's own.
+fn overall(status: &str) -> &'static str {
+    match status {
+        "queued" | "running" => "in progress",
+        "completed" => "completed",
+        "canceled" => "canceled",
+        _ => "failed",
+    }
+}
+
 fn details(j: pb::JobHistoryEntry) -> JobDetails {
     JobDetails {
         statuses: vec![JobDetailsStatus {
             id: j.id.clone(),
             status: j.status.clone(),
         }],
-        overall_status: j.status.clone(),
+        overall_status: overall(&j.status).to_owned(),
         status: Some(j.status),
         duration: human_duration(j.duration_seconds),
         duration_seconds: j.duration_seconds,
@@ -68,9 +85,79 @@ fn details(j: pb::JobHistoryEntry) -> JobDetails {
     }
 }
 
+/// An ingestion job as JobDetails (the cancel's answer, before the history has caught up).
+fn ingest_details(j: ingest::Job) -> JobDetails {
+    let created_at = ts_req(j.created_at);
+    let started = ts(j.started_at);
+    let end = ts(j.finished_at).unwrap_or_else(Utc::now);
+    let duration_seconds = started
+        .map(|s| ((end - s).num_microseconds().unwrap_or(0) as f64 / 1e6).max(0.0))
+        .unwrap_or(0.0);
+    let (passed, failed) = match j.status.as_str() {
+        "completed" => (1.0, 0.0),
+        "failed" | "timeout" | "stale" => (0.0, 1.0),
+        _ => (0.0, 0.0),
+    };
+    JobDetails {
+        statuses: vec![JobDetailsStatus {
+            id: j.id.clone(),
+            status: j.status.clone(),
+        }],
+        overall_status: overall(&j.status).to_owned(),
+        status: Some(j.status),
+        name: docchat_common::jobs::display_name(&j.kind),
+        duration: human_duration(duration_seconds),
+        duration_seconds,
+        start_time: started.map(|t| t.timestamp_micros() as f64 / 1e6),
+        id: j.id,
+        passed_percentage: passed,
+        failed_percentage: failed,
+        progress: j.progress,
+        created_at,
+        updated_at: ts(j.updated_at).unwrap_or(created_at),
+        kind: j.kind,
+        errors: j.errors,
+        canceled_by: j.canceled_by,
+        cancel_reason: j.cancel_reason,
+    }
+}
+
+/// The client's CancelUserJobRequest (also accepted on the user's own cancel).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct CancelJobBody {
+    pub cancel_reason: Option<String>,
+}
+
+/// The client's CountWithQueueDetails.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PendingCount {
+    pub count: u64,
+    pub queue_infos: Vec<QueueInfo>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct QueueInfo {
+    pub name: String,
+    pub length: u64,
+}
+
+/// The client's UserJobDetails: one user's jobs.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct UserJobs {
+    pub username: String,
+    pub user_id: String,
+    pub jobs: Vec<JobDetails>,
+}
+
 /// Registers this module's routes.
 pub fn configure(cfg: &mut ServiceConfig) {
-    cfg.service(list_jobs).service(get_job);
+    cfg.service(list_jobs)
+        .service(count_pending_jobs)
+        .service(get_job)
+        .service(delete_job)
+        .service(cancel_job)
+        .service(list_user_jobs)
+        .service(cancel_user_job);
 }
 
 #[utoipa::path(tag = "Jobs",
@@ -92,4 +179,134 @@ pub async fn get_job(api: Api, path: web::Path<String>) -> HttpResult<web::Json<
     };
     let job = api.admin().get_own_job(request).await?.into_inner();
     Ok(web::Json(details(job)))
+}
+
+#[utoipa::path(tag = "Jobs",
+    responses((status = 200, body = PendingCount), (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/jobs/pending/count")]
+pub async fn count_pending_jobs(api: Api) -> HttpResult<web::Json<PendingCount>> {
+    let pending = api
+        .ingest()
+        .count_pending_jobs(Empty {})
+        .await?
+        .into_inner();
+    Ok(web::Json(PendingCount {
+        count: pending.count,
+        queue_infos: pending
+            .queues
+            .into_iter()
+            .map(|q| QueueInfo {
+                name: q.name,
+                length: q.length,
+            })
+            .collect(),
+    }))
+}
+
+#[utoipa::path(tag = "Jobs", params(("job_id" = String, Path)),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[delete("/jobs/{job_id}")]
+pub async fn delete_job(api: Api, path: web::Path<String>) -> HttpResult<HttpResponse> {
+    let request = pb::GetOwnJobRequest {
+        job_id: path.into_inner(),
+    };
+    api.admin().delete_own_job(request).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[utoipa::path(tag = "Jobs", params(("job_id" = String, Path)), request_body = Option<CancelJobBody>,
+    responses((status = 200, body = JobDetails), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[post("/jobs/{job_id}/cancel")]
+pub async fn cancel_job(
+    api: Api,
+    path: web::Path<String>,
+    body: Option<web::Json<CancelJobBody>>,
+) -> HttpResult<web::Json<JobDetails>> {
+    let reason = body.and_then(|b| b.into_inner().cancel_reason);
+    let job = cancel(&api, path.into_inner(), reason, false).await?;
+    Ok(web::Json(ingest_details(job)))
+}
+
+#[utoipa::path(tag = "Jobs",
+    responses((status = 200, body = Vec<UserJobs>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/user_jobs")]
+pub async fn list_user_jobs(api: Api) -> HttpResult<web::Json<Vec<UserJobs>>> {
+    // The week's newest jobs (one page of the history), grouped by user.
+    let request = pb::ListJobHistoryRequest {
+        limit: 200,
+        ..Default::default()
+    };
+    let page = api.admin().list_job_history(request).await?.into_inner();
+    let mut users: BTreeMap<String, UserJobs> = BTreeMap::new();
+    for job in page.jobs {
+        users
+            .entry(job.user_id.clone())
+            .or_insert_with(|| UserJobs {
+                username: job.username.clone(),
+                user_id: job.user_id.clone(),
+                jobs: Vec::new(),
+            })
+            .jobs
+            .push(details(job));
+    }
+    let mut users: Vec<UserJobs> = users.into_values().collect();
+    users.sort_by(|a, b| a.username.cmp(&b.username));
+    Ok(web::Json(users))
+}
+
+#[utoipa::path(tag = "Jobs", params(("job_id" = String, Path)), request_body = Option<CancelJobBody>,
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[post("/user_jobs/{job_id}/cancel")]
+pub async fn cancel_user_job(
+    api: Api,
+    path: web::Path<String>,
+    body: Option<web::Json<CancelJobBody>>,
+) -> HttpResult<HttpResponse> {
+    let reason = body.and_then(|b| b.into_inner().cancel_reason);
+    cancel(&api, path.into_inner(), reason, true).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// Cancels through the service that runs the job. Only ingestion jobs can be canceled; a
+/// job of another kind that the caller can see is a 409 that says so.
+async fn cancel(
+    api: &Api,
+    id: String,
+    reason: Option<String>,
+    any_owner: bool,
+) -> HttpResult<ingest::Job> {
+    let reason = reason.filter(|r| !r.trim().is_empty()).unwrap_or_else(|| {
+        if any_owner {
+            "canceled by an administrator".to_owned()
+        } else {
+            "canceled by its owner".to_owned()
+        }
+    });
+    let request = ingest::CancelJobRequest {
+        id: id.clone(),
+        reason,
+        any_owner,
+    };
+    match api.ingest().cancel_job(request).await {
+        Ok(job) => Ok(job.into_inner()),
+        Err(status) if status.code() == tonic::Code::NotFound && !any_owner => {
+            // Another service's job of the caller (an agent run …): say why it stays.
+            let own = api
+                .admin()
+                .get_own_job(pb::GetOwnJobRequest { job_id: id.clone() })
+                .await?
+                .into_inner();
+            Err(docchat_common::ApiError::conflict(format!(
+                "job {id} is a {} job ({}); only ingestion jobs can be canceled",
+                own.kind, own.status
+            ))
+            .into())
+        }
+        Err(status) => Err(status.into()),
+    }
 }

@@ -1,10 +1,18 @@
 //! The administrator's job history through the REST API: real ingestions (one that works,
 //! one that fails) reach the history through the bus; pages, filters, stats, 400s and 403s;
-//! a user's own jobs.
+//! a user's own jobs; cancel (the user's and the administrator's), delete, the pending
+//! count, the administrator's list of every user's jobs; timeout and stale.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use docchat_common::config::Service;
+use docchat_common::testing::{ScriptedHttp, ScriptedTurn, SeenRequest, Streamed};
 use reqwest::Method;
+use sea_orm::{ConnectionTrait, Statement};
 use serde_json::{Value, json};
 
+use crate::completions::{collection_with, session, stream};
 use crate::documents::upload;
 use crate::harness::{ADMIN_KEY, Stack, assert_error, eventually};
 
@@ -197,5 +205,382 @@ docchat_common::backend_tests! {
         assert_error(s, &b, 404);
         let (_, none) = app.call(Method::GET, "/api/v1/jobs", &bob, None).await;
         assert_eq!(none, json!([]));
+    }
+}
+
+/// A chat upstream that never finishes answering: a space every 100 ms (JSON may start with
+/// whitespace) for two minutes, so an ingestion asking for a summary stays running, and a
+/// worker that drops the call shows as a hung-up request ([`ScriptedHttp::aborted`]).
+async fn hanging_model() -> ScriptedHttp {
+    ScriptedHttp::start_streaming(Arc::new(|_r: &SeenRequest| Streamed {
+        status: 200,
+        content_type: "application/json".into(),
+        parts: (0..1200)
+            .map(|_| (Duration::from_millis(100), b" ".to_vec()))
+            .collect(),
+    }))
+    .await
+}
+
+/// docchat whose default chat model is `upstream`, one ingestion worker, short leases, no
+/// description runs (they would call the model too), and `tweak`.
+async fn app_with_model(
+    backend: &docchat_common::testing::Backend,
+    upstream: &ScriptedHttp,
+    tweak: impl FnOnce(&mut docchat_common::config::Config),
+) -> Stack {
+    Stack::builder(backend)
+        .everything()
+        .scripted_model(&upstream.base_url)
+        .configure(|c| {
+            c.ingest_workers = 1;
+            c.job_lease_seconds = 3;
+            c.description_interval_seconds = 86_400;
+        })
+        .configure(tweak)
+        .start()
+        .await
+}
+
+async fn start_ingest(app: &Stack, key: &str, cid: &str, name: &str, summaries: bool) {
+    let (s, up) = upload(
+        app,
+        key,
+        name,
+        format!("# {name}\n\nSome text to index.\n").into_bytes(),
+    )
+    .await;
+    assert_eq!(s, 200, "{up}");
+    let path = format!(
+        "/api/v1/uploads/{}/ingest?collection_id={cid}&gen_doc_summaries={summaries}",
+        up["id"].as_str().unwrap()
+    );
+    let (s, b) = app.call(Method::POST, &path, key, Some(json!({}))).await;
+    assert_eq!(s, 204, "{b}");
+}
+
+async fn new_collection(app: &Stack, key: &str) -> String {
+    let (s, col) = app
+        .call(
+            Method::POST,
+            "/api/v1/collections",
+            key,
+            Some(json!({"name": "kb", "description": ""})),
+        )
+        .await;
+    assert_eq!(s, 201, "{col}");
+    col["id"].as_str().unwrap().to_owned()
+}
+
+/// The user's own jobs (JobDetails), newest first, once `ready` holds for them.
+async fn own_jobs_when(
+    app: &Stack,
+    key: &str,
+    what: &str,
+    ready: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (s, b) = app.call(Method::GET, "/api/v1/jobs", key, None).await;
+        assert_eq!(s, 200, "{b}");
+        let jobs = b.as_array().unwrap().clone();
+        if ready(&jobs) {
+            return jobs;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out: {what}: {jobs:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The administrator's row of job `id` once `ready` holds for it.
+async fn history_row_when(
+    app: &Stack,
+    user_id: &str,
+    id: &str,
+    what: &str,
+    ready: impl Fn(&Value) -> bool,
+) -> Value {
+    let path = format!("/api/v1/admin/jobs?user_id={user_id}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (s, page) = app.call(Method::GET, &path, ADMIN_KEY, None).await;
+        assert_eq!(s, 200, "{page}");
+        let row = page["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["id"] == id)
+            .cloned()
+            .unwrap_or(Value::Null);
+        if !row.is_null() && ready(&row) {
+            return row;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out: {what}: {page}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn count_rows(app: &Stack, table: &str) -> i64 {
+    let db = app.database(Service::Ingest).await;
+    let row = db
+        .query_one(Statement::from_string(
+            db.get_database_backend(),
+            format!("SELECT COUNT(*) AS n FROM {table}"),
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    let n: i64 = row.try_get("", "n").unwrap();
+    db.close().await.unwrap();
+    n
+}
+
+docchat_common::backend_tests! {
+    async fn a_user_cancels_a_running_ingestion_and_nothing_of_it_remains(backend) {
+        let upstream = hanging_model().await;
+        let app = app_with_model(&backend, &upstream, |_| {}).await;
+        let name = app.backend;
+        let (alice_id, alice) = app.user("alice").await;
+        let (_, bob) = app.user("bob").await;
+        let cid = new_collection(&app, &alice).await;
+
+        // A: running, held in its summary call; B: queued behind it (one worker).
+        start_ingest(&app, &alice, &cid, "slow.md", true).await;
+        eventually("the worker is in the summary call", || async { upstream.seen().len() == 1 }).await;
+        start_ingest(&app, &alice, &cid, "waiting.md", false).await;
+        let jobs = own_jobs_when(&app, &alice, "A running and B queued in the history", |j| {
+            j.len() == 2 && j[0]["status"] == "queued" && j[1]["status"] == "running"
+        })
+        .await;
+        let (b, a) = (jobs[0]["id"].as_str().unwrap().to_owned(), jobs[1]["id"].as_str().unwrap().to_owned());
+        assert_eq!(jobs[1]["overall_status"], "in progress", "{name}: {jobs:?}");
+
+        let (s, pending) = app.call(Method::GET, "/api/v1/jobs/pending/count", &alice, None).await;
+        assert_eq!(s, 200, "{pending}");
+        assert_eq!(
+            pending,
+            json!({"count": 1, "queue_infos": [{"name": "standard", "length": 1}, {"name": "deprioritized", "length": 0}]}),
+            "{name}"
+        );
+
+        // Not yours: 404; a running job cannot be deleted; a user is no administrator.
+        let cancel_a = format!("/api/v1/jobs/{a}/cancel");
+        let (s, e) = app.call(Method::POST, &cancel_a, &bob, None).await;
+        assert_error(s, &e, 404);
+        let (s, e) = app.call(Method::DELETE, &format!("/api/v1/jobs/{a}"), &bob, None).await;
+        assert_error(s, &e, 404);
+        let (s, e) = app.call(Method::DELETE, &format!("/api/v1/jobs/{a}"), &alice, None).await;
+        assert_error(s, &e, 409);
+        let (s, e) = app
+            .call(Method::POST, &format!("/api/v1/user_jobs/{a}/cancel"), &alice, Some(json!({})))
+            .await;
+        assert_error(s, &e, 403);
+        let (s, e) = app.call(Method::GET, "/api/v1/user_jobs", &alice, None).await;
+        assert_error(s, &e, 403);
+
+        // The administrator cancels the queued B with a reason (the client's cancel_user_job).
+        let (s, e) = app
+            .call(
+                Method::POST,
+                &format!("/api/v1/user_jobs/{b}/cancel"),
+                ADMIN_KEY,
+                Some(json!({"cancel_reason": "not needed"})),
+            )
+            .await;
+        assert_eq!(s, 204, "{e}");
+        let (_, pending) = app.call(Method::GET, "/api/v1/jobs/pending/count", &alice, None).await;
+        assert_eq!(pending["count"], 0, "{pending}");
+
+        // Alice cancels the running A: the answer already says so; the worker hangs up.
+        let (s, job) = app.call(Method::POST, &cancel_a, &alice, None).await;
+        assert_eq!(s, 200, "{job}");
+        assert_eq!(job["id"], a.as_str());
+        assert_eq!(job["overall_status"], "canceled", "{job}");
+        assert_eq!(job["status"], "canceled");
+        assert_eq!(job["canceled_by"], "alice");
+        assert_eq!(job["cancel_reason"], "canceled by its owner");
+        eventually("the worker dropped the model call", || async { upstream.aborted() == 1 }).await;
+        let (s, e) = app.call(Method::POST, &cancel_a, &alice, None).await;
+        assert_error(s, &e, 409);
+
+        let (_, me) = app.call(Method::GET, "/api/v1/users/current", ADMIN_KEY, None).await;
+        let row_b = history_row_when(&app, &alice_id, &b, "B canceled in the history", |r| r["status"] == "canceled").await;
+        assert_eq!(row_b["canceled_by"], me["username"], "{name}: {row_b}");
+        assert_eq!(row_b["cancel_reason"], "not needed");
+        assert_eq!(row_b["canceled"], true);
+        let row_a = history_row_when(&app, &alice_id, &a, "A canceled in the history", |r| r["status"] == "canceled").await;
+        assert_eq!(row_a["canceled_by"], "alice", "{name}: {row_a}");
+        assert_eq!(row_a["cancel_reason"], "canceled by its owner");
+        assert!(row_a["finished_at"].is_string(), "{row_a}");
+
+        // Nothing of either job was stored, and the worker takes new work.
+        let docs = format!("/api/v1/collections/{cid}/documents");
+        let (_, listed) = app.call(Method::GET, &docs, &alice, None).await;
+        assert_eq!(listed, json!([]), "{name}");
+        assert_eq!(count_rows(&app, "documents").await, 0);
+        assert_eq!(count_rows(&app, "chunks").await, 0);
+        start_ingest(&app, &alice, &cid, "after.md", false).await;
+        let jobs = own_jobs_when(&app, &alice, "the new ingestion completed", |j| {
+            j.len() == 3 && j[0]["status"] == "completed"
+        })
+        .await;
+        let c = jobs[0]["id"].as_str().unwrap().to_owned();
+        let (_, listed) = app.call(Method::GET, &docs, &alice, None).await;
+        let names: Vec<_> = listed.as_array().unwrap().iter().map(|d| d["name"].clone()).collect();
+        assert_eq!(names, vec![json!("after.md")], "{name}");
+        assert!(count_rows(&app, "chunks").await > 0);
+
+        // Deleting a finished job clears it from the user's list; the history keeps it.
+        let (s, e) = app.call(Method::DELETE, &format!("/api/v1/jobs/{a}"), &alice, None).await;
+        assert_eq!(s, 204, "{e}");
+        let (s, e) = app.call(Method::GET, &format!("/api/v1/jobs/{a}"), &alice, None).await;
+        assert_error(s, &e, 404);
+        let (s, e) = app.call(Method::DELETE, &format!("/api/v1/jobs/{a}"), &alice, None).await;
+        assert_error(s, &e, 404);
+        let (_, own) = app.call(Method::GET, "/api/v1/jobs", &alice, None).await;
+        let ids: Vec<_> = own.as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap().to_owned()).collect();
+        assert_eq!(ids, vec![c.clone(), b.clone()], "{name}");
+        let row_a = history_row_when(&app, &alice_id, &a, "A still in the history", |_| true).await;
+        assert!(row_a["deleted_at"].is_string(), "{row_a}");
+        assert_eq!(row_a["status"], "canceled");
+        let (_, stats) = app.call(Method::GET, "/api/v1/admin/jobs/stats", ADMIN_KEY, None).await;
+        assert_eq!((stats["total"].clone(), stats["canceled"].clone(), stats["completed"].clone()), (json!(3), json!(2), json!(1)), "{name}: {stats}");
+
+        // The administrator's list of every user's jobs (the client's list_all_jobs).
+        let (s, users) = app.call(Method::GET, "/api/v1/user_jobs", ADMIN_KEY, None).await;
+        assert_eq!(s, 200, "{users}");
+        let users = users.as_array().unwrap();
+        assert_eq!(users.len(), 1, "{users:?}");
+        assert_eq!(users[0]["username"], "alice");
+        assert_eq!(users[0]["user_id"], alice_id.as_str());
+        assert_eq!(users[0]["jobs"].as_array().unwrap().len(), 3);
+        app.stop().await;
+    }
+
+    async fn a_job_past_its_budget_times_out_and_a_lapsed_lease_goes_stale(backend) {
+        let upstream = hanging_model().await;
+        let app = app_with_model(&backend, &upstream, |c| c.job_timeout_seconds = 2).await;
+        let name = app.backend;
+        let (alice_id, alice) = app.user("alice").await;
+        let cid = new_collection(&app, &alice).await;
+
+        start_ingest(&app, &alice, &cid, "slow.md", true).await;
+        let jobs = own_jobs_when(&app, &alice, "the job timed out", |j| {
+            j.len() == 1 && j[0]["status"] == "timeout"
+        })
+        .await;
+        let job = &jobs[0];
+        assert_eq!(job["overall_status"], "failed", "{name}: {job}");
+        let errors = job["errors"].as_array().unwrap();
+        assert_eq!(errors.len(), 1, "{job}");
+        let line = errors[0].as_str().unwrap();
+        assert!(line.starts_with("timeout:") && line.contains("budget of 2 s"), "{line}");
+        eventually("the worker dropped the model call", || async { upstream.aborted() == 1 }).await;
+        let (_, listed) = app.call(Method::GET, &format!("/api/v1/collections/{cid}/documents"), &alice, None).await;
+        assert_eq!(listed, json!([]), "{name}");
+
+        // A job whose worker died three times: its lease lapsed again, and it is not retried.
+        let stale = docchat_common::testing::unique("stale-");
+        let db = app.database(Service::Ingest).await;
+        let backend_kind = db.get_database_backend();
+        let sql = match backend_kind {
+            sea_orm::DbBackend::Postgres => "INSERT INTO jobs (id, kind, owner_id, owner_username, status, queue, progress, errors, collection_id, collection_name, upload_id, document_id, params, attempts, lease_until, created_at, updated_at, started_at, finished_at) VALUES ($1, 'ingest_upload', $2, 'alice', 'running', 'standard', 0.5, '[]', $3, 'kb', NULL, NULL, '{}', 3, $4, $5, $5, $5, NULL)",
+            _ => "INSERT INTO jobs (id, kind, owner_id, owner_username, status, queue, progress, errors, collection_id, collection_name, upload_id, document_id, params, attempts, lease_until, created_at, updated_at, started_at, finished_at) VALUES (?, 'ingest_upload', ?, 'alice', 'running', 'standard', 0.5, '[]', ?, 'kb', NULL, NULL, '{}', 3, ?, ?, ?, ?, NULL)",
+        };
+        let now = chrono::Utc::now();
+        let lapsed = now - chrono::Duration::seconds(30);
+        let mut values: Vec<sea_orm::Value> = vec![stale.clone().into(), alice_id.clone().into(), cid.clone().into(), lapsed.into(), now.into()];
+        if backend_kind != sea_orm::DbBackend::Postgres {
+            values.extend([now.into(), now.into()]);
+        }
+        db.execute(Statement::from_sql_and_values(backend_kind, sql, values)).await.unwrap();
+        db.close().await.unwrap();
+        let row = history_row_when(&app, &alice_id, &stale, "the lapsed job is stale", |r| r["status"] == "stale").await;
+        let errors = row["errors"].as_array().unwrap();
+        assert_eq!(errors.len(), 1, "{name}: {row}");
+        assert!(errors[0].as_str().unwrap().starts_with("stale:"), "{row}");
+        assert_eq!(row["failed"], 1.0);
+        let (_, stats) = app.call(Method::GET, "/api/v1/admin/jobs/stats", ADMIN_KEY, None).await;
+        assert_eq!((stats["timeout"].clone(), stats["stale"].clone()), (json!(1), json!(1)), "{name}: {stats}");
+        app.stop().await;
+    }
+}
+
+/// An OpenAI-compatible JSON answer (a call without `stream`: descriptions, summaries).
+const COMPLETION: &str = r#"{"id":"c","object":"chat.completion","created":0,"model":"scripted","choices":[{"index":0,"message":{"role":"assistant","content":"Notes about Paris."},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}"#;
+
+docchat_common::backend_tests! {
+    async fn agent_runs_and_description_runs_are_jobs_of_the_history(backend) {
+        let upstream = ScriptedHttp::start_streaming(Arc::new(|r: &SeenRequest| {
+            let body: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+            if body["stream"] == true {
+                ScriptedTurn::text("Done.").streamed()
+            } else {
+                Streamed {
+                    status: 200,
+                    content_type: "application/json".into(),
+                    parts: vec![(Duration::ZERO, COMPLETION.as_bytes().to_vec())],
+                }
+            }
+        }))
+        .await;
+        let app = Stack::builder(&backend)
+            .everything()
+            .tool_models(&upstream.base_url)
+            .configure(|c| c.description_interval_seconds = 1)
+            .start()
+            .await;
+        let name = app.backend;
+        let (alice_id, alice) = app.user("alice").await;
+        let cid = collection_with(&app, &alice, "paris.txt", b"The Eiffel Tower stands in Paris.".to_vec()).await;
+        let chat = session(&app, &alice, Some(&cid)).await;
+        let mut lines = stream(
+            &app,
+            &alice,
+            &chat,
+            json!({"message": "Say done", "stream": true,
+                   "llm_args": {"use_agent": true, "agent_max_turns": 2},
+                   "rag_config": {"rag_type": "agent_only"}}),
+        )
+        .await;
+        let (body, last) = lines.rest(Duration::from_secs(30)).await;
+        assert!(last["error"].is_null(), "{name}: {last}");
+        assert!(body.contains("Done."), "{body}");
+
+        let jobs = own_jobs_when(&app, &alice, "the agent run and a description run finished", |j| {
+            ["agent_run", "collection_description", "ingest_upload"]
+                .iter()
+                .all(|k| j.iter().any(|x| x["kind"] == *k && x["status"] == "completed"))
+        })
+        .await;
+        let run = jobs.iter().find(|j| j["kind"] == "agent_run").unwrap();
+        assert_eq!(run["overall_status"], "completed", "{name}: {run}");
+        assert_eq!(run["name"], "Agent run");
+        assert_eq!(run["errors"], json!([]));
+        let (s, page) = app
+            .call(Method::GET, &format!("/api/v1/admin/jobs?kind=agent_run&user_id={alice_id}"), ADMIN_KEY, None)
+            .await;
+        assert_eq!(s, 200, "{page}");
+        let rows = page["jobs"].as_array().unwrap();
+        assert_eq!(rows.len(), 1, "{name}: {page}");
+        assert_eq!(rows[0]["username"], "alice");
+        assert_eq!(rows[0]["collection_id"], cid.as_str());
+        assert!(rows[0]["finished_at"].is_string() && rows[0]["completed"] == true, "{page}");
+        let (_, page) = app
+            .call(Method::GET, &format!("/api/v1/admin/jobs?kind=collection_description&user_id={alice_id}"), ADMIN_KEY, None)
+            .await;
+        let described = &page["jobs"][0];
+        assert_eq!(described["collection_id"], cid.as_str(), "{name}: {page}");
+        assert_eq!(described["collection_name"], "kb");
+        assert_eq!(described["status"], "completed");
+        let (_, col) = app.call(Method::GET, &format!("/api/v1/collections/{cid}"), &alice, None).await;
+        assert_eq!(col["description"], "Notes about Paris.", "{col}");
+        app.stop().await;
     }
 }

@@ -27,6 +27,9 @@ pub struct Model {
     pub updated_at: ChronoDateTimeUtc,
     pub started_at: Option<ChronoDateTimeUtc>,
     pub finished_at: Option<ChronoDateTimeUtc>,
+    /// The username that canceled the job, and the reason given.
+    pub canceled_by: Option<String>,
+    pub cancel_reason: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -6,6 +6,7 @@ mod m20261121_000001_collections;
 mod m20261122_000002_documents;
 mod m20261122_000003_tags_extractors;
 mod m20261123_000004_tags_per_user;
+mod m20261125_000005_job_cancel;
 
 pub struct Migrator;
 
@@ -18,6 +19,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000002_documents::Migration),
             Box::new(m20261122_000003_tags_extractors::Migration),
             Box::new(m20261123_000004_tags_per_user::Migration),
+            Box::new(m20261125_000005_job_cancel::Migration),
         ]
     }
 }

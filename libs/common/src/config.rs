@@ -88,6 +88,9 @@ pub struct Config {
     pub ingest_workers: usize,
     /// How long a worker's claim on a job lasts without renewal.
     pub job_lease_seconds: u64,
+    /// An ingestion attempt's budget: a job still running after this long is stopped and
+    /// reported as `timeout`.
+    pub job_timeout_seconds: u64,
     /// Threads of the in-process embedder (0: all cores).
     pub embed_threads: usize,
     /// Threads of each local GGUF chat model (0: all cores).
@@ -168,6 +171,7 @@ impl Default for Config {
             max_body_bytes: 140 * 1000 * 1000,
             ingest_workers: 2,
             job_lease_seconds: 30,
+            job_timeout_seconds: 3600,
             embed_threads: 0,
             llm_threads: 0,
             crawl_fairness_enabled: true,
@@ -238,6 +242,9 @@ impl Config {
             anyhow::bail!(
                 "DOCCHAT_CHAT_RATE_LIMIT_PER_MINUTE and DOCCHAT_CHAT_FAIRNESS_SLOTS must be at least 1"
             );
+        }
+        if !(1..=604_800).contains(&self.job_timeout_seconds) {
+            anyhow::bail!("DOCCHAT_JOB_TIMEOUT_SECONDS must be between 1 and 604800");
         }
         if !(1..=86_400).contains(&self.chat_completion_lease_seconds) {
             anyhow::bail!("DOCCHAT_CHAT_COMPLETION_LEASE_SECONDS must be between 1 and 86400");

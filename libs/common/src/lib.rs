@@ -11,6 +11,7 @@ pub mod db;
 pub mod error;
 pub mod grpc;
 pub mod host;
+pub mod jobs;
 pub mod outbox;
 pub mod settings;
 pub mod telemetry;

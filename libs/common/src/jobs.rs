@@ -1,0 +1,30 @@
+//! The vocabulary of jobs shared by the services that run them, admin-service's history
+//! and the gateway: kinds and their display names.
+
+/// An upload ingested into a collection (ingest-service).
+pub const KIND_INGEST_UPLOAD: &str = "ingest_upload";
+/// A collection's description generated from its documents (ingest-service).
+pub const KIND_COLLECTION_DESCRIPTION: &str = "collection_description";
+/// One agent run: an agent completion of a chat (agent-service).
+pub const KIND_AGENT_RUN: &str = "agent_run";
+/// One execution of a scheduled task (scheduler-service).
+pub const KIND_SCHEDULED_TASK: &str = "scheduled_task";
+
+/// A readable name from the kind (`ingest_upload` → `Ingest upload`).
+pub fn display_name(kind: &str) -> String {
+    let spaced = kind.replace(['_', '.'], " ");
+    let mut chars = spaced.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => "Job".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn display_names() {
+        assert_eq!(super::display_name("ingest_upload"), "Ingest upload");
+        assert_eq!(super::display_name(""), "Job");
+    }
+}
