@@ -88,7 +88,11 @@ pub async fn record(
     let errors: Vec<String> = job.errors.iter().map(|e| error_line(e)).collect();
     let row = job_history::ActiveModel {
         id: Set(job.job_id.chars().take(64).collect()),
-        name: Set(display_name(&job.kind)),
+        name: Set(if job.name.trim().is_empty() {
+            display_name(&job.kind)
+        } else {
+            job.name.chars().take(255).collect()
+        }),
         kind: Set(job.kind.chars().take(64).collect()),
         username: Set(job.username.chars().take(255).collect()),
         user_id: Set(job.user_id.chars().take(64).collect()),

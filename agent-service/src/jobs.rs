@@ -41,6 +41,7 @@ impl RunJobs {
             finished_at: None,
             canceled_by: None,
             cancel_reason: None,
+            name: String::new(),
         };
         self.announce(&job).await;
         job

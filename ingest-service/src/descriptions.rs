@@ -261,6 +261,7 @@ fn run_job(c: &collections::Model, started: chrono::DateTime<chrono::Utc>) -> Jo
         finished_at: None,
         canceled_by: None,
         cancel_reason: None,
+        name: String::new(),
     }
 }
 

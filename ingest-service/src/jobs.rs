@@ -65,6 +65,7 @@ fn changed(job: &jobs::Model) -> docchat_proto::events::v1::Envelope {
             finished_at: opt_to_proto(job.finished_at),
             canceled_by: job.canceled_by.clone(),
             cancel_reason: job.cancel_reason.clone(),
+            name: String::new(),
         },
     )
 }

@@ -27,6 +27,7 @@ fn job(id: &str, status: &str, owner: &str, created: chrono::DateTime<Utc>) -> J
             .then(|| to_proto(created + Duration::seconds(3))),
         canceled_by: None,
         cancel_reason: None,
+        name: String::new(),
     }
 }
 

@@ -3,15 +3,13 @@
 //! the transaction that changes the execution.
 
 use docchat_common::bus::{envelope, topics};
+use docchat_common::jobs::KIND_SCHEDULED_TASK;
 use docchat_common::outbox;
 use docchat_common::time::{opt_to_proto, to_proto};
 use docchat_proto::events::v1::JobChanged;
 use sea_orm::{ConnectionTrait, DbErr};
 
 use crate::entities::task_executions;
-
-/// The job kind of task executions.
-pub const KIND: &str = "scheduled_task";
 
 /// Enqueues `job.<status>` for `execution` (its own status unless `status` says otherwise,
 /// as `stale` for a lapsed lease does).
@@ -23,7 +21,8 @@ pub(super) async fn announce<C: ConnectionTrait>(
 ) -> Result<(), DbErr> {
     let job = JobChanged {
         job_id: execution.id.clone(),
-        kind: KIND.into(),
+        kind: KIND_SCHEDULED_TASK.into(),
+        name: execution.task_name.clone(),
         status: status.to_owned(),
         progress: if status == super::status::RUNNING {
             0.0
@@ -38,12 +37,12 @@ pub(super) async fn announce<C: ConnectionTrait>(
         user_id: execution.user_id.clone(),
         username: execution.username.clone(),
         collection_id: collection_id.to_owned(),
-        // JobChanged has no job name (admin-service derives it from the kind), so the
-        // task's name is not in the job history; the execution row keeps it.
         collection_name: String::new(),
         created_at: Some(to_proto(execution.created_at)),
         started_at: opt_to_proto(execution.started_at),
         finished_at: opt_to_proto(execution.completed_at),
+        canceled_by: None,
+        cancel_reason: None,
     };
     outbox::enqueue(
         conn,

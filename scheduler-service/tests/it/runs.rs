@@ -97,6 +97,7 @@ docchat_common::backend_tests! {
                 .filter(|j| j.status == "completed")
         }).await;
         assert_eq!(job.kind, "scheduled_task");
+        assert_eq!(job.name, "daily", "{}: the history names the job after its task", backend.name);
 
         replica.stop().await.unwrap();
         stack.stop().await;
