@@ -797,6 +797,60 @@ def _():
     assert h2o.list_scheduled_tasks().total == 0
 
 
+@check("scheduled tasks run: a once task at its time by itself, a daily agent task in the user's timezone triggered now; each in its own chat session with the answer, counted, the once task completed")
+def _():
+    import contextlib
+    import datetime
+    import io
+    import time
+
+    from h2ogpte.types import ScheduledTaskTriggerResult
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        h2o = H2OGPTE(BASE, state["user_key"])
+
+    def executions(task_id, want):
+        for _ in range(600):
+            items = h2o.list_scheduled_task_executions(task_id).items
+            if len(items) >= want and all(e.status != "running" for e in items):
+                return items
+            time.sleep(0.1)
+        raise AssertionError(f"no finished execution of {task_id}: {items}")
+
+    at = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=2)).isoformat()
+    once = h2o.create_scheduled_task(
+        name="once soon", schedule_type="once", schedule_expression=at, task_type="chat_completion",
+        message="What is the capital of France?", system_prompt="Answer in one sentence.", llm="scripted",
+    )
+    [run] = executions(once.id, 1)
+    assert run.status == "completed" and run.trigger_source == "scheduled", run
+    assert "Paris" in (run.result_summary or ""), run
+    messages = ChatApi(state["user"]).get_chat_session_messages(run.chat_session_id)
+    assert [m.content for m in messages][:1] == ["What is the capital of France?"], messages
+    done = h2o.get_scheduled_task(once.id)
+    assert (done.status, done.execution_count, done.next_execution_at, done.execution_status) == (
+        "completed", 1, None, "idle"), done
+
+    daily = h2o.create_scheduled_task(
+        name="daily agent", schedule_type="recurring", schedule_expression="0 9 * * *", task_type="agent_task",
+        message="Say where the capital of France is.", timezone="Europe/Paris", llm="scripted",
+        llm_args={"use_agent": True},
+    )
+    assert daily.next_execution_at.astimezone(datetime.timezone.utc).hour in (7, 8), daily.next_execution_at
+    fired = h2o.trigger_scheduled_task(daily.id)
+    assert isinstance(fired, ScheduledTaskTriggerResult) and fired.status == "running" and fired.session_id, fired
+    [run] = executions(daily.id, 1)
+    assert (run.id, run.status, run.trigger_source, run.chat_session_id) == (
+        fired.execution_id, "completed", "manual", fired.session_id), run
+    assert "Paris" in (run.result_summary or ""), run
+    after = h2o.get_scheduled_task(daily.id)
+    assert after.execution_count == 1 and after.status == "active", after
+    assert after.next_execution_at == daily.next_execution_at, "a trigger leaves the schedule alone"
+    every = h2o.list_all_user_scheduled_task_executions(time_interval="1 hour")
+    assert {e.task_name for e in every.items} >= {"once soon", "daily agent"}, every
+    h2o.delete_scheduled_tasks([once.id, daily.id])
+
+
 @check("job history: the administrator pages through the week's jobs (the user's ingestion among them) and their stats")
 def _():
     import time
