@@ -3,8 +3,8 @@
 //! chat-service's `Complete` stream — a plain or RAG answer for chat_completion, an agent run
 //! for agent_task — so the owner's limits, cost caps and default memory blocks apply as to
 //! any of their chats. A collection that no longer exists fails the execution with one line
-//! naming it; the task stays active and its later due times fail the same way until the
-//! owner changes or pauses it.
+//! naming it, and the task stops running: it is paused until its owner points
+//! task_config.collection_id elsewhere (or unbinds it) and resumes it.
 
 use std::sync::Arc;
 
@@ -30,12 +30,24 @@ pub(super) async fn scheduled(inner: Arc<Inner>, execution: executions::Model, t
                 }
                 complete(&inner, &caller, &task, &session).await
             }
+            Err(e) if e.code == ErrorCode::NotFound && e.message.starts_with(COLLECTION_GONE) => {
+                match store::pause(&inner.db, &task.id).await {
+                    Ok(()) => Outcome::Failed(format!("{}; the task is paused", e.message)),
+                    Err(db) => {
+                        tracing::warn!(error = %db, "pausing a task whose collection is gone failed");
+                        Outcome::Failed(e.message)
+                    }
+                }
+            }
             Err(e) => Outcome::Failed(e.message),
         },
         Err(e) => Outcome::Failed(e.message),
     };
     end(&inner, &execution.id, outcome).await;
 }
+
+/// How the error of a task whose collection is gone begins.
+const COLLECTION_GONE: &str = "collection ";
 
 /// The completion of a running execution whose session exists, to its end.
 pub(super) async fn finish_in_session(

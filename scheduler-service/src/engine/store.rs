@@ -62,6 +62,22 @@ pub(super) async fn idle_if_done<C: ConnectionTrait>(conn: &C, task_id: &str) ->
     Ok(())
 }
 
+/// Pauses an active task (its collection is gone): it keeps its next time, as a pause by its
+/// owner does, and resuming recomputes it.
+pub(super) async fn pause<C: ConnectionTrait>(conn: &C, task_id: &str) -> Result<(), DbErr> {
+    tasks::Entity::update_many()
+        .col_expr(tasks::Column::Status, Expr::value("paused"))
+        .col_expr(
+            tasks::Column::UpdatedAt,
+            Expr::value(docchat_common::time::now()),
+        )
+        .filter(tasks::Column::Id.eq(task_id))
+        .filter(tasks::Column::Status.eq("active"))
+        .exec(conn)
+        .await?;
+    Ok(())
+}
+
 /// Records the chat session of a running execution.
 pub(super) async fn set_session(
     db: &DatabaseConnection,

@@ -149,7 +149,7 @@ docchat_common::backend_tests! {
 
     /// A collection deleted after the task was made fails each due time with a line naming it;
     /// the task stays active.
-    async fn a_deleted_collection_fails_each_run_clearly(backend) {
+    async fn a_deleted_collection_fails_its_next_run_clearly_and_pauses_the_task(backend) {
         let upstream = ScriptedHttp::chat_turns(vec![ScriptedTurn::text("never")]).await;
         let stack = stack(&backend, &upstream.base_url).await;
         let db = store(&stack).await;
@@ -172,20 +172,22 @@ docchat_common::backend_tests! {
             json!({"message": "summarize", "collection_id": collection.id}), Utc::now(), |_| {}).await;
         let replica = scheduler(&stack, |_| {}).await;
 
-        let first = ended(&db, &t.id, 1).await;
-        // The next due time, brought forward so the test need not wait ten minutes.
-        bring_forward(&db, &t.id).await;
-        let runs = ended(&db, &t.id, 2).await;
-        assert_eq!(first.len(), 1);
+        let runs = ended(&db, &t.id, 1).await;
         for run in &runs {
             assert_eq!(run.status, "failed", "{}", backend.name);
-            assert!(run.error_message.contains(&collection.id) && run.error_message.contains("no longer exists"),
+            assert!(run.error_message.contains(&collection.id) && run.error_message.contains("no longer exists")
+                && run.error_message.ends_with("the task is paused"),
                 "{}: {}", backend.name, run.error_message);
             assert!(!run.error_message.contains('\n'));
             assert!(run.result_summary.is_empty() && run.completed_at.is_some());
         }
         let row = task_row(&db, &t.id).await;
-        assert_eq!((row.status.as_str(), row.execution_status.as_str(), row.execution_count), ("active", "idle", 2));
+        assert_eq!((row.status.as_str(), row.execution_status.as_str(), row.execution_count), ("paused", "idle", 1),
+            "{}: the task stops running", backend.name);
+        // Its next due time, brought forward: a paused task does not run.
+        bring_forward(&db, &t.id).await;
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        assert_eq!(task_row(&db, &t.id).await.execution_count, 1, "{}", backend.name);
         assert!(upstream.bodies().is_empty(), "{}: no model call", backend.name);
 
         replica.stop().await.unwrap();
