@@ -268,8 +268,11 @@ async fn multi_replica_racing_replicas_claim_each_due_time_once() {
     let calls = upstream.bodies();
     let mut workers = BTreeSet::new();
     let mut wrong = Vec::new();
+    let (mut executions, mut duplicated) = (0, 0);
     for (i, id) in ids.iter().enumerate() {
         let runs = executions_of(&db, id).await;
+        executions += runs.len();
+        duplicated += usize::from(runs.len() > 1);
         workers.extend(runs.iter().map(|r| r.worker.clone()));
         let row = task_row(&db, id).await;
         let marker = format!("racing task <{i:03}>");
@@ -295,13 +298,17 @@ async fn multi_replica_racing_replicas_claim_each_due_time_once() {
     }
     assert!(
         wrong.is_empty(),
-        "{} of {TASKS} tasks did not run their due time exactly once ({} model calls in all):\n{}",
+        "{} of {TASKS} tasks did not run their due time exactly once; {duplicated} ran more than \
+         once ({executions} executions, {} model calls in all):\n{}",
         wrong.len(),
         calls.len(),
         wrong.join("\n")
     );
     assert_eq!(calls.len(), TASKS, "one model call per task");
-    eprintln!("executions ran on {} replica(s): {workers:?}", workers.len());
+    eprintln!(
+        "executions ran on {} replica(s): {workers:?}",
+        workers.len()
+    );
     assert!(
         workers.len() > 1,
         "only one replica claimed anything, so no race was observed: {workers:?}"
