@@ -1,5 +1,6 @@
-//! Several replicas on PostgreSQL + RabbitMQ: each due time runs exactly once, and a replica
-//! killed with -9 mid-execution leaves nothing running for ever.
+//! Several replicas on PostgreSQL + RabbitMQ: each due time runs exactly once (also when
+//! replicas race for the same due rows), and a replica killed with -9 mid-execution leaves
+//! nothing running for ever.
 
 use std::collections::BTreeSet;
 use std::process::Stdio;
@@ -10,6 +11,9 @@ use std::time::Duration;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use docchat_common::config::Service;
 use docchat_common::testing::{Backend, ScriptedHttp, ScriptedTurn, SeenRequest, Streamed};
+use docchat_scheduler_service::entities::scheduled_tasks as tasks;
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use secrecy::ExposeSecret;
 use serde_json::json;
 
@@ -202,5 +206,112 @@ async fn a_killed_replicas_execution_is_reaped_and_the_next_time_runs_once() {
     assert_eq!(task_row(&db, &t.id).await.execution_status, "idle");
 
     replica.stop().await.unwrap();
+    stack.stop().await;
+}
+
+/// Three replicas ticking every 10 ms, then 60 hourly tasks made due at one instant (one
+/// UPDATE turns them from paused to active, due a second ago): the replicas race for the same
+/// rows, and each task still has exactly one execution — of its due time — and one model
+/// call, and more than one replica claimed work (the race was real).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn multi_replica_racing_replicas_claim_each_due_time_once() {
+    const TASKS: usize = 60;
+    const REPLICAS: usize = 3;
+    let Some(backend) = Backend::postgres() else {
+        return;
+    };
+    let upstream = ScriptedHttp::chat_turns(vec![ScriptedTurn::text("raced")]).await;
+    let stack = stack(&backend, &upstream.base_url).await;
+    let db = store(&stack).await;
+    let hank = owner(&stack, "hank").await;
+    let due = micros(Utc::now() - TimeDelta::seconds(1));
+    let mut ids = Vec::new();
+    for i in 0..TASKS {
+        let t = task(
+            &db,
+            &hank,
+            &format!("racing {i}"),
+            ("interval", "1 hours"),
+            json!({"message": format!("racing task <{i:03}>")}),
+            due,
+            |t| t.status = "paused".into(),
+        )
+        .await;
+        ids.push(t.id);
+    }
+    // Started together, all ticking before anything is due.
+    let replicas = futures::future::join_all(
+        (0..REPLICAS).map(|_| scheduler(&stack, |c| c.scheduler_tick_ms = 10)),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let activated = tasks::Entity::update_many()
+        .col_expr(tasks::Column::Status, Expr::value("active"))
+        .filter(tasks::Column::Id.is_in(ids.clone()))
+        .exec(&db)
+        .await
+        .unwrap();
+    assert_eq!(activated.rows_affected, TASKS as u64);
+
+    for id in &ids {
+        ended(&db, id, 1).await;
+    }
+    // A late second claim would show up now: wait again for everything to end.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for id in &ids {
+        ended(&db, id, 1).await;
+    }
+    for r in replicas {
+        r.stop().await.unwrap();
+    }
+
+    let calls = upstream.bodies();
+    let mut workers = BTreeSet::new();
+    let mut wrong = Vec::new();
+    let (mut executions, mut duplicated) = (0, 0);
+    for (i, id) in ids.iter().enumerate() {
+        let runs = executions_of(&db, id).await;
+        executions += runs.len();
+        duplicated += usize::from(runs.len() > 1);
+        workers.extend(runs.iter().map(|r| r.worker.clone()));
+        let row = task_row(&db, id).await;
+        let marker = format!("racing task <{i:03}>");
+        let model_calls = calls
+            .iter()
+            .filter(|b| b.to_string().contains(&marker))
+            .count();
+        let once = runs.len() == 1
+            && runs[0].scheduled_for == due
+            && runs[0].status == "completed"
+            && row.execution_count == 1
+            && model_calls == 1;
+        if !once {
+            wrong.push(format!(
+                "task {i}: {} execution(s) {:?}, execution_count {}, {model_calls} model call(s)",
+                runs.len(),
+                runs.iter()
+                    .map(|r| (r.scheduled_for, r.status.as_str(), r.worker.as_str()))
+                    .collect::<Vec<_>>(),
+                row.execution_count
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {TASKS} tasks did not run their due time exactly once; {duplicated} ran more than \
+         once ({executions} executions, {} model calls in all):\n{}",
+        wrong.len(),
+        calls.len(),
+        wrong.join("\n")
+    );
+    assert_eq!(calls.len(), TASKS, "one model call per task");
+    eprintln!(
+        "executions ran on {} replica(s): {workers:?}",
+        workers.len()
+    );
+    assert!(
+        workers.len() > 1,
+        "only one replica claimed anything, so no race was observed: {workers:?}"
+    );
     stack.stop().await;
 }
