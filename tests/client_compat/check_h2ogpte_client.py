@@ -879,6 +879,28 @@ def _():
         raise AssertionError("a user without the admin center read the job history")
 
 
+@check("upload_file + H2OGPTE.ingest_uploads → a completed Job (IngestUploadsJob); the document is in; list_jobs and get_job show it")
+def _():
+    from h2ogpte.types import JobKind
+
+    h2o = H2OGPTE(BASE, state["user_key"])
+    cid = h2o.create_collection("ingest-job", "ingest_uploads")
+    # H2OGPTE.get_collection also reads /collections/{id}/settings, which docchat lacks.
+    collections = CollectionsApi(state["user"])
+    before = collections.get_collection(cid).document_count
+    # H2OGPTE.upload PUTs /rpc/fs, which docchat lacks: the REST upload gives the id.
+    upload_id = DocumentIngestionApi(state["user"]).upload_file(
+        file=("job.txt", b"The ingestion job of the official client.\n")
+    ).id
+    job = h2o.ingest_uploads(cid, [upload_id], timeout=60)
+    assert job.completed and not job.canceled and job.failed == 0, job
+    assert job.kind == JobKind.IngestUploadsJob, job
+    assert collections.get_collection(cid).document_count == before + 1
+    assert any(j.id == job.id and j.kind == JobKind.IngestUploadsJob for j in h2o.list_jobs()), "the job is not in list_jobs"
+    again = h2o.get_job(job.id)
+    assert again.id == job.id and again.completed and again.kind == JobKind.IngestUploadsJob, again
+
+
 @check("jobs: the user's list and one job (JobDetails), the pending count, cancel (200 JobDetails or 409 once finished), 403 on another's cancel, the administrator's list_user_jobs, delete")
 def _():
     import time
@@ -890,9 +912,9 @@ def _():
     jobs = mine.list_jobs()
     assert jobs, "the user's ingestions are not among their jobs"
     assert all(j.overall_status in ("in progress", "completed", "failed", "canceled") for j in jobs), jobs
-    done = next(j for j in jobs if j.kind == "ingest_upload" and j.overall_status in ("completed", "failed"))
+    done = next(j for j in jobs if j.kind == "IngestUploadsJob" and j.overall_status in ("completed", "failed"))
     one = mine.get_job(done.id)
-    assert one.id == done.id and one.kind == "ingest_upload" and one.status == done.status, one
+    assert one.id == done.id and one.kind == "IngestUploadsJob" and one.status == done.status, one
     pending = mine.count_pending_jobs()
     assert pending.count >= 0 and sorted(q.name for q in pending.queue_infos) == ["deprioritized", "standard"], pending
     try:

@@ -19,6 +19,7 @@ use super::job_history::human_duration;
 use super::{ts, ts_req};
 use crate::auth::Api;
 use crate::error::{ErrorBody, HttpResult};
+use docchat_common::jobs::client_kind;
 
 /// One step of a job; these jobs have one, the job itself.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -38,6 +39,9 @@ pub struct JobDetails {
     pub progress: f64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// The client's `JobKind` name (`IngestUploadsJob`, `ScheduledTaskExecutionJob`,
+    /// `RegenerateCollectionDescriptionJob`, `NoOpJob` for an agent run); the
+    /// administrator's job history keeps docchat's own kind.
     pub kind: String,
     pub statuses: Vec<JobDetailsStatus>,
     pub errors: Vec<String>,
@@ -78,15 +82,16 @@ fn details(j: pb::JobHistoryEntry) -> JobDetails {
         progress: j.progress,
         created_at: ts_req(j.created_at),
         updated_at: ts_req(j.updated_at),
-        kind: j.kind,
+        kind: client_kind(&j.kind).to_owned(),
         errors: j.errors,
         canceled_by: j.canceled_by,
         cancel_reason: j.cancel_reason,
     }
 }
 
-/// An ingestion job as JobDetails (the cancel's answer, before the history has caught up).
-fn ingest_details(j: ingest::Job) -> JobDetails {
+/// An ingestion job as JobDetails (the answer of a cancel and of a new ingestion job, and a
+/// poll's answer before the history has caught up).
+pub(crate) fn ingest_details(j: ingest::Job) -> JobDetails {
     let created_at = ts_req(j.created_at);
     let started = ts(j.started_at);
     let end = ts(j.finished_at).unwrap_or_else(Utc::now);
@@ -115,7 +120,7 @@ fn ingest_details(j: ingest::Job) -> JobDetails {
         progress: j.progress,
         created_at,
         updated_at: ts(j.updated_at).unwrap_or(created_at),
-        kind: j.kind,
+        kind: client_kind(&j.kind).to_owned(),
         errors: j.errors,
         canceled_by: j.canceled_by,
         cancel_reason: j.cancel_reason,
@@ -174,11 +179,34 @@ pub async fn list_jobs(api: Api) -> HttpResult<web::Json<Vec<JobDetails>>> {
     security(("bearer" = [])))]
 #[get("/jobs/{job_id}")]
 pub async fn get_job(api: Api, path: web::Path<String>) -> HttpResult<web::Json<JobDetails>> {
+    let job_id = path.into_inner();
     let request = pb::GetOwnJobRequest {
-        job_id: path.into_inner(),
+        job_id: job_id.clone(),
     };
-    let job = api.admin().get_own_job(request).await?.into_inner();
-    Ok(web::Json(details(job)))
+    match api.admin().get_own_job(request).await {
+        Ok(job) => Ok(web::Json(details(job.into_inner()))),
+        Err(status) if status.code() == tonic::Code::NotFound => unfinished_ingestion(&api, job_id)
+            .await?
+            .ok_or(status.into()),
+        Err(status) => Err(status.into()),
+    }
+}
+
+/// The history is fed by events, so a just-created ingestion job (POST
+/// /uploads/{id}/ingest/job, whose answer the client polls at once) may have no row yet:
+/// ingest-service's own job answers then, while it is queued or running. A finished job
+/// without a row is not answered from there: a job the user deleted from their list is
+/// always finished and must stay a 404.
+async fn unfinished_ingestion(api: &Api, id: String) -> HttpResult<Option<web::Json<JobDetails>>> {
+    match api.ingest().get_job(ingest::JobRef { id }).await {
+        Ok(job) => {
+            let job = job.into_inner();
+            let unfinished = matches!(job.status.as_str(), "queued" | "running");
+            Ok(unfinished.then(|| web::Json(ingest_details(job))))
+        }
+        Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
+        Err(status) => Err(status.into()),
+    }
 }
 
 #[utoipa::path(tag = "Jobs",

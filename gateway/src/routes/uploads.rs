@@ -12,6 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::comma_list;
+use super::jobs::{JobDetails, ingest_details};
 
 use crate::auth::Api;
 use crate::error::{ErrorBody, HttpError, HttpResult, bad_request};
@@ -24,7 +25,9 @@ pub struct UploadedFile {
 
 /// Registers this module's routes.
 pub fn configure(cfg: &mut ServiceConfig) {
-    cfg.service(upload_file).service(ingest_upload);
+    cfg.service(upload_file)
+        .service(ingest_upload)
+        .service(ingest_upload_job);
 }
 
 fn too_large(max: usize) -> HttpError {
@@ -109,6 +112,10 @@ pub async fn upload_file(
     Err(bad_request("The request does not contain a file."))
 }
 
+/// How long a new ingestion job's answer waits for the job history (fed by events) to show
+/// the job, so that the client's first poll of GET /jobs/{id} reads the history's row.
+const HISTORY_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 #[derive(Debug, Deserialize, IntoParams)]
 pub struct IngestQuery {
     pub collection_id: Option<String>,
@@ -151,4 +158,68 @@ pub async fn ingest_upload(
         api.ingest().ingest_upload(request).await?;
     }
     Ok(HttpResponse::NoContent().finish())
+}
+
+/// The official client's `ingest_uploads`: starts the ingestion of ONE upload into the
+/// collection and answers 201 with the job (JobDetails, kind `IngestUploadsJob`), which the
+/// client then polls on GET /jobs/{id}. Ingest-service runs one upload per job, and the
+/// client waits for the one job it is given, so several comma-separated ids are a 400 (and
+/// nothing starts) rather than jobs the client would not wait for; POST
+/// /uploads/{ids}/ingest queues several without a job to wait on. The other query
+/// parameters and the body (`metadata`) of the client's call are accepted and ignored, as
+/// on /uploads/{ids}/ingest. The answer waits (up to [`HISTORY_WAIT`]) for the job history
+/// to show the job; GET /jobs/{id} also answers a queued or running ingestion without a row.
+#[utoipa::path(
+    tag = "Document Ingestion",
+    params(("upload_ids" = String, Path, description = "one upload id"), IngestQuery),
+    responses((status = 201, body = JobDetails), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 413, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+#[post("/uploads/{upload_ids}/ingest/job")]
+pub async fn ingest_upload_job(
+    api: Api,
+    path: web::Path<String>,
+    query: web::Query<IngestQuery>,
+) -> HttpResult<HttpResponse> {
+    let IngestQuery {
+        collection_id,
+        gen_doc_summaries,
+        gen_doc_questions,
+    } = query.into_inner();
+    let collection_id = collection_id.unwrap_or_default();
+    if collection_id.is_empty() {
+        return Err(bad_request("collection_id is required"));
+    }
+    let upload_id = match comma_list(&path).as_slice() {
+        [] => return Err(bad_request("no upload id given")),
+        [one] => one.clone(),
+        _ => {
+            return Err(bad_request(
+                "an ingestion job ingests one upload: start one job per upload id",
+            ));
+        }
+    };
+    let request = pb::IngestUploadRequest {
+        upload_id,
+        collection_id,
+        gen_doc_summaries: gen_doc_summaries.unwrap_or(false),
+        gen_doc_questions: gen_doc_questions.unwrap_or(false),
+    };
+    let job = api.ingest().ingest_upload(request).await?.into_inner();
+    await_history_row(&api, &job.id).await;
+    Ok(HttpResponse::Created().json(ingest_details(job)))
+}
+
+/// Waits until the job history has `job_id`'s row, at most [`HISTORY_WAIT`].
+async fn await_history_row(api: &Api, job_id: &str) {
+    let deadline = tokio::time::Instant::now() + HISTORY_WAIT;
+    while tokio::time::Instant::now() < deadline {
+        let request = docchat_proto::admin::v1::GetOwnJobRequest {
+            job_id: job_id.to_owned(),
+        };
+        if api.admin().get_own_job(request).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }

@@ -198,7 +198,8 @@ docchat_common::backend_tests! {
         let one = format!("/api/v1/jobs/{}", done["id"].as_str().unwrap());
         let (s, job) = app.call(Method::GET, &one, &alice, None).await;
         assert_eq!(s, 200, "{job}");
-        assert_eq!(job["kind"], "ingest_upload");
+        // The user-facing kind is the client's JobKind name (the history keeps its own).
+        assert_eq!(job["kind"], "IngestUploadsJob");
         assert_eq!(job["progress"], 1.0);
         let (_, bob) = app.user("bob").await;
         let (s, b) = app.call(Method::GET, &one, &bob, None).await;
@@ -554,12 +555,12 @@ docchat_common::backend_tests! {
         assert!(body.contains("Done."), "{body}");
 
         let jobs = own_jobs_when(&app, &alice, "the agent run and a description run finished", |j| {
-            ["agent_run", "collection_description", "ingest_upload"]
+            ["NoOpJob", "RegenerateCollectionDescriptionJob", "IngestUploadsJob"]
                 .iter()
                 .all(|k| j.iter().any(|x| x["kind"] == *k && x["status"] == "completed"))
         })
         .await;
-        let run = jobs.iter().find(|j| j["kind"] == "agent_run").unwrap();
+        let run = jobs.iter().find(|j| j["kind"] == "NoOpJob").unwrap();
         assert_eq!(run["overall_status"], "completed", "{name}: {run}");
         assert_eq!(run["name"], "Agent run");
         assert_eq!(run["errors"], json!([]));
@@ -582,5 +583,92 @@ docchat_common::backend_tests! {
         let (_, col) = app.call(Method::GET, &format!("/api/v1/collections/{cid}"), &alice, None).await;
         assert_eq!(col["description"], "Notes about Paris.", "{col}");
         app.stop().await;
+    }
+}
+
+/// JobDetails' fields as the client's model names them.
+const JOB_DETAILS_FIELDS: [&str; 17] = [
+    "id",
+    "name",
+    "overall_status",
+    "status",
+    "passed_percentage",
+    "failed_percentage",
+    "progress",
+    "created_at",
+    "updated_at",
+    "kind",
+    "statuses",
+    "errors",
+    "duration",
+    "duration_seconds",
+    "canceled_by",
+    "cancel_reason",
+    "start_time",
+];
+
+docchat_common::backend_tests! {
+    async fn the_clients_ingest_upload_job_answers_201_and_is_polled_to_completion(backend) {
+        let app = Stack::docchat(&backend).await;
+        let name = app.backend;
+        let (_, alice) = app.user("alice").await;
+        let (_, bob) = app.user("bob").await;
+        let cid = new_collection(&app, &alice).await;
+        let (s, up) = upload(&app, &alice, "job.txt", b"The job ingests this text.".to_vec()).await;
+        assert_eq!(s, 200, "{up}");
+        let up_id = up["id"].as_str().unwrap().to_owned();
+        let job_path = |ids: &str, cid: &str| {
+            format!("/api/v1/uploads/{ids}/ingest/job?collection_id={cid}&gen_doc_summaries=false&restricted=false")
+        };
+
+        // Bad input is a 400 and starts nothing: several ids (one upload per job), no collection.
+        let (_, other) = upload(&app, &alice, "other.txt", b"Another text.".to_vec()).await;
+        let two = format!("{up_id},{}", other["id"].as_str().unwrap());
+        let (s, e) = app.call(Method::POST, &job_path(&two, &cid), &alice, Some(json!({"metadata": null}))).await;
+        assert_error(s, &e, 400);
+        let (s, e) = app
+            .call(Method::POST, &format!("/api/v1/uploads/{up_id}/ingest/job"), &alice, None)
+            .await;
+        assert_error(s, &e, 400);
+        // Another user's upload, an unknown upload: 404.
+        let bob_cid = new_collection(&app, &bob).await;
+        let (s, e) = app.call(Method::POST, &job_path(&up_id, &bob_cid), &bob, None).await;
+        assert_error(s, &e, 404);
+        let (s, e) = app.call(Method::POST, &job_path("no-such-upload", &cid), &alice, None).await;
+        assert_error(s, &e, 404);
+        let (_, none) = app.call(Method::GET, "/api/v1/jobs", &alice, None).await;
+        assert_eq!(none, json!([]), "{name}: a rejected request started a job");
+
+        let (s, job) = app
+            .call(Method::POST, &job_path(&up_id, &cid), &alice, Some(json!({"metadata": null})))
+            .await;
+        assert_eq!(s, 201, "{name}: {job}");
+        for field in JOB_DETAILS_FIELDS {
+            assert!(job.get(field).is_some(), "{name}: {field} missing in {job}");
+        }
+        let id = job["id"].as_str().unwrap().to_owned();
+        assert_eq!(job["kind"], "IngestUploadsJob");
+        assert_eq!(job["name"], "Ingest upload");
+        assert_eq!(job["errors"], json!([]));
+        assert_eq!(job["statuses"][0]["id"], id);
+        assert!(
+            ["in progress", "completed"].contains(&job["overall_status"].as_str().unwrap()),
+            "{name}: {job}"
+        );
+
+        // The client polls at once: the job is there, and ends completed with the document in.
+        let one = format!("/api/v1/jobs/{id}");
+        let (s, first) = app.call(Method::GET, &one, &alice, None).await;
+        assert_eq!(s, 200, "{name}: {first}");
+        assert_eq!(first["id"], id);
+        eventually("the job completes", || async {
+            let (_, j) = app.call(Method::GET, &one, &alice, None).await;
+            j["overall_status"] == "completed" && j["kind"] == "IngestUploadsJob"
+        })
+        .await;
+        let (_, c) = app.call(Method::GET, &format!("/api/v1/collections/{cid}"), &alice, None).await;
+        assert_eq!(c["document_count"], 1, "{name}: {c}");
+        let (s, e) = app.call(Method::GET, &one, &bob, None).await;
+        assert_error(s, &e, 404);
     }
 }

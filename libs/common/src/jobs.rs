@@ -10,6 +10,21 @@ pub const KIND_AGENT_RUN: &str = "agent_run";
 /// One execution of a scheduled task (scheduler-service).
 pub const KIND_SCHEDULED_TASK: &str = "scheduled_task";
 
+/// The official client's `JobKind` name of a kind, for the user-facing JobDetails (the
+/// client's `Job` rejects any other value and `list_jobs` drops such jobs); the
+/// administrator's job history keeps the kinds above. An agent run (and any kind the client
+/// has no name for) is a `NoOpJob`: the client has no agent-run kind, and naming another
+/// real kind (an evaluation, an extractor run) would tell it something false; the job's
+/// `name` still says what it is.
+pub fn client_kind(kind: &str) -> &'static str {
+    match kind {
+        KIND_INGEST_UPLOAD => "IngestUploadsJob",
+        KIND_SCHEDULED_TASK => "ScheduledTaskExecutionJob",
+        KIND_COLLECTION_DESCRIPTION => "RegenerateCollectionDescriptionJob",
+        _ => "NoOpJob",
+    }
+}
+
 /// A readable name from the kind (`ingest_upload` → `Ingest upload`).
 pub fn display_name(kind: &str) -> String {
     let spaced = kind.replace(['_', '.'], " ");
@@ -26,5 +41,22 @@ mod tests {
     fn display_names() {
         assert_eq!(super::display_name("ingest_upload"), "Ingest upload");
         assert_eq!(super::display_name(""), "Job");
+    }
+
+    #[test]
+    fn client_kinds() {
+        assert_eq!(
+            super::client_kind(super::KIND_INGEST_UPLOAD),
+            "IngestUploadsJob"
+        );
+        assert_eq!(
+            super::client_kind(super::KIND_SCHEDULED_TASK),
+            "ScheduledTaskExecutionJob"
+        );
+        assert_eq!(
+            super::client_kind(super::KIND_COLLECTION_DESCRIPTION),
+            "RegenerateCollectionDescriptionJob"
+        );
+        assert_eq!(super::client_kind(super::KIND_AGENT_RUN), "NoOpJob");
     }
 }
