@@ -135,16 +135,7 @@ async fn resolve(state: &AppState, key: &str) -> Result<Arc<Caller>, HttpError> 
             }));
         }
     };
-    let caller = Arc::new(Caller {
-        user_id: identity.user_id,
-        username: identity.username,
-        email: identity.email,
-        roles: identity.roles,
-        groups: identity.groups,
-        permissions: identity.permissions,
-        is_admin: identity.is_admin,
-        is_service: false,
-    });
+    let caller = Arc::new(Caller::from(identity));
     state
         .auth_cache
         .insert(digest, caller.clone(), state.auth_ttl);

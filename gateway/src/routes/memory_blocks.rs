@@ -207,6 +207,33 @@ fn can_edit(permissions: Option<&[String]>) -> HttpResult<bool> {
     Ok(edit)
 }
 
+/// The direct user (`group` false) or group shares of a block.
+async fn shares(api: &Api, block_id: String, group: bool) -> HttpResult<Vec<pb::MemoryBlockShare>> {
+    let request = pb::ListSharesRequest { block_id, group };
+    let list = api
+        .memory_blocks()
+        .list_memory_block_shares(request)
+        .await?;
+    Ok(list.into_inner().shares)
+}
+
+/// Removes a user (`principal` a user id) or group share: 204.
+async fn unshare(
+    api: &Api,
+    block_id: String,
+    group: bool,
+    principal: String,
+) -> HttpResult<HttpResponse> {
+    let share = pb::MemoryBlockShare {
+        block_id,
+        group,
+        principal,
+        ..pb::MemoryBlockShare::default()
+    };
+    api.memory_blocks().unshare_memory_block(share).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
 fn permissions_of(edit: bool) -> Vec<String> {
     if edit {
         vec![EDIT.to_owned()]
@@ -291,7 +318,7 @@ pub async fn list_memory_blocks(
         .into_inner();
     Ok(web::Json(MemoryBlockList {
         items: list.items.into_iter().map(MemoryBlock::from).collect(),
-        total: i64::try_from(list.total).unwrap_or(i64::MAX),
+        total: super::json_int(list.total),
     }))
 }
 
@@ -383,14 +410,7 @@ pub async fn unshare_memory_block(
         .find_user(FindUserRequest { username })
         .await?
         .into_inner();
-    let share = pb::MemoryBlockShare {
-        block_id,
-        group: false,
-        principal: user.id,
-        ..pb::MemoryBlockShare::default()
-    };
-    api.memory_blocks().unshare_memory_block(share).await?;
-    Ok(HttpResponse::NoContent().finish())
+    unshare(&api, block_id, false, user.id).await
 }
 
 #[utoipa::path(tag = "Memory blocks", params(("memory_block_id" = String, Path)),
@@ -401,17 +421,9 @@ pub async fn list_memory_block_permissions(
     api: Api,
     path: web::Path<String>,
 ) -> HttpResult<web::Json<Vec<SharePermission>>> {
-    let request = pb::ListSharesRequest {
-        block_id: path.into_inner(),
-        group: false,
-    };
-    let list = api
-        .memory_blocks()
-        .list_memory_block_shares(request)
-        .await?;
     Ok(web::Json(
-        list.into_inner()
-            .shares
+        shares(&api, path.into_inner(), false)
+            .await?
             .into_iter()
             .map(|s| SharePermission {
                 username: s.username,
@@ -456,14 +468,7 @@ pub async fn unshare_memory_block_from_group(
     api.caller()
         .require_permission(permissions::SHARE_WITH_GROUPS)?;
     let (block_id, group_id) = path.into_inner();
-    let share = pb::MemoryBlockShare {
-        block_id,
-        group: true,
-        principal: group_id,
-        ..pb::MemoryBlockShare::default()
-    };
-    api.memory_blocks().unshare_memory_block(share).await?;
-    Ok(HttpResponse::NoContent().finish())
+    unshare(&api, block_id, true, group_id).await
 }
 
 #[utoipa::path(tag = "Memory blocks", params(("memory_block_id" = String, Path)),
@@ -474,17 +479,9 @@ pub async fn list_memory_block_group_permissions(
     api: Api,
     path: web::Path<String>,
 ) -> HttpResult<web::Json<Vec<GroupSharePermission>>> {
-    let request = pb::ListSharesRequest {
-        block_id: path.into_inner(),
-        group: true,
-    };
-    let list = api
-        .memory_blocks()
-        .list_memory_block_shares(request)
-        .await?;
     Ok(web::Json(
-        list.into_inner()
-            .shares
+        shares(&api, path.into_inner(), true)
+            .await?
             .into_iter()
             .map(|s| GroupSharePermission {
                 group_id: s.principal,

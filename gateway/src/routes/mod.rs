@@ -102,8 +102,11 @@ pub struct Count {
 
 impl Count {
     pub fn of(n: u64) -> Count {
-        Count {
-            count: i64::try_from(n).unwrap_or(i64::MAX),
-        }
+        Count { count: json_int(n) }
     }
+}
+
+/// A count as the JSON integer the schemas publish (i64; saturates).
+pub fn json_int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }

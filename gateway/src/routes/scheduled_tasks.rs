@@ -234,7 +234,7 @@ impl From<pb::ExecutionList> for ScheduledTaskExecutionList {
     fn from(l: pb::ExecutionList) -> Self {
         ScheduledTaskExecutionList {
             items: l.items.into_iter().map(Into::into).collect(),
-            total: i64::try_from(l.total).unwrap_or(i64::MAX),
+            total: super::json_int(l.total),
         }
     }
 }
@@ -401,7 +401,7 @@ pub async fn list_scheduled_tasks(
     let list = api.scheduler().list_tasks(request).await?.into_inner();
     Ok(web::Json(ScheduledTaskList {
         items: list.items.into_iter().map(ScheduledTask::from).collect(),
-        total: i64::try_from(list.total).unwrap_or(i64::MAX),
+        total: super::json_int(list.total),
     }))
 }
 
@@ -453,7 +453,7 @@ pub async fn batch_delete_scheduled_tasks(
         .count;
     Ok(web::Json(ScheduledTasksDeleted {
         status: "deleted".into(),
-        count: i64::try_from(count).unwrap_or(i64::MAX),
+        count: super::json_int(count),
     }))
 }
 

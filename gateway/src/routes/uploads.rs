@@ -123,6 +123,38 @@ pub struct IngestQuery {
     pub gen_doc_questions: Option<bool>,
 }
 
+/// An ingest query whose collection_id is there.
+struct CheckedIngest {
+    collection_id: String,
+    gen_doc_summaries: bool,
+    gen_doc_questions: bool,
+}
+
+impl IngestQuery {
+    fn checked(self) -> HttpResult<CheckedIngest> {
+        let collection_id = self.collection_id.unwrap_or_default();
+        if collection_id.is_empty() {
+            return Err(bad_request("collection_id is required"));
+        }
+        Ok(CheckedIngest {
+            collection_id,
+            gen_doc_summaries: self.gen_doc_summaries.unwrap_or(false),
+            gen_doc_questions: self.gen_doc_questions.unwrap_or(false),
+        })
+    }
+}
+
+impl CheckedIngest {
+    fn request(&self, upload_id: String) -> pb::IngestUploadRequest {
+        pb::IngestUploadRequest {
+            upload_id,
+            collection_id: self.collection_id.clone(),
+            gen_doc_summaries: self.gen_doc_summaries,
+            gen_doc_questions: self.gen_doc_questions,
+        }
+    }
+}
+
 #[utoipa::path(
     tag = "Document Ingestion",
     params(("upload_ids" = String, Path, description = "one upload id, or several comma-separated"), IngestQuery),
@@ -135,27 +167,13 @@ pub async fn ingest_upload(
     path: web::Path<String>,
     query: web::Query<IngestQuery>,
 ) -> HttpResult<HttpResponse> {
-    let IngestQuery {
-        collection_id,
-        gen_doc_summaries,
-        gen_doc_questions,
-    } = query.into_inner();
-    let collection_id = collection_id.unwrap_or_default();
-    if collection_id.is_empty() {
-        return Err(bad_request("collection_id is required"));
-    }
+    let query = query.into_inner().checked()?;
     let ids = comma_list(&path);
     if ids.is_empty() {
         return Err(bad_request("no upload id given"));
     }
     for upload_id in ids {
-        let request = pb::IngestUploadRequest {
-            upload_id,
-            collection_id: collection_id.clone(),
-            gen_doc_summaries: gen_doc_summaries.unwrap_or(false),
-            gen_doc_questions: gen_doc_questions.unwrap_or(false),
-        };
-        api.ingest().ingest_upload(request).await?;
+        api.ingest().ingest_upload(query.request(upload_id)).await?;
     }
     Ok(HttpResponse::NoContent().finish())
 }
@@ -181,15 +199,7 @@ pub async fn ingest_upload_job(
     path: web::Path<String>,
     query: web::Query<IngestQuery>,
 ) -> HttpResult<HttpResponse> {
-    let IngestQuery {
-        collection_id,
-        gen_doc_summaries,
-        gen_doc_questions,
-    } = query.into_inner();
-    let collection_id = collection_id.unwrap_or_default();
-    if collection_id.is_empty() {
-        return Err(bad_request("collection_id is required"));
-    }
+    let query = query.into_inner().checked()?;
     let upload_id = match comma_list(&path).as_slice() {
         [] => return Err(bad_request("no upload id given")),
         [one] => one.clone(),
@@ -199,13 +209,11 @@ pub async fn ingest_upload_job(
             ));
         }
     };
-    let request = pb::IngestUploadRequest {
-        upload_id,
-        collection_id,
-        gen_doc_summaries: gen_doc_summaries.unwrap_or(false),
-        gen_doc_questions: gen_doc_questions.unwrap_or(false),
-    };
-    let job = api.ingest().ingest_upload(request).await?.into_inner();
+    let job = api
+        .ingest()
+        .ingest_upload(query.request(upload_id))
+        .await?
+        .into_inner();
     await_history_row(&api, &job.id).await;
     Ok(HttpResponse::Created().json(ingest_details(job)))
 }

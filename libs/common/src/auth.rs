@@ -57,6 +57,22 @@ pub struct Caller {
     pub is_service: bool,
 }
 
+/// A user as admin-service resolved them (an API key, or `GetIdentity` for work run as them).
+impl From<docchat_proto::admin::v1::Identity> for Caller {
+    fn from(identity: docchat_proto::admin::v1::Identity) -> Caller {
+        Caller {
+            user_id: identity.user_id,
+            username: identity.username,
+            email: identity.email,
+            roles: identity.roles,
+            groups: identity.groups,
+            permissions: identity.permissions,
+            is_admin: identity.is_admin,
+            is_service: false,
+        }
+    }
+}
+
 impl Caller {
     /// The identity a component uses for its own calls (for example key resolution).
     pub fn service(name: &str) -> Caller {

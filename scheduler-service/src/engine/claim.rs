@@ -24,7 +24,6 @@ use sea_orm::{
 use super::status::{ACTIVE, COMPLETED, EXPIRED, RUNNING, SCHEDULED};
 use super::{Inner, events, run};
 use crate::entities::{scheduled_tasks as tasks, task_executions as executions};
-use crate::schedule::Schedule;
 
 /// What a claim does to a due task.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,18 +76,7 @@ pub(super) fn plan(
 /// The schedule's next time after `after`; a schedule that no longer parses has none (the
 /// API validates schedules, so this is a stored row gone bad: logged, the task completes).
 fn next_time(task: &tasks::Model, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let timezone = serde_json::from_str::<serde_json::Value>(&task.task_config)
-        .ok()
-        .and_then(|c| {
-            c.get("timezone")
-                .and_then(|t| t.as_str())
-                .map(str::to_owned)
-        });
-    match Schedule::parse(
-        &task.schedule_type,
-        &task.schedule_expression,
-        timezone.as_deref(),
-    ) {
+    match crate::tasks::schedule_of(task, &crate::tasks::stored_config(task)) {
         Ok(s) => s.next_after(after),
         Err(e) => {
             tracing::error!(task_id = %task.id, error = %e.message, "a stored schedule does not parse; the task completes");

@@ -29,6 +29,7 @@ pub use notify::Notifier;
 /// Status values of tasks and executions (entities/ documents them).
 pub(crate) mod status {
     pub const ACTIVE: &str = "active";
+    pub const PAUSED: &str = "paused";
     pub const COMPLETED: &str = "completed";
     pub const EXPIRED: &str = "expired";
     pub const IDLE: &str = "idle";

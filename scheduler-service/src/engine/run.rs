@@ -30,7 +30,8 @@ pub(super) async fn scheduled(inner: Arc<Inner>, execution: executions::Model, t
                 }
                 complete(&inner, &caller, &task, &session).await
             }
-            Err(e) if e.code == ErrorCode::NotFound && e.message.starts_with(COLLECTION_GONE) => {
+            // open_session's only NOT_FOUND: the task's collection is gone.
+            Err(e) if e.code == ErrorCode::NotFound => {
                 match store::pause(&inner.db, &task.id).await {
                     Ok(()) => Outcome::Failed(format!("{}; the task is paused", e.message)),
                     Err(db) => {
@@ -45,9 +46,6 @@ pub(super) async fn scheduled(inner: Arc<Inner>, execution: executions::Model, t
     };
     end(&inner, &execution.id, outcome).await;
 }
-
-/// How the error of a task whose collection is gone begins.
-const COLLECTION_GONE: &str = "collection ";
 
 /// The completion of a running execution whose session exists, to its end.
 pub(super) async fn finish_in_session(
@@ -104,19 +102,11 @@ pub(super) async fn owner(inner: &Inner, task: &tasks::Model) -> ApiResult<Calle
             }
         })?
         .into_inner();
-    Ok(Caller {
-        user_id: identity.user_id,
-        username: identity.username,
-        email: identity.email,
-        roles: identity.roles,
-        groups: identity.groups,
-        permissions: identity.permissions,
-        is_admin: identity.is_admin,
-        is_service: false,
-    })
+    Ok(Caller::from(identity))
 }
 
-/// A new chat session of the owner for this execution, linked to the task's collection.
+/// A new chat session of the owner for this execution, linked to the task's collection;
+/// NOT_FOUND means that collection is gone.
 pub(super) async fn open_session(
     inner: &Inner,
     caller: &Caller,

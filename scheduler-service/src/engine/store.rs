@@ -13,7 +13,7 @@ use sea_orm::{
 };
 
 use super::events;
-use super::status::{COMPLETED, FAILED, IDLE, RUNNING};
+use super::status::{ACTIVE, COMPLETED, FAILED, IDLE, PAUSED, RUNNING};
 use crate::entities::{scheduled_tasks as tasks, task_executions as executions};
 
 /// The longest result_summary kept (characters); the whole answer stays in the chat session.
@@ -66,13 +66,13 @@ pub(super) async fn idle_if_done<C: ConnectionTrait>(conn: &C, task_id: &str) ->
 /// owner does, and resuming recomputes it.
 pub(super) async fn pause<C: ConnectionTrait>(conn: &C, task_id: &str) -> Result<(), DbErr> {
     tasks::Entity::update_many()
-        .col_expr(tasks::Column::Status, Expr::value("paused"))
+        .col_expr(tasks::Column::Status, Expr::value(PAUSED))
         .col_expr(
             tasks::Column::UpdatedAt,
             Expr::value(docchat_common::time::now()),
         )
         .filter(tasks::Column::Id.eq(task_id))
-        .filter(tasks::Column::Status.eq("active"))
+        .filter(tasks::Column::Status.eq(ACTIVE))
         .exec(conn)
         .await?;
     Ok(())

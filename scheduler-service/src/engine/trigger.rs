@@ -3,7 +3,7 @@
 //! the chat session exist, the completion running in the background.
 
 use docchat_common::Caller;
-use docchat_common::error::{ApiError, ApiResult};
+use docchat_common::error::ApiResult;
 use docchat_common::time::now;
 use docchat_proto::scheduler::v1 as pb;
 use sea_orm::sea_query::Expr;
@@ -24,10 +24,7 @@ impl Engine {
         let inner = &self.0;
         let txn = inner.db.begin().await?;
         let Some(task) = store::lock_task(&txn, &task.id).await? else {
-            return Err(ApiError::not_found(format!(
-                "scheduled task {} not found",
-                task.id
-            )));
+            return Err(crate::tasks::not_found(&task.id));
         };
         let at = now();
         let execution = claim::new_execution(inner, &task, MANUAL, at, at);
