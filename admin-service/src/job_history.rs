@@ -69,6 +69,16 @@ fn micros(t: DateTime<Utc>) -> DateTime<Utc> {
         .unwrap_or(t)
 }
 
+/// Deletes the rows created more than [`RETENTION`] ago.
+pub async fn prune(db: &DatabaseConnection) -> ApiResult<u64> {
+    let cutoff = now() - RETENTION;
+    let gone = job_history::Entity::delete_many()
+        .filter(C::CreatedAt.lt(cutoff))
+        .exec(db)
+        .await?;
+    Ok(gone.rows_affected)
+}
+
 /// Records one event at `at` (the event's time). Returns whether the row changed.
 pub async fn record(
     db: &DatabaseConnection,
@@ -76,10 +86,6 @@ pub async fn record(
     job: &JobChanged,
 ) -> ApiResult<bool> {
     let cutoff = now() - RETENTION;
-    job_history::Entity::delete_many()
-        .filter(C::CreatedAt.lt(cutoff))
-        .exec(db)
-        .await?;
     let created_at = micros(job.created_at.as_ref().map(from_proto).unwrap_or(at));
     if created_at < cutoff {
         return Ok(false);
@@ -297,9 +303,39 @@ pub fn errors_of(job: &job_history::Model) -> Vec<String> {
     serde_json::from_str(&job.errors).unwrap_or_default()
 }
 
-/// Consumes `job.*` into the history.
+/// How often expired rows are deleted as events arrive (not on every event: the delete
+/// scans the table).
+const PRUNE_EVERY_SECONDS: i64 = 300;
+
+/// Consumes `job.*` into the history, and prunes it past [`RETENTION`] as events arrive.
 pub struct JobHistoryIngest {
-    pub db: DatabaseConnection,
+    db: DatabaseConnection,
+    /// When expired rows were last deleted (Unix seconds; 0: not yet).
+    pruned_at: std::sync::atomic::AtomicI64,
+}
+
+impl JobHistoryIngest {
+    pub fn new(db: DatabaseConnection) -> JobHistoryIngest {
+        JobHistoryIngest {
+            db,
+            pruned_at: std::sync::atomic::AtomicI64::new(0),
+        }
+    }
+
+    async fn prune_if_due(&self) -> ApiResult<()> {
+        use std::sync::atomic::Ordering;
+        let at = now().timestamp();
+        let last = self.pruned_at.load(Ordering::Relaxed);
+        if at - last >= PRUNE_EVERY_SECONDS
+            && self
+                .pruned_at
+                .compare_exchange(last, at, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            prune(&self.db).await?;
+        }
+        Ok(())
+    }
 }
 
 #[async_trait::async_trait]
@@ -313,6 +349,9 @@ impl EventHandler for JobHistoryIngest {
             tracing::warn!(event = %event.id, "job event without a job id; not recorded");
             return Ok(());
         }
+        self.prune_if_due()
+            .await
+            .map_err(|e| anyhow::anyhow!(e.message))?;
         let at = event.time.as_ref().map(from_proto).unwrap_or_else(now);
         record(&self.db, at, &job)
             .await

@@ -57,7 +57,7 @@ pub async fn serve(
     ctx.bus
         .subscribe(
             Subscription::new(job_history::JOB_HISTORY_GROUP, &[topics::JOB_ANY]),
-            Arc::new(job_history::JobHistoryIngest { db: db.clone() }),
+            Arc::new(job_history::JobHistoryIngest::new(db.clone())),
             &background.tracker,
             background.token.clone(),
         )
