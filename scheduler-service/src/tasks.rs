@@ -9,7 +9,7 @@ use docchat_common::time::now;
 use sea_orm::sea_query::{Expr, Func, LikeExpr, LockType};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, SqlErr, TransactionTrait,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, SqlErr,
 };
 use serde_json::{Map, Value};
 

@@ -9,7 +9,7 @@ use docchat_common::time::now;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, PaginatorTrait,
-    QueryFilter, QuerySelect, TransactionTrait,
+    QueryFilter, TransactionTrait,
 };
 
 pub(super) use crate::tasks::lock_task;
