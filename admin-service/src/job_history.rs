@@ -182,8 +182,13 @@ pub struct Page {
     pub next: Option<(DateTime<Utc>, String)>,
 }
 
+/// The oldest creation time a read covers: `created_after` (seven days back by default),
+/// never older than the retention, so rows past it are not answered before they are pruned.
 fn since(created_after: Option<DateTime<Utc>>) -> DateTime<Utc> {
-    created_after.unwrap_or_else(|| now() - DEFAULT_WINDOW)
+    let at = now();
+    created_after
+        .unwrap_or(at - DEFAULT_WINDOW)
+        .max(at - RETENTION)
 }
 
 pub async fn list(db: &DatabaseConnection, q: &Query) -> ApiResult<Page> {

@@ -1,7 +1,9 @@
 //! Agent runs in the job history: each run is a job of kind `agent_run`, announced through
 //! agent-service's outbox as `job.running` when it starts and with how it ended: completed,
 //! failed (its one-line reason), canceled (stopped by the user, who is `canceled_by`) or
-//! timeout (past agent_total_timeout). A run has no queue: it starts when asked.
+//! timeout (past agent_total_timeout). A run has no queue: it starts when asked. Each event
+//! is written with the run's lease (run_leases.rs): taken when it starts, given back when it
+//! ends, so a run whose replica died ends `stale` instead of running for ever.
 
 use docchat_common::Caller;
 use docchat_common::bus::{envelope, topics};
@@ -11,15 +13,17 @@ use docchat_common::outbox::{self, OutboxRelay};
 use docchat_common::time::{now, to_proto};
 use docchat_proto::agent::v1 as pb;
 use docchat_proto::events::v1::JobChanged;
-use sea_orm::DatabaseConnection;
+use sea_orm::{DatabaseConnection, DbErr, TransactionTrait};
 
 use crate::run::{STOPPED_BY_USER, TIME_BUDGET_RAN_OUT};
+use crate::run_leases::Leases;
 
 /// Where a run's job events go.
 #[derive(Clone)]
 pub struct RunJobs {
     pub db: DatabaseConnection,
     pub relay: OutboxRelay,
+    pub leases: std::sync::Arc<Leases>,
 }
 
 impl RunJobs {
@@ -43,26 +47,38 @@ impl RunJobs {
             cancel_reason: None,
             name: String::new(),
         };
-        self.announce(&job).await;
+        self.announce(&job, true).await;
         job
     }
 
     /// The run ended as `finished` says.
     pub async fn finished(&self, mut job: JobChanged, finished: &pb::RunFinished) {
         ended(&mut job, finished);
-        self.announce(&job).await;
+        self.announce(&job, false).await;
     }
 
     /// The history is a record, not the run's truth: a failure to write it is logged and
     /// does not fail the run.
-    async fn announce(&self, job: &JobChanged) {
-        let event = envelope(&topics::job(&job.status), &job.user_id, job);
-        match outbox::enqueue(&self.db, &event).await {
+    async fn announce(&self, job: &JobChanged, starts: bool) {
+        match self.write(job, starts).await {
             Ok(()) => self.relay.notify(),
             Err(e) => {
                 tracing::warn!(job_id = %job.job_id, error = %e, "agent run job event not written")
             }
         }
+    }
+
+    /// The event with the lease taken (`starts`) or given back, in one transaction.
+    async fn write(&self, job: &JobChanged, starts: bool) -> Result<(), DbErr> {
+        let txn = self.db.begin().await?;
+        if starts {
+            self.leases.take(&txn, job).await?;
+        } else {
+            self.leases.give_back(&txn, &job.job_id).await?;
+        }
+        let event = envelope(&topics::job(&job.status), &job.user_id, job);
+        outbox::enqueue(&txn, &event).await?;
+        txn.commit().await
     }
 }
 

@@ -14,6 +14,7 @@ pub mod mcp;
 pub mod migrations;
 pub mod preferences;
 pub mod run;
+pub mod run_leases;
 pub mod sandbox;
 pub mod shelf;
 pub mod stored;
@@ -89,6 +90,19 @@ pub async fn serve_with(
     background
         .tracker
         .spawn(relay.clone().run(background.token.clone()));
+    let leases = run_leases::Leases::new(
+        format!(
+            "{}-{}",
+            std::env::var("HOSTNAME").unwrap_or_else(|_| "agent".into()),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        ),
+        std::time::Duration::from_secs(ctx.config.job_lease_seconds.max(1)),
+    );
+    background.tracker.spawn(leases.clone().keep(
+        db.clone(),
+        relay.clone(),
+        background.token.clone(),
+    ));
 
     let workspaces = ctx.config.data_dir.join("agent").join("workspaces");
     match events::sweep_orphans(&db, &workspaces).await {
@@ -186,6 +200,7 @@ pub async fn serve_with(
         jobs: jobs::RunJobs {
             db: db.clone(),
             relay,
+            leases,
         },
     };
     Host::new(&ctx)

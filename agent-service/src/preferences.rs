@@ -3,7 +3,7 @@
 use docchat_common::error::{ApiError, ApiResult};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, Value};
 
-pub(crate) fn stmt(db: &DatabaseConnection, sql: &str, values: Vec<Value>) -> Statement {
+pub(crate) fn stmt(db: &impl ConnectionTrait, sql: &str, values: Vec<Value>) -> Statement {
     let backend = db.get_database_backend();
     let sql = if backend == DbBackend::Postgres {
         // `?` placeholders numbered for PostgreSQL.

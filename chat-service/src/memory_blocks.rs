@@ -462,6 +462,11 @@ pub async fn share(db: &DatabaseConnection, caller: &Caller, id: &str, s: Share)
     if s.principal.is_empty() {
         return Err(ApiError::bad_request("a share needs a user or a group"));
     }
+    if !s.group && s.principal == caller.user_id {
+        return Err(ApiError::bad_request(
+            "a memory block is not shared with its owner: the owner has every right already",
+        ));
+    }
     let row = memory_block_shares::ActiveModel {
         block_id: Set(id.to_owned()),
         kind: Set(kind(s.group).to_owned()),

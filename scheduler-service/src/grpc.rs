@@ -203,15 +203,21 @@ impl SchedulerService for SchedulerGrpc {
 
     async fn delete_task(&self, request: Request<pb::TaskRef>) -> Reply<Empty> {
         let me = caller(&request)?;
-        ok(tasks::delete(&self.db, &me, &request.get_ref().id)
+        let task = tasks::find_own(&self.db, &me, &request.get_ref().id).await?;
+        ok(self
+            .engine
+            .delete(&me, vec![task.id])
             .await
-            .map(|()| Empty {}))
+            .map(|_| Empty {}))
     }
 
     async fn delete_tasks(&self, request: Request<pb::TaskIds>) -> Reply<pb::Count> {
         let me = caller(&request)?;
         let ids = request.into_inner().ids;
-        ok(tasks::delete_many(&self.db, &me, ids)
+        let own = tasks::own_ids(&self.db, &me, ids).await?;
+        ok(self
+            .engine
+            .delete(&me, own)
             .await
             .map(|count| pb::Count { count }))
     }
@@ -258,5 +264,22 @@ impl SchedulerService for SchedulerGrpc {
     async fn summary(&self, request: Request<Empty>) -> Reply<pb::TaskSummary> {
         let me = caller(&request)?;
         ok(summary::summary(&self.db, &me).await)
+    }
+
+    async fn cancel_execution(
+        &self,
+        request: Request<pb::CancelExecutionRequest>,
+    ) -> Reply<pb::Execution> {
+        let me = caller(&request)?;
+        let pb::CancelExecutionRequest {
+            id,
+            reason,
+            any_owner,
+        } = request.into_inner();
+        ok(self
+            .engine
+            .cancel(&me, &id, &reason, any_owner)
+            .await
+            .map(execution_pb))
     }
 }

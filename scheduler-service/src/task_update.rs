@@ -17,14 +17,14 @@ use chrono::{DateTime, Utc};
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::time::now;
-use sea_orm::{ActiveModelTrait, DatabaseConnection};
+use sea_orm::{ActiveModelTrait, DatabaseConnection, ModelTrait, TransactionTrait};
 use serde_json::Value;
 
-use crate::entities::scheduled_tasks;
+use crate::entities::scheduled_tasks::{self, Column as C};
 use crate::tasks::{
-    Config, Fields, check_config, check_max_executions, check_task, config_object, find_own,
-    first_run, future_expiry, name_taken, notification_email, schedule_of, stored_config,
-    timezone_of,
+    Config, Fields, check_config, check_max_executions, check_runs_before_expiry, check_task,
+    config_object, first_run, future_expiry, lock_task, name_taken, not_found, notification_email,
+    schedule_of, stored_config, timezone_of,
 };
 
 /// The expires_at that clears the expiry.
@@ -70,14 +70,61 @@ fn still_stopped(task: &scheduled_tasks::Model, at: DateTime<Utc>) -> Option<&'s
     None
 }
 
+/// The columns an update writes when their value changed; the engine's own (execution_count,
+/// execution_status, last_execution_at) it never writes.
+const UPDATED: [C; 12] = [
+    C::Name,
+    C::Description,
+    C::ScheduleType,
+    C::ScheduleExpression,
+    C::TaskType,
+    C::TaskConfig,
+    C::CollectionId,
+    C::MaxExecutions,
+    C::ExpiresAt,
+    C::NotificationEmail,
+    C::Status,
+    C::NextExecutionAt,
+];
+
+/// Applies `f` to the caller's task `id`. The row is read and written in one transaction that
+/// holds it (a row lock on PostgreSQL, the one connection on SQLite), so a claim, trigger or
+/// execution ending meanwhile is neither lost nor undone.
 pub async fn update(
     db: &DatabaseConnection,
     caller: &Caller,
     id: &str,
     f: Fields,
 ) -> ApiResult<scheduled_tasks::Model> {
-    let at = now();
-    let mut task = find_own(db, caller, id).await?;
+    let txn = db.begin().await?;
+    let Some(old) = lock_task(&txn, id)
+        .await?
+        .filter(|t| t.user_id == caller.user_id)
+    else {
+        return Err(not_found(id));
+    };
+    let task = updated(old.clone(), caller, f, now())?;
+    let mut row = scheduled_tasks::ActiveModel::from(old.clone());
+    for column in UPDATED {
+        let value = task.get(column);
+        if value != old.get(column) {
+            row.set(column, value);
+        }
+    }
+    row.set(C::UpdatedAt, task.updated_at.into());
+    let name = task.name.clone();
+    let saved = row.update(&txn).await.map_err(|e| name_taken(e, &name))?;
+    txn.commit().await?;
+    Ok(saved)
+}
+
+/// The task after the update `f` at `at`, checked.
+fn updated(
+    mut task: scheduled_tasks::Model,
+    caller: &Caller,
+    f: Fields,
+    at: DateTime<Utc>,
+) -> ApiResult<scheduled_tasks::Model> {
     let old_config = stored_config(&task);
     let config = new_config(old_config.clone(), &f)?;
     task.collection_id = check_config(&config)?;
@@ -170,13 +217,9 @@ pub async fn update(
     if recompute {
         task.next_execution_at = Some(first_run(&schedule, at)?);
     }
+    check_runs_before_expiry(&task)?;
     task.updated_at = at;
-    let name = task.name.clone();
-    scheduled_tasks::ActiveModel::from(task)
-        .reset_all()
-        .update(db)
-        .await
-        .map_err(|e| name_taken(e, &name))
+    Ok(task)
 }
 
 #[cfg(test)]

@@ -6,10 +6,10 @@ use chrono::{DateTime, Utc};
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::time::now;
-use sea_orm::sea_query::{Expr, Func, LikeExpr};
+use sea_orm::sea_query::{Expr, Func, LikeExpr, LockType};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect, SqlErr, TransactionTrait,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, SqlErr,
 };
 use serde_json::{Map, Value};
 
@@ -189,6 +189,25 @@ fn plausible_email(email: &str) -> bool {
 }
 
 /// Checks the fields every task has: name, task_type.
+/// An active task whose next run falls after its expires_at would never run again while
+/// still showing active with a next run: refused, so the task stays as it was.
+pub fn check_runs_before_expiry(task: &scheduled_tasks::Model) -> ApiResult<()> {
+    match (
+        task.status.as_str(),
+        task.next_execution_at,
+        task.expires_at,
+    ) {
+        ("active" | "paused", Some(next), Some(expiry)) if next > expiry => {
+            Err(ApiError::bad_request(format!(
+                "expires_at {} is before the task's next run at {}: it would never run",
+                expiry.to_rfc3339(),
+                next.to_rfc3339()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 pub fn check_task(task: &scheduled_tasks::Model) -> ApiResult<()> {
     if task.name.trim().is_empty() {
         return Err(ApiError::bad_request("name must not be empty"));
@@ -263,11 +282,25 @@ pub async fn create(
     };
     check_task(&task)?;
     task.next_execution_at = Some(first_run(&schedule_of(&task, &config)?, at)?);
+    check_runs_before_expiry(&task)?;
     let name = task.name.clone();
     scheduled_tasks::Entity::insert(scheduled_tasks::ActiveModel::from(task))
         .exec_with_returning(db)
         .await
         .map_err(|e| name_taken(e, &name))
+}
+
+/// Locks the task row until `conn`'s transaction ends (PostgreSQL; SQLite's one connection
+/// is the lock there).
+pub async fn lock_task<C: ConnectionTrait>(
+    conn: &C,
+    task_id: &str,
+) -> Result<Option<scheduled_tasks::Model>, DbErr> {
+    let mut q = scheduled_tasks::Entity::find_by_id(task_id.to_owned());
+    if conn.get_database_backend() == DbBackend::Postgres {
+        q = q.lock(LockType::Update);
+    }
+    q.one(conn).await
 }
 
 /// The caller's task `id`; NOT_FOUND for another user's or a missing one.
@@ -358,52 +391,44 @@ pub async fn list(
     Ok((items, total))
 }
 
-/// The task and its executions.
-pub async fn delete(db: &DatabaseConnection, caller: &Caller, id: &str) -> ApiResult<()> {
-    let task = find_own(db, caller, id).await?;
-    delete_ids(db, vec![task.id]).await?;
-    Ok(())
-}
-
-/// The caller's tasks among `ids` with their executions; answers how many tasks went.
-pub async fn delete_many(
-    db: &DatabaseConnection,
+/// The caller's tasks among `ids` (at most [`MAX_BATCH_IDS`]).
+pub async fn own_ids(
+    db: &impl ConnectionTrait,
     caller: &Caller,
     ids: Vec<String>,
-) -> ApiResult<u64> {
-    if ids.is_empty() {
-        return Ok(0);
-    }
+) -> ApiResult<Vec<String>> {
     if ids.len() > MAX_BATCH_IDS {
         return Err(ApiError::bad_request(format!(
             "task_ids holds more than {MAX_BATCH_IDS} ids"
         )));
     }
-    let own: Vec<String> = scheduled_tasks::Entity::find()
+    if ids.is_empty() {
+        return Ok(ids);
+    }
+    Ok(scheduled_tasks::Entity::find()
         .select_only()
         .column(scheduled_tasks::Column::Id)
         .filter(scheduled_tasks::Column::UserId.eq(caller.user_id.as_str()))
         .filter(scheduled_tasks::Column::Id.is_in(ids))
         .into_tuple()
         .all(db)
-        .await?;
-    delete_ids(db, own).await
+        .await?)
 }
 
-async fn delete_ids(db: &DatabaseConnection, ids: Vec<String>) -> ApiResult<u64> {
+/// Deletes the tasks `ids` with their executions (in the caller's transaction: the engine
+/// cancels their running executions in the same one); how many tasks went.
+pub async fn delete_ids(conn: &impl ConnectionTrait, ids: Vec<String>) -> ApiResult<u64> {
     if ids.is_empty() {
         return Ok(0);
     }
-    let txn = db.begin().await?;
     task_executions::Entity::delete_many()
         .filter(task_executions::Column::TaskId.is_in(ids.clone()))
-        .exec(&txn)
+        .exec(conn)
         .await?;
     let gone = scheduled_tasks::Entity::delete_many()
         .filter(scheduled_tasks::Column::Id.is_in(ids))
-        .exec(&txn)
+        .exec(conn)
         .await?;
-    txn.commit().await?;
     Ok(gone.rows_affected)
 }
 

@@ -797,7 +797,7 @@ def _():
     assert h2o.list_scheduled_tasks().total == 0
 
 
-@check("scheduled tasks run: a once task at its time by itself, a daily agent task in the user's timezone triggered now; each in its own chat session with the answer, counted, the once task completed")
+@check("scheduled tasks run: a once task at its time by itself, a daily agent task in the user's timezone triggered now; each in its own chat session with the answer, counted, the once task completed; a running execution canceled through the jobs API")
 def _():
     import contextlib
     import datetime
@@ -848,7 +848,23 @@ def _():
     assert after.next_execution_at == daily.next_execution_at, "a trigger leaves the schedule alone"
     every = h2o.list_all_user_scheduled_task_executions(time_interval="1 hour")
     assert {e.task_name for e in every.items} >= {"once soon", "daily agent"}, every
-    h2o.delete_scheduled_tasks([once.id, daily.id])
+
+    # A running execution is a job its owner cancels (the model would answer in a minute).
+    from h2ogpte.rest_sync.api.jobs_api import JobsApi
+
+    slow = h2o.create_scheduled_task(
+        name="slow one", schedule_type="recurring", schedule_expression="0 9 * * *", task_type="chat_completion",
+        message="Think it over [answer slowly]", llm="scripted",
+    )
+    fired = h2o.trigger_scheduled_task(slow.id)
+    assert fired.status == "running", fired
+    canceled = JobsApi(state["user"]).cancel_job(fired.execution_id)
+    assert (canceled.overall_status, canceled.canceled_by, canceled.kind) == (
+        "canceled", state["username"], "ScheduledTaskExecutionJob"), canceled
+    [run] = h2o.list_scheduled_task_executions(slow.id).items
+    assert (run.id, run.status) == (fired.execution_id, "cancelled"), run
+    assert h2o.get_scheduled_task(slow.id).execution_status == "idle"
+    h2o.delete_scheduled_tasks([once.id, daily.id, slow.id])
 
 
 @check("job history: the administrator pages through the week's jobs (the user's ingestion among them) and their stats")

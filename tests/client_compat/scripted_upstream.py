@@ -7,6 +7,9 @@ of the `python` tool that analyses sales.csv where the system prompt says the co
 documents are, and saves a chart; once the tool's
 result is in the conversation, with a text quoting the result's TOTAL line.
 
+A question containing SLOW_MARK is answered after SLOW_SECONDS (the checks cancel it
+first).
+
 Usage: scripted_upstream.py [HOST]  (runs until killed; HOST defaults to 127.0.0.1: the compose
 test binds the Docker bridge's address so that containers reach it)
 """
@@ -14,9 +17,12 @@ test binds the Docker bridge's address so that containers reach it)
 import json
 import re
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ANSWER = "Paris is the capital of France."
+SLOW_MARK = "[answer slowly]"
+SLOW_SECONDS = 60
 CSV_MARK = "[analyse sales.csv]"
 CSV_CODE = """import matplotlib
 matplotlib.use("Agg")
@@ -85,6 +91,8 @@ class Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
         model = body.get("model", "scripted")
         usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+        if SLOW_MARK in json.dumps(body.get("messages", [])):
+            time.sleep(SLOW_SECONDS)
         step = agent_step(body)
         if step is not None:
             self.agent_reply(body, step, usage)

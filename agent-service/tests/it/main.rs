@@ -20,6 +20,7 @@ use docchat_common::testing::{Spawned, bind, context};
 mod files;
 mod mcp;
 mod run;
+mod run_leases;
 
 docchat_common::backend_tests! {
     async fn serves_health_and_stops_cleanly(backend) {

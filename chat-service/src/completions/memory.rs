@@ -30,6 +30,35 @@ pub(super) struct Memory {
 }
 
 impl Memory {
+    /// The characters the block adds to a prompt (plain and RAG answers inject the
+    /// system_prompt and user_instruction modes).
+    pub(super) fn injected_len(&self) -> usize {
+        match self.injection_mode.as_str() {
+            "system_prompt" | "user_instruction" => text(self).len(),
+            _ => 0,
+        }
+    }
+
+    /// The block with its content cut so that it adds at most `max_chars` to a prompt (on
+    /// a character boundary, with a note that it was cut); unchanged when it fits.
+    pub(super) fn within(&self, max_chars: usize) -> Memory {
+        let over = self.injected_len().saturating_sub(max_chars);
+        if over == 0 {
+            return self.clone();
+        }
+        const CUT: &str = "\n[… cut to fit the model's context]";
+        let keep = self.content.len().saturating_sub(over + CUT.len());
+        let at = (0..=keep)
+            .rev()
+            .find(|i| self.content.is_char_boundary(*i))
+            .unwrap_or(0);
+        tracing::warn!(block = %self.name, kept = at, of = self.content.len(), "a memory block longer than the model's context allows was cut");
+        Memory {
+            content: format!("{}{CUT}", &self.content[..at]),
+            ..self.clone()
+        }
+    }
+
     fn new(b: memory_blocks::Model, access: Access) -> Self {
         Memory {
             editable: access >= Access::Edit && b.access_mode != "read",
@@ -152,6 +181,21 @@ mod tests {
         assert_eq!(m[1].role, "system");
         assert!(m[1].content.contains("likes tea") && m[1].content.contains("use it kindly"));
         assert_eq!(m[2].content, "hi");
+    }
+
+    #[test]
+    fn a_block_longer_than_the_room_is_cut_to_it() {
+        let long = Memory {
+            content: "é".repeat(5000),
+            ..memory("system_prompt")
+        };
+        assert_eq!(memory("system_prompt").within(10_000).content, "likes tea");
+        let cut = long.within(2000);
+        assert!(cut.injected_len() <= 2000, "{}", cut.injected_len());
+        assert!(cut.injected_len() > 1500, "{}", cut.injected_len());
+        assert!(cut.content.ends_with("cut to fit the model's context]"));
+        // The agent modes add nothing to the prompt.
+        assert_eq!(memory("agent_file").injected_len(), 0);
     }
 
     #[test]

@@ -56,8 +56,9 @@ pub(super) fn build_prompt(
     notes: Option<&str>,
     context_length: u64,
     max_new_tokens: u32,
+    reserved: usize,
 ) -> Prompt {
-    let budget = context_budget(question, context_length, max_new_tokens);
+    let budget = context_budget(question, context_length, max_new_tokens, reserved);
     // Excerpts first (best first), then history from the most recent back. Notes were
     // already made to fit; the excerpts they summarize stay the references.
     let context = match notes {
@@ -108,11 +109,18 @@ pub(super) fn add_system(messages: &mut Vec<ChatMessage>, text: &str) {
     messages.insert(at, ChatMessage::system(text));
 }
 
-/// Characters of the prompt left for context and history (about four a token).
-pub(super) fn context_budget(question: &str, context_length: u64, max_new_tokens: u32) -> usize {
+/// Characters of the prompt left for context and history (about four a token), once the
+/// question, docchat's system prompt and `reserved` (what is added after: the request's
+/// system prompt, a memory block) are counted.
+pub(super) fn context_budget(
+    question: &str,
+    context_length: u64,
+    max_new_tokens: u32,
+    reserved: usize,
+) -> usize {
     (context_length.saturating_sub(u64::from(max_new_tokens)) as usize)
         .saturating_mul(4)
-        .saturating_sub(question.len() + SYSTEM_PROMPT.len())
+        .saturating_sub(question.len() + SYSTEM_PROMPT.len() + reserved)
 }
 
 #[cfg(test)]
@@ -153,6 +161,7 @@ mod tests {
             None,
             8192,
             1536,
+            0,
         );
         let roles: Vec<&str> = p.messages.iter().map(|m| m.role.as_str()).collect();
         assert_eq!(roles, ["system", "system", "user", "assistant", "user"]);
@@ -169,6 +178,7 @@ mod tests {
             None,
             1600,
             1536,
+            0,
         );
         assert!(p.hits.is_empty());
         assert_eq!(p.messages.last().unwrap().content, "why?");

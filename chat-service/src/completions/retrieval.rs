@@ -27,6 +27,13 @@ const MAX_SUMMARY_ROUNDS: usize = 4;
 const SUMMARY_CONCURRENCY: usize = 4;
 const HYDE_PROMPT: &str = "Write a short passage that answers the question, as a document on the subject would. It is used to search documents, so be specific.";
 
+/// What the prompt gains after the context is fitted: the request's system prompt and the
+/// memory block, counted against the context's budget.
+fn reserved(job: &Job, memory: Option<&super::memory::Memory>) -> usize {
+    job.system_prompt.as_ref().map_or(0, String::len)
+        + memory.map_or(0, super::memory::Memory::injected_len)
+}
+
 impl Completer {
     /// The messages sent to the model, with the excerpts they cite.
     pub(super) async fn prompt(&self, job: &Job, usage: &mut UsageLog) -> ApiResult<Prompt> {
@@ -61,6 +68,7 @@ impl Completer {
                 self.fit(job, question, chunks, usage).await?
             }
         };
+        let memory = self.memory_within(job, question);
         let mut prompt = build_prompt(
             question,
             &job.history,
@@ -68,14 +76,22 @@ impl Completer {
             notes.as_deref(),
             job.context_length,
             job.max_new_tokens,
+            reserved(job, memory.as_ref()),
         );
         if let Some(instructions) = &job.system_prompt {
             super::prompt::add_system(&mut prompt.messages, instructions);
         }
-        if let Some(memory) = &job.memory {
+        if let Some(memory) = &memory {
             super::memory::inject(&mut prompt.messages, memory);
         }
         Ok(prompt)
+    }
+
+    /// The job's memory block, its content cut to half of what the context leaves (a block
+    /// of unlimited length must not push the question out of the model's context).
+    fn memory_within(&self, job: &Job, question: &str) -> Option<super::memory::Memory> {
+        let room = context_budget(question, job.context_length, job.max_new_tokens, 0) / 2;
+        job.memory.as_ref().map(|m| m.within(room))
     }
 
     /// Chunks of the session's collection in document order: around `ids` (with
@@ -115,12 +131,14 @@ impl Completer {
         chunks: Vec<SearchHit>,
         usage: &mut UsageLog,
     ) -> ApiResult<(Vec<SearchHit>, Option<String>)> {
-        let budget = context_budget(question, job.context_length, job.max_new_tokens) / 2;
+        let reserved = reserved(job, self.memory_within(job, question).as_ref());
+        let budget = context_budget(question, job.context_length, job.max_new_tokens, reserved) / 2;
         if excerpts(&chunks).len() <= budget {
             return Ok((chunks, None));
         }
         // One summary call reads at most this many characters.
-        let per_call = (context_budget(question, job.context_length, SUMMARY_TOKENS) / 2).max(500);
+        let per_call =
+            (context_budget(question, job.context_length, SUMMARY_TOKENS, 0) / 2).max(500);
         let mut pieces: Vec<String> = chunks.iter().map(excerpt_text).collect();
         for _round in 0..MAX_SUMMARY_ROUNDS {
             let total: usize = pieces.iter().map(|p| p.len() + 2).sum();

@@ -1,7 +1,7 @@
 //! A user's own jobs in the client's JobDetails shape, read from the job history (another
 //! user's job is a 404): GET /api/v1/jobs, GET and DELETE /api/v1/jobs/{job_id} (a delete
 //! clears a finished job from the list; the history keeps it), POST
-//! /api/v1/jobs/{job_id}/cancel, GET /api/v1/jobs/pending/count; and the administrator's
+//! /api/v1/jobs/{job_id}/cancel (an ingestion job or a scheduled task's execution), GET /api/v1/jobs/pending/count; and the administrator's
 //! GET /api/v1/user_jobs (every user's recent jobs) and POST /api/v1/user_jobs/{job_id}/cancel.
 
 use std::collections::BTreeMap;
@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use docchat_proto::admin::v1 as pb;
 use docchat_proto::common::v1::Empty;
 use docchat_proto::ingest::v1 as ingest;
+use docchat_proto::scheduler::v1 as scheduler;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -255,7 +256,7 @@ pub async fn cancel_job(
 ) -> HttpResult<web::Json<JobDetails>> {
     let reason = body.and_then(|b| b.into_inner().cancel_reason);
     let job = cancel(&api, path.into_inner(), reason, false).await?;
-    Ok(web::Json(ingest_details(job)))
+    Ok(web::Json(job))
 }
 
 #[utoipa::path(tag = "Jobs",
@@ -300,14 +301,15 @@ pub async fn cancel_user_job(
     Ok(HttpResponse::NoContent().finish())
 }
 
-/// Cancels through the service that runs the job. Only ingestion jobs can be canceled; a
-/// job of another kind that the caller can see is a 409 that says so.
+/// Cancels through the service that runs the job: an ingestion job (ingest-service) or a
+/// scheduled task's execution (scheduler-service). Another kind of job that the caller can
+/// see (an agent run: stopped from its chat) is a 409 that says so.
 async fn cancel(
     api: &Api,
     id: String,
     reason: Option<String>,
     any_owner: bool,
-) -> HttpResult<ingest::Job> {
+) -> HttpResult<JobDetails> {
     let reason = reason.filter(|r| !r.trim().is_empty()).unwrap_or_else(|| {
         if any_owner {
             "canceled by an administrator".to_owned()
@@ -317,11 +319,21 @@ async fn cancel(
     });
     let request = ingest::CancelJobRequest {
         id: id.clone(),
-        reason,
+        reason: reason.clone(),
         any_owner,
     };
     match api.ingest().cancel_job(request).await {
-        Ok(job) => Ok(job.into_inner()),
+        Ok(job) => return Ok(ingest_details(job.into_inner())),
+        Err(status) if status.code() == tonic::Code::NotFound => {}
+        Err(status) => return Err(status.into()),
+    }
+    let request = scheduler::CancelExecutionRequest {
+        id: id.clone(),
+        reason,
+        any_owner,
+    };
+    match api.scheduler().cancel_execution(request).await {
+        Ok(execution) => Ok(execution_details(execution.into_inner())),
         Err(status) if status.code() == tonic::Code::NotFound && !any_owner => {
             // Another service's job of the caller (an agent run …): say why it stays.
             let own = api
@@ -330,11 +342,60 @@ async fn cancel(
                 .await?
                 .into_inner();
             Err(docchat_common::ApiError::conflict(format!(
-                "job {id} is a {} job ({}); only ingestion jobs can be canceled",
+                "job {id} is a {} job ({}); only ingestion jobs and scheduled task executions can be canceled here (an agent run stops from its chat)",
                 own.kind, own.status
             ))
             .into())
         }
         Err(status) => Err(status.into()),
+    }
+}
+
+/// A scheduled task's execution as JobDetails (the answer of its cancel, before the history
+/// has the event).
+fn execution_details(e: scheduler::Execution) -> JobDetails {
+    let created_at = ts_req(e.created_at);
+    let started = ts(e.started_at);
+    let finished = ts(e.completed_at);
+    let duration_seconds = started
+        .map(|s| {
+            let end = finished.unwrap_or_else(Utc::now);
+            ((end - s).num_microseconds().unwrap_or(0) as f64 / 1e6).max(0.0)
+        })
+        .unwrap_or(0.0);
+    // The history's status names: an execution's `cancelled` is a job's `canceled`.
+    let status = if e.status == "cancelled" {
+        "canceled".to_owned()
+    } else {
+        e.status
+    };
+    let (canceled_by, cancel_reason) = match e.error_message.strip_prefix("canceled by ") {
+        Some(rest) if status == "canceled" => match rest.split_once(": ") {
+            Some((by, why)) => (Some(by.to_owned()), Some(why.to_owned())),
+            None => (Some(rest.to_owned()), None),
+        },
+        _ => (None, None),
+    };
+    JobDetails {
+        statuses: vec![JobDetailsStatus {
+            id: e.id.clone(),
+            status: status.clone(),
+        }],
+        overall_status: overall(&status).to_owned(),
+        passed_percentage: if status == "completed" { 1.0 } else { 0.0 },
+        failed_percentage: if status == "failed" { 1.0 } else { 0.0 },
+        progress: if status == "running" { 0.0 } else { 1.0 },
+        status: Some(status),
+        name: e.task_name,
+        duration: human_duration(duration_seconds),
+        duration_seconds,
+        start_time: started.map(|t| t.timestamp_micros() as f64 / 1e6),
+        id: e.id,
+        created_at,
+        updated_at: finished.unwrap_or(created_at),
+        kind: client_kind(docchat_common::jobs::KIND_SCHEDULED_TASK).to_owned(),
+        errors: Vec::new(),
+        canceled_by,
+        cancel_reason,
     }
 }

@@ -465,8 +465,8 @@ pub async fn unshare_memory_block_from_group(
     api: Api,
     path: web::Path<(String, String)>,
 ) -> HttpResult<HttpResponse> {
-    api.caller()
-        .require_permission(permissions::SHARE_WITH_GROUPS)?;
+    // Owner only, as every unshare; no group-sharing permission is needed to take a share
+    // back (an owner who lost it can still withdraw what they shared).
     let (block_id, group_id) = path.into_inner();
     unshare(&api, block_id, true, group_id).await
 }

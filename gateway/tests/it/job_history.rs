@@ -672,3 +672,56 @@ docchat_common::backend_tests! {
         assert_error(s, &e, 404);
     }
 }
+
+docchat_common::backend_tests! {
+    /// A task triggered through REST runs as its execution; its owner cancels it through the
+    /// jobs API (another user gets 404, a second cancel 409), the execution ends cancelled
+    /// and the history says who and why; deleting a task cancels what still runs of it.
+    async fn a_scheduled_execution_is_canceled_through_the_jobs_api(backend) {
+        let upstream = hanging_model().await;
+        let app = app_with_model(&backend, &upstream, |_| {}).await;
+        let name = app.backend;
+        let (alice_id, alice) = app.user("alice").await;
+        let (_, bob) = app.user("bob").await;
+        let body = json!({"name": "slow report", "schedule_type": "recurring", "schedule_expression": "0 9 * * *",
+                          "task_type": "chat_completion", "task_config": {"message": "Summarize yesterday"}});
+        let (s, task) = app.call(Method::POST, "/api/v1/scheduled_tasks", &alice, Some(body)).await;
+        assert_eq!(s, 201, "{task}");
+        let task_id = task["id"].as_str().unwrap().to_owned();
+
+        let trigger = format!("/api/v1/scheduled_tasks/{task_id}/trigger");
+        let (s, started) = app.call(Method::POST, &trigger, &alice, None).await;
+        assert_eq!((s, started["status"].as_str()), (200, Some("running")), "{name}: {started}");
+        let execution = started["execution_id"].as_str().unwrap().to_owned();
+        eventually("the execution's model call is under way", || async { !upstream.seen().is_empty() }).await;
+
+        let cancel = format!("/api/v1/jobs/{execution}/cancel");
+        let (s, e) = app.call(Method::POST, &cancel, &bob, None).await;
+        assert_error(s, &e, 404);
+        let (s, job) = app.call(Method::POST, &cancel, &alice, Some(json!({"cancel_reason": "wrong day"}))).await;
+        assert_eq!(s, 200, "{name}: {job}");
+        assert_eq!((job["status"].as_str(), job["overall_status"].as_str()), (Some("canceled"), Some("canceled")), "{job}");
+        assert_eq!((job["canceled_by"].as_str(), job["cancel_reason"].as_str()), (Some("alice"), Some("wrong day")), "{job}");
+        assert_eq!(job["kind"], "ScheduledTaskExecutionJob");
+        let (s, e) = app.call(Method::POST, &cancel, &alice, None).await;
+        assert_error(s, &e, 409);
+
+        let (s, runs) = app.call(Method::GET, &format!("/api/v1/scheduled_tasks/{task_id}/executions"), &alice, None).await;
+        assert_eq!(s, 200, "{runs}");
+        assert_eq!(runs["items"][0]["status"], "cancelled", "{name}: {runs}");
+        let (_, task) = app.call(Method::GET, &format!("/api/v1/scheduled_tasks/{task_id}"), &alice, None).await;
+        assert_eq!(task["execution_status"], "idle", "{name}: {task}");
+        let row = history_row_when(&app, &alice_id, &execution, "the execution canceled in the history", |r| r["status"] == "canceled").await;
+        assert_eq!((row["canceled_by"].as_str(), row["cancel_reason"].as_str()), (Some("alice"), Some("wrong day")), "{name}: {row}");
+
+        // Deleted while running: the execution's history row ends canceled, not running.
+        let (s, started) = app.call(Method::POST, &trigger, &alice, None).await;
+        assert_eq!(s, 200, "{started}");
+        let second = started["execution_id"].as_str().unwrap().to_owned();
+        let (s, e) = app.call(Method::DELETE, &format!("/api/v1/scheduled_tasks/{task_id}"), &alice, None).await;
+        assert!(s == 200 || s == 204, "{s} {e}");
+        let row = history_row_when(&app, &alice_id, &second, "the deleted task's execution canceled", |r| r["status"] == "canceled").await;
+        assert_eq!(row["cancel_reason"], "its task was deleted", "{name}: {row}");
+        app.stop().await;
+    }
+}

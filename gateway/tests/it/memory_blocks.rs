@@ -349,6 +349,9 @@ docchat_common::backend_tests! {
         assert_error(s, &e, 404);
         let (s, e) = put(&app, &alice, &format!("{block}/permissions/bob"), json!({"permissions": ["everything"]})).await;
         assert_error(s, &e, 400);
+        // Not with its owner: user_count counts the others.
+        let (s, e) = put(&app, &alice, &format!("{block}/permissions/alice"), json!({})).await;
+        assert_error(s, &e, 400);
         for body in [json!({}), json!({"permissions": null}), json!({"permissions": []})] {
             let (s, b) = put(&app, &alice, &format!("{block}/permissions/bob"), body).await;
             assert_eq!(s, 204, "{b}");

@@ -129,6 +129,7 @@ docchat_common::backend_tests! {
 
         // Every bad field: 400 with its reason, nothing stored.
         let past = (Utc::now() - Duration::hours(1)).to_rfc3339();
+        let soon = (Utc::now() + Duration::hours(1)).to_rfc3339();
         for (bad, why) in [
             (json!({"name": ""}), "name"),
             (json!({"name": "   "}), "name"),
@@ -149,6 +150,7 @@ docchat_common::backend_tests! {
             (json!({"task_config": {"message": "m", "timezone": "Mars/Olympus"}}), "timezone"),
             (json!({"expires_at": past}), "future"),
             (json!({"expires_at": "soon"}), "expires_at"),
+            (json!({"schedule_type": "interval", "schedule_expression": "10 hours", "expires_at": soon}), "never run"),
             (json!({"max_executions": 0}), "max_executions"),
             (json!({"max_executions": -1}), "max_executions"),
             (json!({"notification_email": "nobody"}), "notification_email"),

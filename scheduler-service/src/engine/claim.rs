@@ -1,9 +1,10 @@
 //! Claims (AGENTS.md §5): every tick a replica takes due tasks — `status = 'active' AND
 //! next_execution_at <= now` — one at a time, each in one transaction that locks the row
 //! (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so replicas never wait on each other's claims),
-//! advances the task by a conditional update (it only applies while the task is still due at
-//! the time read, which is the whole claim on SQLite) and inserts the execution, whose
-//! `(task_id, scheduled_for)` key makes a second claim of one due time a no-op.
+//! inserts the execution, whose `(task_id, scheduled_for)` key makes a second claim of one due
+//! time a no-op (the task still moves past it), and advances the task by a conditional update
+//! (it only applies while the task is still due at the time read, which is the whole claim on
+//! SQLite; when it does not apply, the claim is rolled back).
 //!
 //! A task's next time is the schedule's first after max(due, now): a replica that was down
 //! runs a missed time once, not a burst. A once task or one at max_executions completes; a
@@ -108,7 +109,25 @@ pub(super) async fn claim_one(
         txn.commit().await?;
         return Ok(None);
     };
-    let plan = plan(&task, due, at, |t| next_time(&task, t));
+    let mut plan = plan(&task, due, at, |t| next_time(&task, t));
+    let execution = new_execution(inner, &task, SCHEDULED, due, at);
+    if plan.run {
+        // The execution first: a due time that already has one (it ran) is not run again,
+        // but the task still moves past it, so it cannot stay due and be claimed for ever.
+        let inserted = executions::Entity::insert(executions::ActiveModel::from(execution.clone()))
+            .on_conflict(
+                OnConflict::columns([executions::Column::TaskId, executions::Column::ScheduledFor])
+                    .do_nothing()
+                    .to_owned(),
+            )
+            .exec_without_returning(&txn)
+            .await?;
+        if inserted == 0 {
+            tracing::warn!(task_id = %task.id, %due, "the due time already has an execution; the task moves past it without running");
+            plan.run = false;
+            plan.count = task.execution_count;
+        }
+    }
     let mut update = tasks::Entity::update_many()
         .col_expr(tasks::Column::Status, Expr::value(plan.status))
         .col_expr(tasks::Column::NextExecutionAt, Expr::value(plan.next))
@@ -123,26 +142,14 @@ pub(super) async fn claim_one(
             .col_expr(tasks::Column::ExecutionStatus, Expr::value(RUNNING));
     }
     if update.exec(&txn).await?.rows_affected == 0 {
-        // Another replica advanced it between our read and our write (SQLite has no lock).
-        txn.commit().await?;
+        // Another replica advanced it between our read and our write (SQLite has no lock):
+        // nothing of this claim stays, the execution inserted above included.
+        txn.rollback().await?;
         return Ok(Some(None));
     }
     if !plan.run {
         txn.commit().await?;
-        tracing::info!(task_id = %task.id, status = plan.status, "task ended without running its due time");
-        return Ok(Some(None));
-    }
-    let execution = new_execution(inner, &task, SCHEDULED, due, at);
-    let inserted = executions::Entity::insert(executions::ActiveModel::from(execution.clone()))
-        .on_conflict(
-            OnConflict::columns([executions::Column::TaskId, executions::Column::ScheduledFor])
-                .do_nothing()
-                .to_owned(),
-        )
-        .exec_without_returning(&txn)
-        .await?;
-    if inserted == 0 {
-        txn.rollback().await?;
+        tracing::info!(task_id = %task.id, status = plan.status, "task moved on without running its due time");
         return Ok(Some(None));
     }
     events::announce(&txn, &execution, &task.collection_id, RUNNING).await?;
@@ -199,10 +206,10 @@ pub(super) async fn run_loop(inner: Arc<Inner>) {
                 Ok(None) => break,
                 Ok(Some(None)) => {}
                 Ok(Some(Some((execution, task)))) => {
-                    inner.hold(&execution.id);
+                    let stop = inner.hold(&execution.id);
                     inner
                         .tracker
-                        .spawn(run::scheduled(inner.clone(), execution, task));
+                        .spawn(run::scheduled(inner.clone(), execution, task, stop));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e.message, "claiming due tasks failed; retrying next tick");

@@ -19,7 +19,37 @@ pub(super) async fn announce<C: ConnectionTrait>(
     collection_id: &str,
     status: &str,
 ) -> Result<(), DbErr> {
+    let job = job(execution, collection_id, status);
+    enqueue(conn, &job).await
+}
+
+/// Enqueues `job.canceled` for `execution`, canceled by `by` for `reason`.
+pub(super) async fn announce_canceled<C: ConnectionTrait>(
+    conn: &C,
+    execution: &task_executions::Model,
+    collection_id: &str,
+    by: &str,
+    reason: &str,
+) -> Result<(), DbErr> {
     let job = JobChanged {
+        canceled_by: Some(by.to_owned()),
+        cancel_reason: Some(reason.to_owned()),
+        errors: Vec::new(),
+        ..job(execution, collection_id, "canceled")
+    };
+    enqueue(conn, &job).await
+}
+
+async fn enqueue<C: ConnectionTrait>(conn: &C, job: &JobChanged) -> Result<(), DbErr> {
+    outbox::enqueue(
+        conn,
+        &envelope(&topics::job(&job.status), &job.user_id, job),
+    )
+    .await
+}
+
+fn job(execution: &task_executions::Model, collection_id: &str, status: &str) -> JobChanged {
+    JobChanged {
         job_id: execution.id.clone(),
         kind: KIND_SCHEDULED_TASK.into(),
         name: execution.task_name.clone(),
@@ -43,10 +73,5 @@ pub(super) async fn announce<C: ConnectionTrait>(
         finished_at: opt_to_proto(execution.completed_at),
         canceled_by: None,
         cancel_reason: None,
-    };
-    outbox::enqueue(
-        conn,
-        &envelope(&topics::job(status), &execution.user_id, &job),
-    )
-    .await
+    }
 }

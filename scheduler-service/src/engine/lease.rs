@@ -1,7 +1,9 @@
 //! Leases: a replica renews the lease of every execution it runs (every third of the lease);
 //! every replica's reaper fails executions whose lease lapsed — their replica died — with
 //! "the scheduler replica running it stopped" (job status `stale`) and sets their task idle,
-//! so no execution is left running for ever.
+//! so no execution is left running for ever. A held execution that is no longer running in
+//! the database (canceled, or its task deleted, through another replica) has its run stopped
+//! at the next renewal.
 
 use std::sync::Arc;
 
@@ -15,7 +17,8 @@ use super::store::{self, Outcome};
 use super::{Inner, notify};
 use crate::entities::task_executions as executions;
 
-/// Pushes the lease of this replica's running executions forward.
+/// Pushes the lease of this replica's running executions forward, and stops the runs of
+/// those that ended elsewhere.
 async fn renew(inner: &Inner) -> ApiResult<()> {
     let held = inner.held();
     if held.is_empty() {
@@ -26,10 +29,22 @@ async fn renew(inner: &Inner) -> ApiResult<()> {
             executions::Column::LeaseUntil,
             Expr::value(Some(inner.lease_until())),
         )
-        .filter(executions::Column::Id.is_in(held))
+        .filter(executions::Column::Id.is_in(held.clone()))
         .filter(executions::Column::Status.eq(RUNNING))
         .exec(&inner.db)
         .await?;
+    let running: Vec<String> = executions::Entity::find()
+        .select_only()
+        .column(executions::Column::Id)
+        .filter(executions::Column::Id.is_in(held.clone()))
+        .filter(executions::Column::Status.eq(RUNNING))
+        .into_tuple()
+        .all(&inner.db)
+        .await?;
+    for id in held.iter().filter(|id| !running.contains(id)) {
+        tracing::info!(execution_id = %id, "the execution ended elsewhere (canceled or deleted); stopping its run");
+        inner.stop(id);
+    }
     Ok(())
 }
 

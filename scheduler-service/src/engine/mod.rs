@@ -2,8 +2,10 @@
 //! replica claims due tasks ([`claim`]), runs each execution as the task's owner through
 //! chat-service ([`run`]), holds a lease on what it runs and fails what another replica left
 //! behind ([`lease`]), records each outcome ([`store`]) as a job-history event ([`events`])
-//! and, when asked for, an email ([`notify`]). [`Engine::trigger`] starts a run on demand.
+//! and, when asked for, an email ([`notify`]). [`Engine::trigger`] starts a run on demand;
+//! [`Engine::cancel`] and [`Engine::delete`] end running ones ([`cancel`]).
 
+mod cancel;
 mod claim;
 mod config;
 mod events;
@@ -13,7 +15,7 @@ mod run;
 mod store;
 mod trigger;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,6 +37,7 @@ pub(crate) mod status {
     pub const IDLE: &str = "idle";
     pub const RUNNING: &str = "running";
     pub const FAILED: &str = "failed";
+    pub const CANCELLED: &str = "cancelled";
     pub const SCHEDULED: &str = "scheduled";
     pub const MANUAL: &str = "manual";
 }
@@ -52,8 +55,9 @@ pub(crate) struct Inner {
     tick: Duration,
     lease: chrono::Duration,
     notifier: Option<Notifier>,
-    /// Executions this replica runs now: the ones whose lease it renews.
-    running: Mutex<HashSet<String>>,
+    /// Executions this replica runs now (the ones whose lease it renews), each with the
+    /// token that stops its run when it is canceled or deleted.
+    running: Mutex<HashMap<String, CancellationToken>>,
     tracker: TaskTracker,
     token: CancellationToken,
 }
@@ -82,7 +86,7 @@ impl Engine {
                 i64::try_from(config.scheduler_lease_seconds).unwrap_or(30),
             ),
             notifier: Notifier::from_config(config)?,
-            running: Mutex::new(HashSet::new()),
+            running: Mutex::new(HashMap::new()),
             tracker: background.tracker.clone(),
             token: background.token.clone(),
         })))
@@ -105,11 +109,26 @@ impl Inner {
         docchat_common::time::now() + self.lease
     }
 
-    fn hold(&self, execution_id: &str) {
+    /// Holds `execution_id` (its lease is renewed); the token stops its run.
+    fn hold(&self, execution_id: &str) -> CancellationToken {
+        let stop = self.token.child_token();
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(execution_id.to_owned());
+            .insert(execution_id.to_owned(), stop.clone());
+        stop
+    }
+
+    /// Stops the run of `execution_id` if this replica runs it (it was canceled).
+    fn stop(&self, execution_id: &str) {
+        if let Some(stop) = self
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(execution_id)
+        {
+            stop.cancel();
+        }
     }
 
     fn release(&self, execution_id: &str) {
@@ -123,7 +142,7 @@ impl Inner {
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .iter()
+            .keys()
             .cloned()
             .collect()
     }

@@ -6,7 +6,7 @@
 //! naming it, and the task stops running: it is paused until its owner points
 //! task_config.collection_id elsewhere (or unbinds it) and resumes it.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult, ErrorCode};
@@ -14,21 +14,27 @@ use docchat_proto::admin::v1::GetIdentityRequest;
 use docchat_proto::chat::v1 as chat;
 use docchat_proto::chat::v1::completion_event::Event;
 use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
 
 use super::config::TaskConfig;
 use super::store::{self, Outcome};
 use super::{Inner, notify};
 use crate::entities::{scheduled_tasks as tasks, task_executions as executions};
 
-/// Runs a claimed execution to its end.
-pub(super) async fn scheduled(inner: Arc<Inner>, execution: executions::Model, task: tasks::Model) {
+/// Runs a claimed execution to its end (or until `stop`: it was canceled).
+pub(super) async fn scheduled(
+    inner: Arc<Inner>,
+    execution: executions::Model,
+    task: tasks::Model,
+    stop: CancellationToken,
+) {
     let outcome = match owner(&inner, &task).await {
         Ok(caller) => match open_session(&inner, &caller, &task).await {
             Ok(session) => {
                 if let Err(e) = store::set_session(&inner.db, &execution.id, &session).await {
                     tracing::warn!(error = %e.message, "recording an execution's session failed");
                 }
-                complete(&inner, &caller, &task, &session).await
+                complete(&inner, &caller, &task, &session, &stop).await
             }
             // open_session's only NOT_FOUND: the task's collection is gone.
             Err(e) if e.code == ErrorCode::NotFound => {
@@ -54,8 +60,9 @@ pub(super) async fn finish_in_session(
     caller: Caller,
     task: tasks::Model,
     session: String,
+    stop: CancellationToken,
 ) {
-    let outcome = complete(&inner, &caller, &task, &session).await;
+    let outcome = complete(&inner, &caller, &task, &session, &stop).await;
     end(&inner, &execution_id, outcome).await;
 }
 
@@ -132,22 +139,47 @@ pub(super) async fn open_session(
     }
 }
 
-/// Asks chat-service for the task's answer in `session`.
-async fn complete(inner: &Inner, caller: &Caller, task: &tasks::Model, session: &str) -> Outcome {
-    tokio::select! {
-        outcome = answer(inner, caller, task, session) => match outcome {
+/// Asks chat-service for the task's answer in `session`. When `stop` fires first (the
+/// execution was canceled, or the service stops), chat-service is told to stop the reply.
+async fn complete(
+    inner: &Inner,
+    caller: &Caller,
+    task: &tasks::Model,
+    session: &str,
+    stop: &CancellationToken,
+) -> Outcome {
+    let question = Mutex::new(None);
+    let outcome = tokio::select! {
+        outcome = answer(inner, caller, task, session, &question) => return match outcome {
             Ok(body) => Outcome::Completed(body),
             Err(e) => Outcome::Failed(e.message),
         },
-        () = inner.token.cancelled() => Outcome::Failed("scheduler-service stopped during the execution".into()),
+        () = stop.cancelled() => if inner.token.is_cancelled() {
+            Outcome::Failed("scheduler-service stopped during the execution".into())
+        } else {
+            Outcome::Failed("canceled".into())
+        },
+    };
+    let question = question.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(question_id) = question {
+        let request = chat::ControlRequest {
+            question_id,
+            action: "stop".into(),
+        };
+        if let Err(e) = inner.clients.chat(caller).control_message(request).await {
+            tracing::warn!(error = %e.message(), "stopping the reply of a stopped execution failed");
+        }
     }
+    outcome
 }
 
+/// The answer's text; the question's id goes to `question` as soon as it is known.
 async fn answer(
     inner: &Inner,
     caller: &Caller,
     task: &tasks::Model,
     session: &str,
+    question: &Mutex<Option<String>>,
 ) -> ApiResult<String> {
     let config = TaskConfig::parse(&task.task_config)?;
     let request = config.completion(session, task.task_type == "agent_task");
@@ -171,7 +203,10 @@ async fn answer(
             Some(Event::Error(e)) => {
                 return Err(ApiError::new(ErrorCode::Unavailable, e.message));
             }
-            Some(Event::QuestionId(_)) | None => {}
+            Some(Event::QuestionId(id)) => {
+                *question.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+            }
+            None => {}
         }
     }
     Err(ApiError::new(

@@ -6,14 +6,16 @@
 use chrono::{DateTime, Utc};
 use docchat_common::error::{ApiResult, error_line};
 use docchat_common::time::now;
-use sea_orm::sea_query::{Expr, LockType};
+use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait,
-    PaginatorTrait, QueryFilter, QuerySelect, TransactionTrait,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, PaginatorTrait,
+    QueryFilter, TransactionTrait,
 };
 
+pub(super) use crate::tasks::lock_task;
+
 use super::events;
-use super::status::{ACTIVE, COMPLETED, FAILED, IDLE, PAUSED, RUNNING};
+use super::status::{ACTIVE, CANCELLED, COMPLETED, FAILED, IDLE, PAUSED, RUNNING};
 use crate::entities::{scheduled_tasks as tasks, task_executions as executions};
 
 /// The longest result_summary kept (characters); the whole answer stays in the chat session.
@@ -32,18 +34,6 @@ pub enum Outcome {
 
 /// What the replica running it stopped with (the reaper's error text).
 pub const LAPSED: &str = "the scheduler replica running it stopped";
-
-/// Locks the task row until `conn`'s transaction ends (PostgreSQL; a no-op on SQLite).
-pub(super) async fn lock_task<C: ConnectionTrait>(
-    conn: &C,
-    task_id: &str,
-) -> Result<Option<tasks::Model>, DbErr> {
-    let mut q = tasks::Entity::find_by_id(task_id.to_owned());
-    if conn.get_database_backend() == DbBackend::Postgres {
-        q = q.lock(LockType::Update);
-    }
-    q.one(conn).await
-}
 
 /// Sets the task idle when none of its executions runs any more.
 pub(super) async fn idle_if_done<C: ConnectionTrait>(conn: &C, task_id: &str) -> Result<(), DbErr> {
@@ -159,4 +149,41 @@ pub(super) async fn finish(
     events::announce(&txn, &ended, &collection_id, event).await?;
     txn.commit().await?;
     Ok(Some((ended, email)))
+}
+
+/// Cancels `execution` if it is still running (in the caller's transaction, which holds its
+/// task): it ends `cancelled` now with the one-line reason, and the task goes idle if it was
+/// its last running one. The ended execution, or `None` when it had already ended.
+pub(super) async fn cancel<C: ConnectionTrait>(
+    conn: &C,
+    execution: &executions::Model,
+    by: &str,
+    reason: &str,
+) -> Result<Option<executions::Model>, DbErr> {
+    let at = now();
+    let error = error_line(&format!("canceled by {by}: {reason}"));
+    let changed = executions::Entity::update_many()
+        .col_expr(executions::Column::Status, Expr::value(CANCELLED))
+        .col_expr(executions::Column::CompletedAt, Expr::value(at))
+        .col_expr(
+            executions::Column::LeaseUntil,
+            Expr::value(None::<DateTime<Utc>>),
+        )
+        .col_expr(executions::Column::ErrorMessage, Expr::value(error.clone()))
+        .filter(executions::Column::Id.eq(execution.id.as_str()))
+        .filter(executions::Column::Status.eq(RUNNING))
+        .exec(conn)
+        .await?
+        .rows_affected;
+    if changed == 0 {
+        return Ok(None);
+    }
+    idle_if_done(conn, &execution.task_id).await?;
+    Ok(Some(executions::Model {
+        status: CANCELLED.to_owned(),
+        completed_at: Some(at),
+        lease_until: None,
+        error_message: error,
+        ..execution.clone()
+    }))
 }

@@ -45,7 +45,7 @@ impl Engine {
         events::announce(&txn, &execution, &task.collection_id, RUNNING).await?;
         txn.commit().await?;
         inner.relay.notify();
-        inner.hold(&execution.id);
+        let stop = inner.hold(&execution.id);
         // The caller is the owner; a service acting for them gets the owner's identity.
         let owner = if caller.user_id == task.user_id && !caller.is_service {
             Ok(caller.clone())
@@ -69,6 +69,7 @@ impl Engine {
                     owner,
                     task,
                     session.clone(),
+                    stop,
                 ));
                 Ok(pb::TriggerResult {
                     execution_id: execution.id,

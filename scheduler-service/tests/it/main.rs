@@ -10,6 +10,7 @@
 
 use docchat_common::testing::{Spawned, bind, context};
 
+mod cancel;
 mod notify;
 mod replicas;
 mod runs;

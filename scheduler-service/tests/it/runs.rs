@@ -8,6 +8,8 @@ use docchat_proto::admin::v1::admin_service_client::AdminServiceClient;
 use docchat_proto::chat::v1 as chat;
 use docchat_proto::chat::v1::memory_block_service_client::MemoryBlockServiceClient;
 use docchat_proto::ingest::v1::{CollectionRef, CreateCollectionRequest};
+use docchat_scheduler_service::entities::task_executions as executions;
+use sea_orm::ActiveModelTrait;
 use serde_json::json;
 
 use crate::support::*;
@@ -117,6 +119,29 @@ docchat_common::backend_tests! {
         let expiring = task(&db, &bob, "expiring", ("interval", "10 minutes"), msg.clone(), now, |t| t.expires_at = Some(now + Duration::minutes(5))).await;
         let stale = task(&db, &bob, "stale", ("interval", "10 minutes"), msg.clone(), now - Duration::minutes(20), |t| t.expires_at = Some(now - Duration::minutes(10))).await;
         let missed = task(&db, &bob, "missed", ("interval", "1 minutes"), msg.clone(), now - Duration::minutes(30), |_| {}).await;
+        // Due at a time that already has its execution (it ran): moves on without running.
+        let ran = task(&db, &bob, "ran", ("interval", "10 minutes"), msg.clone(), now - Duration::minutes(1), |t| t.execution_count = 1).await;
+        executions::ActiveModel::from(executions::Model {
+            id: uuid::Uuid::new_v4().to_string(),
+            task_id: ran.id.clone(),
+            user_id: bob.user_id.clone(),
+            username: bob.username.clone(),
+            task_name: ran.name.clone(),
+            status: "completed".into(),
+            trigger_source: "scheduled".into(),
+            scheduled_for: ran.next_execution_at.unwrap(),
+            started_at: Some(now),
+            completed_at: Some(now),
+            lease_until: None,
+            worker: "earlier".into(),
+            chat_session_id: String::new(),
+            result_summary: "done".into(),
+            error_message: String::new(),
+            created_at: now,
+        })
+        .insert(&db)
+        .await
+        .unwrap();
         let replica = scheduler(&stack, |_| {}).await;
 
         for (t, status) in [(&once, "completed"), (&capped, "completed"), (&expiring, "expired")] {
@@ -141,6 +166,12 @@ docchat_common::backend_tests! {
         assert_eq!(caught_up[0].scheduled_for, micros(now - Duration::minutes(30)));
         let next = task_row(&db, &missed.id).await.next_execution_at.unwrap();
         assert!(next > Utc::now(), "{}: the next time is after now", backend.name);
+        let moved = until(10, "the task whose due time had run moved on", || async {
+            let r = task_row(&db, &ran.id).await;
+            r.next_execution_at.filter(|n| *n > now).map(|_| r)
+        }).await;
+        assert_eq!((moved.status.as_str(), moved.execution_count, moved.execution_status.as_str()), ("active", 1, "idle"), "{}", backend.name);
+        assert_eq!(executions_of(&db, &ran.id).await.len(), 1, "{}: the due time did not run twice", backend.name);
         assert_eq!(upstream.bodies().len(), 4, "{}", backend.name);
 
         replica.stop().await.unwrap();
