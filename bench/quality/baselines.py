@@ -81,9 +81,20 @@ class MiniLM:
         self.tok.no_padding()
         self.heads = 12
         self.layers = 6
+        # Weights transposed once (contiguous), query/key/value fused into one matrix.
+        self.t = {}
+        for i in range(self.layers):
+            p = f"encoder.layer.{i}."
+            qkv = [p + f"attention.self.{n}" for n in ("query", "key", "value")]
+            self.t[p + "qkv"] = (np.ascontiguousarray(np.concatenate([self.w[n + ".weight"] for n in qkv]).T),
+                                 np.concatenate([self.w[n + ".bias"] for n in qkv]))
+            for n in ("attention.output.dense", "intermediate.dense", "output.dense"):
+                self.t[p + n] = (np.ascontiguousarray(self.w[p + n + ".weight"].T), self.w[p + n + ".bias"])
 
     def _lin(self, x, name):
-        return x @ self.w[name + ".weight"].T + self.w[name + ".bias"]
+        w, b = self.t[name]
+        shape = x.shape
+        return (x.reshape(-1, shape[-1]) @ w + b).reshape(*shape[:-1], w.shape[1])
 
     def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         w = self.w
@@ -96,13 +107,20 @@ class MiniLM:
         bias = ((1.0 - mask[:, None, None, :]) * -1e9).astype(np.float32)
         for i in range(self.layers):
             p = f"encoder.layer.{i}."
-            q = self._lin(x, p + "attention.self.query").reshape(bsz, n, self.heads, d).transpose(0, 2, 1, 3)
-            k = self._lin(x, p + "attention.self.key").reshape(bsz, n, self.heads, d).transpose(0, 2, 3, 1)
-            v = self._lin(x, p + "attention.self.value").reshape(bsz, n, self.heads, d).transpose(0, 2, 1, 3)
-            att = (q @ k) / math.sqrt(d) + bias
-            att = np.exp(att - att.max(-1, keepdims=True))
-            att /= att.sum(-1, keepdims=True)
-            ctx = (att @ v).transpose(0, 2, 1, 3).reshape(bsz, n, -1)
+            qkv = self._lin(x, p + "qkv").reshape(bsz, n, 3, self.heads, d)
+            # Contiguous operands: numpy's stacked matmul is far slower on strided views.
+            q = np.ascontiguousarray(qkv[:, :, 0].transpose(0, 2, 1, 3))
+            k = np.ascontiguousarray(qkv[:, :, 1].transpose(0, 2, 3, 1))
+            v = np.ascontiguousarray(qkv[:, :, 2].transpose(0, 2, 1, 3))
+            ctx = np.empty((bsz, self.heads, n, d), dtype=np.float32)
+            scale = 1.0 / math.sqrt(d)
+            for b in range(bsz):  # 2-D products: numpy's stacked matmul is slow here
+                for h in range(self.heads):
+                    att = (q[b, h] @ k[b, h]) * scale + bias[b, 0]
+                    att = np.exp(att - att.max(-1, keepdims=True))
+                    att /= att.sum(-1, keepdims=True)
+                    ctx[b, h] = att @ v[b, h]
+            ctx = ctx.transpose(0, 2, 1, 3).reshape(bsz, n, -1)
             x = _layer_norm(x + self._lin(ctx, p + "attention.output.dense"),
                             w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"])
             h = _gelu(self._lin(x, p + "intermediate.dense"))
