@@ -7,7 +7,7 @@
 #
 #   bench/quality/run.sh                 # dev and test parts, all 50 documents
 #   bench/quality/run.sh --parts dev     # the part to tune on
-#   bench/quality/run.sh --ci            # 12 documents, their dev questions; exit 1 below the floor
+#   bench/quality/run.sh --ci            # 16 documents, their 35 dev questions, no baselines; exit 1 below the floor
 #   bench/quality/run.sh --url http://127.0.0.1:8080 --key sk-... --llm <model>
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
