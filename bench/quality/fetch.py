@@ -46,8 +46,12 @@ def unpack_deb(spec: str, cache: Path) -> Path:
     debs.mkdir(parents=True, exist_ok=True)
     found = [p for p in debs.glob(f"{pkg}_*.deb") if version.replace(":", "%3a") in p.name]
     if not found:
-        subprocess.run(["apt-get", "download", f"{pkg}={version}"], cwd=debs, check=True,
-                       stdout=subprocess.DEVNULL)
+        # APT::Sandbox::User=root: the download folder need not be readable by _apt.
+        cmd = ["apt-get", "-o", "APT::Sandbox::User=root", "download", f"{pkg}={version}"]
+        if subprocess.run(cmd, cwd=debs, stdout=subprocess.DEVNULL).returncode != 0:
+            # A fresh machine's package lists may not know the version yet.
+            subprocess.run(["apt-get", "update", "-qq"], check=True)
+            subprocess.run(cmd, cwd=debs, check=True, stdout=subprocess.DEVNULL)
         found = [p for p in debs.glob(f"{pkg}_*.deb") if version.replace(":", "%3a") in p.name]
     if not found:
         sys.exit(f"apt-get download {pkg}={version} left no .deb in {debs}")
