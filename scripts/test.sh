@@ -49,6 +49,9 @@ step "official h2oGPTe and openai clients against standalone docchat (scripts/ru
 python="$(scripts/python-env.sh)"
 # Every binary, debug: run.sh below reuses the gateway, the compose test all six.
 cargo build --workspace --bins --locked
+# What run.sh's `cargo run -p docchat-gateway` builds (one package's features, not the
+# workspace's: other artifacts), so that its start below is not a build racing the wait.
+cargo build --locked --profile dev -p docchat-gateway --bin gateway
 data="$(mktemp -d)"
 # The openai SDK checks talk to a scripted upstream, served as the model `scripted`.
 "$python" tests/client_compat/scripted_upstream.py >"$data/upstream.port" &
@@ -74,9 +77,9 @@ DOCCHAT_MODELS_FILE="$data/models.toml" DOCCHAT_MODELS_DIR="$DOCCHAT_TEST_MODELS
   scripts/run.sh >"$data/gateway.log" 2>&1 &
 gw=$!
 trap 'kill $gw $upstream 2>/dev/null || true; rm -rf "$data"' EXIT
-# Up to 2 minutes: cargo run checks the build first (and waits for a build lock if one is held).
+# Up to 5 minutes: cargo run checks the build first (and waits for a build lock if one is held).
 ready=0
-for _ in $(seq 1 600); do
+for _ in $(seq 1 1500); do
   kill -0 $gw 2>/dev/null || break
   curl -fs -H "Authorization: Bearer $key" "http://127.0.0.1:$port/rpc/health/readiness" >/dev/null && { ready=1; break; }
   sleep 0.2
