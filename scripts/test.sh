@@ -4,7 +4,8 @@
 #   bus and on PostgreSQL + RabbitMQ (ingest-service's on PostgreSQL with pgvector), the broker-restart test on its own, the official
 #   h2oGPTe and openai clients against a standalone docchat started by the README's run
 #   command (scripts/run.sh) and against the compose stack (scripts/compose-test.sh),
-#   schemathesis over the standalone gateway's /api-spec.yaml, and the deploy manifest checks.
+#   schemathesis over the standalone gateway's /api-spec.yaml, the retrieval-quality floor
+#   (bench/quality --ci), and the deploy manifest checks.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -102,6 +103,11 @@ if ! (cd "$data" && "$schemathesis" run "http://127.0.0.1:$port/api-spec.yaml" \
   cat "$data/gateway.log"; exit 1
 fi
 kill -TERM $gw; wait $gw || { echo "gateway did not shut down cleanly"; cat "$data/gateway.log"; exit 1; }
+
+# Retrieval quality on a small part of the benchmark (bench/quality: 16 documents, 35 dev
+# questions through REST against its own standalone docchat): fails below its floor.
+step "retrieval quality floor (bench/quality/run.sh --ci)"
+bench/quality/run.sh --ci --gateway "$CARGO_TARGET_DIR/debug/gateway"
 
 step "compose stack: the h2oGPTe and openai clients against its gateway"
 scripts/compose-test.sh

@@ -51,8 +51,16 @@ def unpack_deb(spec: str, cache: Path) -> Path:
         if subprocess.run(cmd, cwd=debs, stdout=subprocess.DEVNULL).returncode != 0:
             # A fresh machine's package lists may not know the version yet.
             subprocess.run(["apt-get", "update", "-qq"], check=True)
-            subprocess.run(cmd, cwd=debs, check=True, stdout=subprocess.DEVNULL)
-        found = [p for p in debs.glob(f"{pkg}_*.deb") if version.replace(":", "%3a") in p.name]
+            if subprocess.run(cmd, cwd=debs, stdout=subprocess.DEVNULL).returncode != 0:
+                # The archive replaced the pinned version (a point release): take the one it
+                # has; the sha256 of each file taken from it still decides.
+                print(f"{pkg}={version} is no longer in the archive; trying its current version",
+                      file=sys.stderr)
+                latest = ["apt-get", "-o", "APT::Sandbox::User=root", "download", pkg]
+                subprocess.run(latest, cwd=debs, check=True, stdout=subprocess.DEVNULL)
+                found = sorted(debs.glob(f"{pkg}_*.deb"))
+        if not found:
+            found = [p for p in debs.glob(f"{pkg}_*.deb") if version.replace(":", "%3a") in p.name]
     if not found:
         sys.exit(f"apt-get download {pkg}={version} left no .deb in {debs}")
     out.mkdir(parents=True, exist_ok=True)
