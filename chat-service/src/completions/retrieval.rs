@@ -27,6 +27,13 @@ const MAX_SUMMARY_ROUNDS: usize = 4;
 const SUMMARY_CONCURRENCY: usize = 4;
 const HYDE_PROMPT: &str = "Write a short passage that answers the question, as a document on the subject would. It is used to search documents, so be specific.";
 
+/// The job's memory block, its content cut to half of what the context leaves (a block of
+/// unlimited length must not push the question out of the model's context).
+fn memory_within(job: &Job, question: &str) -> Option<super::memory::Memory> {
+    let room = context_budget(question, job.context_length, job.max_new_tokens, 0) / 2;
+    job.memory.as_ref().map(|m| m.within(room))
+}
+
 /// What the prompt gains after the context is fitted: the request's system prompt and the
 /// memory block, counted against the context's budget.
 fn reserved(job: &Job, memory: Option<&super::memory::Memory>) -> usize {
@@ -38,6 +45,8 @@ impl Completer {
     /// The messages sent to the model, with the excerpts they cite.
     pub(super) async fn prompt(&self, job: &Job, usage: &mut UsageLog) -> ApiResult<Prompt> {
         let question = job.question.content.as_str();
+        let memory = memory_within(job, question);
+        let reserved = reserved(job, memory.as_ref());
         let (hits, notes) = match job.mode {
             // The agent builds its own prompt (see super::agent); nothing to retrieve here.
             RagMode::LlmOnly | RagMode::Agent(_) => (Vec::new(), None),
@@ -61,14 +70,13 @@ impl Completer {
                         .find(|h| h.chunk_id == c.chunk_id)
                         .map_or(0.0, |h| h.score);
                 }
-                self.fit(job, question, chunks, usage).await?
+                self.fit(job, question, chunks, reserved, usage).await?
             }
             RagMode::AllData => {
                 let chunks = self.chunks(job, Vec::new(), 0).await?;
-                self.fit(job, question, chunks, usage).await?
+                self.fit(job, question, chunks, reserved, usage).await?
             }
         };
-        let memory = self.memory_within(job, question);
         let mut prompt = build_prompt(
             question,
             &job.history,
@@ -76,7 +84,7 @@ impl Completer {
             notes.as_deref(),
             job.context_length,
             job.max_new_tokens,
-            reserved(job, memory.as_ref()),
+            reserved,
         );
         if let Some(instructions) = &job.system_prompt {
             super::prompt::add_system(&mut prompt.messages, instructions);
@@ -85,13 +93,6 @@ impl Completer {
             super::memory::inject(&mut prompt.messages, memory);
         }
         Ok(prompt)
-    }
-
-    /// The job's memory block, its content cut to half of what the context leaves (a block
-    /// of unlimited length must not push the question out of the model's context).
-    fn memory_within(&self, job: &Job, question: &str) -> Option<super::memory::Memory> {
-        let room = context_budget(question, job.context_length, job.max_new_tokens, 0) / 2;
-        job.memory.as_ref().map(|m| m.within(room))
     }
 
     /// Chunks of the session's collection in document order: around `ids` (with
@@ -129,9 +130,9 @@ impl Completer {
         job: &Job,
         question: &str,
         chunks: Vec<SearchHit>,
+        reserved: usize,
         usage: &mut UsageLog,
     ) -> ApiResult<(Vec<SearchHit>, Option<String>)> {
-        let reserved = reserved(job, self.memory_within(job, question).as_ref());
         let budget = context_budget(question, job.context_length, job.max_new_tokens, reserved) / 2;
         if excerpts(&chunks).len() <= budget {
             return Ok((chunks, None));

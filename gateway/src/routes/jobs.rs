@@ -90,15 +90,22 @@ fn details(j: pb::JobHistoryEntry) -> JobDetails {
     }
 }
 
+/// Seconds from `started` to `finished` (now while unfinished); 0 when it never started.
+fn seconds_between(started: Option<DateTime<Utc>>, finished: Option<DateTime<Utc>>) -> f64 {
+    started
+        .map(|s| {
+            let end = finished.unwrap_or_else(Utc::now);
+            ((end - s).num_microseconds().unwrap_or(0) as f64 / 1e6).max(0.0)
+        })
+        .unwrap_or(0.0)
+}
+
 /// An ingestion job as JobDetails (the answer of a cancel and of a new ingestion job, and a
 /// poll's answer before the history has caught up).
 pub(crate) fn ingest_details(j: ingest::Job) -> JobDetails {
     let created_at = ts_req(j.created_at);
     let started = ts(j.started_at);
-    let end = ts(j.finished_at).unwrap_or_else(Utc::now);
-    let duration_seconds = started
-        .map(|s| ((end - s).num_microseconds().unwrap_or(0) as f64 / 1e6).max(0.0))
-        .unwrap_or(0.0);
+    let duration_seconds = seconds_between(started, ts(j.finished_at));
     let (passed, failed) = match j.status.as_str() {
         "completed" => (1.0, 0.0),
         "failed" | "timeout" | "stale" => (0.0, 1.0),
@@ -329,11 +336,15 @@ async fn cancel(
     }
     let request = scheduler::CancelExecutionRequest {
         id: id.clone(),
-        reason,
+        reason: reason.clone(),
         any_owner,
     };
     match api.scheduler().cancel_execution(request).await {
-        Ok(execution) => Ok(execution_details(execution.into_inner())),
+        Ok(execution) => Ok(canceled_execution(
+            execution.into_inner(),
+            &api.caller().username,
+            reason,
+        )),
         Err(status) if status.code() == tonic::Code::NotFound && !any_owner => {
             // Another service's job of the caller (an agent run …): say why it stays.
             let own = api
@@ -351,40 +362,24 @@ async fn cancel(
     }
 }
 
-/// A scheduled task's execution as JobDetails (the answer of its cancel, before the history
-/// has the event).
-fn execution_details(e: scheduler::Execution) -> JobDetails {
+/// A scheduled task's execution that `by` just canceled for `reason`, as JobDetails (the
+/// cancel's answer, before the history has the event).
+fn canceled_execution(e: scheduler::Execution, by: &str, reason: String) -> JobDetails {
     let created_at = ts_req(e.created_at);
     let started = ts(e.started_at);
     let finished = ts(e.completed_at);
-    let duration_seconds = started
-        .map(|s| {
-            let end = finished.unwrap_or_else(Utc::now);
-            ((end - s).num_microseconds().unwrap_or(0) as f64 / 1e6).max(0.0)
-        })
-        .unwrap_or(0.0);
-    // The history's status names: an execution's `cancelled` is a job's `canceled`.
-    let status = if e.status == "cancelled" {
-        "canceled".to_owned()
-    } else {
-        e.status
-    };
-    let (canceled_by, cancel_reason) = match e.error_message.strip_prefix("canceled by ") {
-        Some(rest) if status == "canceled" => match rest.split_once(": ") {
-            Some((by, why)) => (Some(by.to_owned()), Some(why.to_owned())),
-            None => (Some(rest.to_owned()), None),
-        },
-        _ => (None, None),
-    };
+    let duration_seconds = seconds_between(started, finished);
+    // The history's status name (the execution's own is `cancelled`).
+    let status = "canceled".to_owned();
     JobDetails {
         statuses: vec![JobDetailsStatus {
             id: e.id.clone(),
             status: status.clone(),
         }],
         overall_status: overall(&status).to_owned(),
-        passed_percentage: if status == "completed" { 1.0 } else { 0.0 },
-        failed_percentage: if status == "failed" { 1.0 } else { 0.0 },
-        progress: if status == "running" { 0.0 } else { 1.0 },
+        passed_percentage: 0.0,
+        failed_percentage: 0.0,
+        progress: 1.0,
         status: Some(status),
         name: e.task_name,
         duration: human_duration(duration_seconds),
@@ -395,7 +390,7 @@ fn execution_details(e: scheduler::Execution) -> JobDetails {
         updated_at: finished.unwrap_or(created_at),
         kind: client_kind(docchat_common::jobs::KIND_SCHEDULED_TASK).to_owned(),
         errors: Vec::new(),
-        canceled_by,
-        cancel_reason,
+        canceled_by: Some(by.to_owned()),
+        cancel_reason: Some(reason),
     }
 }

@@ -7,13 +7,10 @@ use std::time::Duration;
 
 use docchat_common::config::Service;
 use docchat_common::error::ErrorCode;
-use docchat_common::grpc::Background;
-use docchat_common::outbox::OutboxRelay;
 use docchat_common::testing::{ScriptedHttp, ScriptedTurn};
 use docchat_proto::admin::v1::GetOwnJobRequest;
 use docchat_proto::admin::v1::JobHistoryEntry;
 use docchat_proto::admin::v1::admin_service_client::AdminServiceClient;
-use docchat_scheduler_service::engine::Engine;
 use docchat_test_stack::Stack;
 use serde_json::json;
 
@@ -53,11 +50,7 @@ docchat_common::backend_tests! {
         let mallory = owner(&stack, "mallory").await;
         let next = chrono::Utc::now() + chrono::Duration::hours(1);
         let t = task(&db, &erin, "long one", ("interval", "1 hours"), json!({"message": "take your time"}), next, |_| {}).await;
-        let ctx = scheduler_context(&stack, &stack.config.scheduler_url, |_| {});
-        let background = Background::new();
-        let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
-        background.tracker.spawn(relay.clone().run(background.token.clone()));
-        let engine = Engine::new(&ctx, db.clone(), relay, &background).unwrap();
+        let (engine, background) = engine_on(&stack, &db);
 
         let started = engine.trigger(&erin, t.clone()).await.unwrap();
         assert_eq!(started.status, "running");
@@ -100,11 +93,7 @@ docchat_common::backend_tests! {
         let erin = owner(&stack, "erin").await;
         let next = chrono::Utc::now() + chrono::Duration::hours(1);
         let t = task(&db, &erin, "doomed", ("interval", "1 hours"), json!({"message": "go"}), next, |_| {}).await;
-        let ctx = scheduler_context(&stack, &stack.config.scheduler_url, |_| {});
-        let background = Background::new();
-        let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
-        background.tracker.spawn(relay.clone().run(background.token.clone()));
-        let engine = Engine::new(&ctx, db.clone(), relay, &background).unwrap();
+        let (engine, background) = engine_on(&stack, &db);
 
         let started = engine.trigger(&erin, t.clone()).await.unwrap();
         assert_eq!(engine.delete(&erin, vec![t.id.clone()]).await.unwrap(), 1, "{}", backend.name);

@@ -9,10 +9,12 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use docchat_common::Caller;
 use docchat_common::config::{Config, Service};
-use docchat_common::grpc::ServiceContext;
+use docchat_common::grpc::{Background, ServiceContext};
+use docchat_common::outbox::OutboxRelay;
 use docchat_common::testing::{Backend, Spawned, bind, user};
 use docchat_proto::admin::v1::CreateUserRequest;
 use docchat_proto::admin::v1::admin_service_client::AdminServiceClient;
+use docchat_scheduler_service::engine::Engine;
 use docchat_scheduler_service::entities::{
     scheduled_tasks as tasks, task_executions as executions,
 };
@@ -53,6 +55,19 @@ pub fn scheduler_context(
         keys: stack.keys.clone(),
         standalone: true,
     }
+}
+
+/// An engine on `db` in this process (not started: no claims, no leases) with its outbox
+/// relay running, for tests that drive it directly (trigger, cancel, delete).
+pub fn engine_on(stack: &Stack, db: &DatabaseConnection) -> (Engine, Background) {
+    let ctx = scheduler_context(stack, &stack.config.scheduler_url, |_| {});
+    let background = Background::new();
+    let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
+    background
+        .tracker
+        .spawn(relay.clone().run(background.token.clone()));
+    let engine = Engine::new(&ctx, db.clone(), relay, &background).unwrap();
+    (engine, background)
 }
 
 /// Starts a scheduler replica on the stack.

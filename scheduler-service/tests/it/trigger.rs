@@ -4,10 +4,7 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use docchat_common::grpc::Background;
-use docchat_common::outbox::OutboxRelay;
 use docchat_common::testing::{ScriptedHttp, ScriptedTurn};
-use docchat_scheduler_service::engine::Engine;
 use serde_json::json;
 
 use crate::support::*;
@@ -23,11 +20,7 @@ docchat_common::backend_tests! {
         let erin = owner(&stack, "erin").await;
         let next = Utc::now() + chrono::Duration::hours(1);
         let t = task(&db, &erin, "on demand", ("interval", "1 hours"), json!({"message": "now please"}), next, |_| {}).await;
-        let ctx = scheduler_context(&stack, &stack.config.scheduler_url, |_| {});
-        let background = Background::new();
-        let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
-        background.tracker.spawn(relay.clone().run(background.token.clone()));
-        let engine = Engine::new(&ctx, db.clone(), relay, &background).unwrap();
+        let (engine, background) = engine_on(&stack, &db);
 
         let answer = engine.trigger(&erin, t.clone()).await.unwrap();
         assert_eq!(answer.status, "running", "{}", backend.name);
