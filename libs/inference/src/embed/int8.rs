@@ -33,8 +33,8 @@ use std::arch::x86_64::{
     _mm512_dpbusd_epi32, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_loadu_si512,
     _mm512_mask_storeu_ps, _mm512_max_epi32, _mm512_max_ps, _mm512_min_epi32, _mm512_min_ps,
     _mm512_mul_ps, _mm512_mullo_epi32, _mm512_reduce_max_ps, _mm512_reduce_min_ps,
-    _mm512_set1_epi32, _mm512_set1_ps, _mm512_setzero_ps, _mm512_setzero_si512,
-    _mm512_storeu_ps, _mm512_sub_epi32,
+    _mm512_set1_epi32, _mm512_set1_ps, _mm512_setzero_ps, _mm512_setzero_si512, _mm512_storeu_ps,
+    _mm512_sub_epi32,
 };
 
 use rayon::prelude::*;
@@ -213,15 +213,14 @@ fn quantize_rows(x: &[f32], k: usize, xq: &mut [u8], kp: usize, xs: &mut [f32], 
             lo = _mm512_min_ps(lo, v);
             hi = _mm512_max_ps(hi, v);
         }
-        let lo = rest
-            .iter()
-            .fold(_mm512_reduce_min_ps(lo), |m, &v| m.min(v));
-        let hi = rest
-            .iter()
-            .fold(_mm512_reduce_max_ps(hi), |m, &v| m.max(v));
+        let lo = rest.iter().fold(_mm512_reduce_min_ps(lo), |m, &v| m.min(v));
+        let hi = rest.iter().fold(_mm512_reduce_max_ps(hi), |m, &v| m.max(v));
         let scale = (hi - lo) / 255.0;
         let (inv, zero) = if scale > 0.0 {
-            (1.0 / scale, (-lo / scale).round_ties_even().clamp(0.0, 255.0))
+            (
+                1.0 / scale,
+                (-lo / scale).round_ties_even().clamp(0.0, 255.0),
+            )
         } else {
             (0.0, 0.0)
         };
@@ -306,10 +305,7 @@ fn tile<const R: usize>(
             };
             // Σ (q - z) w = Σ q w - z Σ w, exact in i32.
             let exact = _mm512_sub_epi32(acc, _mm512_mullo_epi32(za, ws));
-            let val = _mm512_mul_ps(
-                _mm512_cvtepi32_ps(exact),
-                _mm512_mul_ps(sa, sw),
-            );
+            let val = _mm512_mul_ps(_mm512_cvtepi32_ps(exact), _mm512_mul_ps(sa, sw));
             let dst = out[r * ldo + first..].as_mut_ptr();
             let live = cols - first;
             if live >= 16 {
@@ -395,6 +391,9 @@ mod tests {
         assert!(lin.matmul(&x, m, &mut y));
         assert!(y[n..2 * n].iter().all(|&v| v == 0.0));
         assert!((0..m).all(|r| y[r * n + 5] == 0.0));
-        assert!(!lin.matmul(&x, m + 1, &mut y), "a shape mismatch is refused");
+        assert!(
+            !lin.matmul(&x, m + 1, &mut y),
+            "a shape mismatch is refused"
+        );
     }
 }

@@ -11,9 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use docchat_common::testing::{MINILM_WEIGHTS, model_file, models_dir};
-use docchat_inference::{
-    Embedder, Embedders, MINILM_NAME, MiniLmEmbedder, Precision, Registry,
-};
+use docchat_inference::{Embedder, Embedders, MINILM_NAME, MiniLmEmbedder, Precision, Registry};
 use serde::Deserialize;
 
 /// The model directory, or None (after `unavailable`: a failure in CI) when the model has
@@ -75,7 +73,12 @@ async fn matches_sentence_transformers_reference() {
     }
 }
 
-async fn check_reference(dir: &std::path::Path, precision: Precision, arithmetic: &str, floor: f32) {
+async fn check_reference(
+    dir: &std::path::Path,
+    precision: Precision,
+    arithmetic: &str,
+    floor: f32,
+) {
     let reference = reference();
     let embedder = MiniLmEmbedder::load_with_precision(dir, Some(2), precision).unwrap();
     assert_eq!(embedder.linear_arithmetic(), arithmetic);
@@ -156,7 +159,10 @@ async fn fast_path_matches_f32_on_real_text() {
         real.tokens[at]
     );
     for ((c, text), tokens) in cosines.iter().zip(&real.texts).zip(&real.tokens) {
-        assert!(*c >= 0.99, "cosine {c} for a text of {tokens} tokens: {text:?}");
+        assert!(
+            *c >= 0.99,
+            "cosine {c} for a text of {tokens} tokens: {text:?}"
+        );
     }
     // Retrieval compares texts with each other: each text's nearest other text is the
     // same in both paths, or one the f32 path puts within 0.01 of its nearest.
