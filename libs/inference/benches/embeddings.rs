@@ -4,13 +4,14 @@
 //! ```sh
 //! cargo bench -p docchat-inference --bench embeddings -- \
 //!     --model-dir models/all-MiniLM-L6-v2 --texts texts.json --out rust.json \
-//!     [--threads 2] [--batch 32] [--rounds 3]
+//!     [--threads 2] [--batch 32] [--rounds 3] [--precision auto|f32]
 //! ```
 //!
 //! `texts.json` is `{"cells": [{"name": "64 tokens", "texts": [...]}, ...]}`. Each cell is
 //! embedded in calls of `--batch` texts, as sentence-transformers' `encode(batch_size=…)`
 //! does, after one warm-up call; the output holds sentences per second of every round and
-//! the embeddings of the last round.
+//! the embeddings of the last round. `--precision f32` forces the f32 linear layers (the
+//! default, `auto`, takes the int8 kernels where the CPU has AVX-512 VNNI).
 
 // A command-line tool: it reports progress on stderr.
 #![allow(clippy::print_stderr)]
@@ -19,7 +20,7 @@ use std::error::Error;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use docchat_inference::{Embedder, MiniLmEmbedder};
+use docchat_inference::{Embedder, MiniLmEmbedder, Precision};
 use serde_json::{Value, json};
 
 struct Args {
@@ -29,6 +30,7 @@ struct Args {
     threads: Option<usize>,
     batch: usize,
     rounds: usize,
+    precision: Precision,
 }
 
 fn parse_args() -> Result<Args, Box<dyn Error>> {
@@ -38,6 +40,7 @@ fn parse_args() -> Result<Args, Box<dyn Error>> {
     let mut threads = None;
     let mut batch = 32;
     let mut rounds = 3;
+    let mut precision = Precision::Auto;
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{arg} needs a value"));
@@ -48,6 +51,13 @@ fn parse_args() -> Result<Args, Box<dyn Error>> {
             "--threads" => threads = Some(value()?.parse()?),
             "--batch" => batch = value()?.parse()?,
             "--rounds" => rounds = value()?.parse()?,
+            "--precision" => {
+                precision = match value()?.as_str() {
+                    "auto" => Precision::Auto,
+                    "f32" => Precision::F32,
+                    other => return Err(format!("unknown precision {other}").into()),
+                }
+            }
             // cargo bench passes --bench to every bench target.
             "--bench" => {}
             other => return Err(format!("unknown argument {other}").into()),
@@ -60,6 +70,7 @@ fn parse_args() -> Result<Args, Box<dyn Error>> {
         threads,
         batch: batch.max(1),
         rounds: rounds.max(1),
+        precision,
     })
 }
 
@@ -67,7 +78,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     let args = parse_args()?;
     let input: Value = serde_json::from_slice(&std::fs::read(&args.texts)?)?;
     let cells = input["cells"].as_array().ok_or("texts file has no cells")?;
-    let embedder = MiniLmEmbedder::load(&args.model_dir, args.threads)?;
+    let embedder =
+        MiniLmEmbedder::load_with_precision(&args.model_dir, args.threads, args.precision)?;
+    eprintln!("linear layers: {}", embedder.linear_arithmetic());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -108,6 +121,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         "implementation": "docchat-inference MiniLmEmbedder",
         "threads": embedder.threads(),
         "batch": args.batch,
+        "linear": embedder.linear_arithmetic(),
         "cells": results,
     });
     std::fs::write(&args.out, serde_json::to_vec(&out)?)?;

@@ -15,7 +15,8 @@ pub use chat::{
     StreamEvent, ToolCall, ToolChoice, ToolSpec, Tools,
 };
 pub use embed::{
-    EmbedError, Embedder, Embedders, MINILM_NAME, MiniLmEmbedder, OpenAiEmbedder, l2_normalize,
+    EmbedError, Embedder, Embedders, MINILM_NAME, MiniLmEmbedder, OpenAiEmbedder, Precision,
+    l2_normalize,
 };
 pub use local::{LocalChat, LocalError, LocalModel, LocalOptions, find_local_models};
 pub use registry::{ModelEntry, ModelKind, Registry};

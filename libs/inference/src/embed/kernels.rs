@@ -5,7 +5,7 @@
 //! scalar), no early exits, and polynomial `exp`/`erf` instead of libm calls. Each entry
 //! point runs its loop through [`pulp::Arch::dispatch`], which compiles it once per x86
 //! level (AVX-512, AVX2 + FMA, baseline) and picks the best one the CPU has at run time,
-//! so the binary needs no `-C target-cpu` and the crate stays free of `unsafe`. (`exp`
+//! so the binary needs no `-C target-cpu` and these kernels need no `unsafe`. (`exp`
 //! uses `mul_add`: one instruction where FMA exists, a libm call on the baseline level,
 //! which only CPUs from before 2013 would take.)
 

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use tokenizers::Tokenizer;
 use tokio::sync::{Semaphore, oneshot};
 
-use super::bert::Bert;
+use super::bert::{Bert, Precision};
 use super::{EmbedError, Embedder, l2_normalize};
 
 /// The name the local MiniLM is known by, and its directory under the models dir.
@@ -72,6 +72,7 @@ impl std::fmt::Debug for MiniLmEmbedder {
             .field("name", &self.inner.name)
             .field("max_tokens", &self.inner.max_tokens)
             .field("threads", &self.inner.threads)
+            .field("linear", &self.inner.model.linear_kind())
             .finish()
     }
 }
@@ -93,8 +94,19 @@ impl MiniLmEmbedder {
     /// Loads the model from a directory laid out as sentence-transformers saves it
     /// (`config.json`, `tokenizer.json`, `model.safetensors`, `sentence_bert_config.json`,
     /// `1_Pooling/config.json`; `scripts/fetch-models.sh` puts them there). `threads` sizes
-    /// the embedder's own thread pool (default: the CPUs available to the process).
+    /// the embedder's own thread pool (default: the CPUs available to the process). The
+    /// linear layers run in [`Precision::Auto`].
     pub fn load(dir: &Path, threads: Option<usize>) -> Result<Self, EmbedError> {
+        Self::load_with_precision(dir, threads, Precision::Auto)
+    }
+
+    /// [`MiniLmEmbedder::load`] with the arithmetic of the linear layers chosen:
+    /// [`Precision::F32`] forces the f32 path on CPUs that have a faster one.
+    pub fn load_with_precision(
+        dir: &Path,
+        threads: Option<usize>,
+        precision: Precision,
+    ) -> Result<Self, EmbedError> {
         let name = MINILM_NAME.to_owned();
         let invalid = |file: &str, message: String| EmbedError::InvalidModel {
             path: dir.join(file),
@@ -104,7 +116,8 @@ impl MiniLmEmbedder {
         let config = String::from_utf8(read(dir, "config.json")?)
             .map_err(|e| invalid("config.json", e.to_string()))?;
         let weights = read(dir, "model.safetensors")?;
-        let model = Bert::load(&config, &weights).map_err(|m| invalid("model.safetensors", m))?;
+        let model = Bert::load(&config, &weights, precision)
+            .map_err(|m| invalid("model.safetensors", m))?;
         drop(weights);
 
         let st: Option<SentenceBertConfig> = if dir.join("sentence_bert_config.json").exists() {
@@ -170,6 +183,7 @@ impl MiniLmEmbedder {
             threads,
             max_tokens,
             dimension = model.hidden_size(),
+            linear = model.linear_kind(),
             "local embedder loaded"
         );
         Ok(MiniLmEmbedder {
@@ -202,6 +216,11 @@ impl MiniLmEmbedder {
             inner.batch_size = batch_size.max(1);
         }
         self
+    }
+
+    /// The arithmetic of the model's linear layers: `"int8"` (AVX-512 VNNI) or `"f32"`.
+    pub fn linear_arithmetic(&self) -> &'static str {
+        self.inner.model.linear_kind()
     }
 
     /// The size of the embedder's thread pool.

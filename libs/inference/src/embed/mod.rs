@@ -3,6 +3,8 @@
 //! docchat can use by name.
 
 mod bert;
+#[cfg(target_arch = "x86_64")]
+mod int8;
 pub(crate) mod kernels;
 mod minilm;
 mod openai;
@@ -10,6 +12,7 @@ mod openai;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use bert::Precision;
 pub use minilm::{MINILM_NAME, MiniLmEmbedder};
 pub use openai::OpenAiEmbedder;
 

@@ -3,13 +3,15 @@
 //! Needs the model files (`scripts/fetch-models.sh`) in `$DOCCHAT_TEST_MODELS_DIR`, else
 //! `$DOCCHAT_MODELS_DIR`, else `<repo>/models`; without them each test fails in CI and says
 //! loudly that it is skipped elsewhere (`docchat_common::testing::model_file`). `fixtures/minilm_reference.json` holds the vectors sentence-transformers
-//! computes for the same texts (`fixtures/make_minilm_reference.py`).
+//! computes for the same texts (`fixtures/make_minilm_reference.py`); `fixtures/real_text.json`
+//! holds real paragraphs for comparing the int8 path with the f32 one
+//! (`fixtures/make_real_text.py`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use docchat_common::testing::{MINILM_WEIGHTS, model_file, models_dir};
-use docchat_inference::{Embedder, Embedders, MINILM_NAME, MiniLmEmbedder, Registry};
+use docchat_inference::{Embedder, Embedders, MINILM_NAME, MiniLmEmbedder, Precision, Registry};
 use serde::Deserialize;
 
 /// The model directory, or None (after `unavailable`: a failure in CI) when the model has
@@ -44,13 +46,42 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
     dot / (na * nb)
 }
 
+/// What `Precision::Auto` should pick on this CPU.
+fn fast_arithmetic() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f")
+        && std::is_x86_feature_detected!("avx512bw")
+        && std::is_x86_feature_detected!("avx512vnni")
+    {
+        return "int8";
+    }
+    "f32"
+}
+
 #[tokio::test]
 async fn matches_sentence_transformers_reference() {
     let Some(dir) = model_dir() else {
         return;
     };
+    // The f32 path (forced, so it is tested on every CPU) within float rounding of the
+    // reference; the default path (int8 where the CPU has VNNI) within cosine 0.99.
+    for (precision, arithmetic, floor) in [
+        (Precision::F32, "f32", 0.999),
+        (Precision::Auto, fast_arithmetic(), 0.99),
+    ] {
+        check_reference(&dir, precision, arithmetic, floor).await;
+    }
+}
+
+async fn check_reference(
+    dir: &std::path::Path,
+    precision: Precision,
+    arithmetic: &str,
+    floor: f32,
+) {
     let reference = reference();
-    let embedder = MiniLmEmbedder::load(&dir, Some(2)).unwrap();
+    let embedder = MiniLmEmbedder::load_with_precision(dir, Some(2), precision).unwrap();
+    assert_eq!(embedder.linear_arithmetic(), arithmetic);
     assert_eq!(embedder.name(), "all-MiniLM-L6-v2");
     assert_eq!(embedder.dimension(), 384);
     assert_eq!(embedder.max_tokens(), reference.max_seq_length);
@@ -66,8 +97,8 @@ async fn matches_sentence_transformers_reference() {
         assert!((norm - 1.0).abs() < 1e-5, "norm {norm} for {:?}", item.text);
         let c = cosine(v, &item.embedding);
         assert!(
-            c >= 0.999,
-            "cosine {c} with the reference for {:?}",
+            c >= floor,
+            "{arithmetic}: cosine {c} with the reference for {:?}",
             item.text
         );
         // The token counts the chunker sees are the reference tokenizer's, less [CLS]/[SEP].
@@ -87,6 +118,68 @@ async fn matches_sentence_transformers_reference() {
         assert!(cosine(&alone[0], batched) > 0.99999);
     }
     assert!(embedder.embed(&[]).await.unwrap().is_empty());
+}
+
+#[derive(Deserialize)]
+struct RealText {
+    texts: Vec<String>,
+    tokens: Vec<usize>,
+}
+
+/// The fast path against the f32 one on real paragraphs of 6 to 255 tokens (headings,
+/// prose, lists, tables, code, and runs of paragraphs filling the window as chunks do):
+/// every embedding within cosine 0.99, and the ranking of texts by similarity kept.
+#[tokio::test]
+async fn fast_path_matches_f32_on_real_text() {
+    let Some(dir) = model_dir() else {
+        return;
+    };
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/real_text.json");
+    let real: RealText = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    assert!(real.texts.len() >= 40);
+    assert!(real.tokens.iter().filter(|&&t| t > 200).count() >= 10);
+    assert!(real.tokens.iter().all(|&t| t <= 256));
+
+    let exact = MiniLmEmbedder::load_with_precision(&dir, Some(2), Precision::F32).unwrap();
+    let fast = MiniLmEmbedder::load(&dir, Some(2)).unwrap();
+    assert_eq!(exact.linear_arithmetic(), "f32");
+    assert_eq!(fast.linear_arithmetic(), fast_arithmetic());
+    let want = exact.embed(&real.texts).await.unwrap();
+    let got = fast.embed(&real.texts).await.unwrap();
+    let cosines: Vec<f32> = want.iter().zip(&got).map(|(a, b)| cosine(a, b)).collect();
+    let (worst, at) = cosines
+        .iter()
+        .zip(0..)
+        .fold((1f32, 0), |m, (&c, i)| if c < m.0 { (c, i) } else { m });
+    let mean = cosines.iter().sum::<f32>() / cosines.len() as f32;
+    eprintln!(
+        "{} vs f32 on {} texts: mean cosine {mean:.5}, worst {worst:.5} ({} tokens)",
+        fast_arithmetic(),
+        cosines.len(),
+        real.tokens[at]
+    );
+    for ((c, text), tokens) in cosines.iter().zip(&real.texts).zip(&real.tokens) {
+        assert!(
+            *c >= 0.99,
+            "cosine {c} for a text of {tokens} tokens: {text:?}"
+        );
+    }
+    // Retrieval compares texts with each other: each text's nearest other text is the
+    // same in both paths, or one the f32 path puts within 0.01 of its nearest.
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        let nearest = |all: &[Vec<f32>], v: &[f32]| {
+            (0..all.len())
+                .filter(|&j| j != i)
+                .map(|j| (cosine(v, &all[j]), j))
+                .fold((f32::MIN, 0), |m, x| if x.0 > m.0 { x } else { m })
+        };
+        let (best, j_exact) = nearest(&want, w);
+        let (_, j_fast) = nearest(&got, g);
+        assert!(
+            j_fast == j_exact || cosine(w, &want[j_fast]) >= best - 0.01,
+            "text {i}: nearest {j_fast} instead of {j_exact}"
+        );
+    }
 }
 
 #[tokio::test]
