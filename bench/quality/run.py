@@ -189,7 +189,8 @@ def score(ranked_docs: list[tuple[str, list[int]]], q) -> dict:
     rank = next((i + 1 for i, (d, _) in enumerate(ranked_docs[:TOP_K]) if d == q["document"]), None)
     out = {"rank": rank, "top": [[d, p] for d, p in ranked_docs[:3]]}
     if q.get("page") is not None:
-        out["page_hit"] = bool(ranked_docs) and ranked_docs[0][0] == q["document"] and q["page"] in ranked_docs[0][1]
+        # right page first: the first hit's first cited page
+        out["page_hit"] = bool(ranked_docs) and ranked_docs[0][0] == q["document"] and ranked_docs[0][1][:1] == [q["page"]]
     return out
 
 

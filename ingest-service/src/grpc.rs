@@ -743,7 +743,13 @@ impl IngestService for IngestGrpc {
             )
             .await?;
         Ok(Response::new(pb::ChunkList {
-            chunks: chunks.into_iter().map(hit_pb).collect(),
+            chunks: chunks
+                .into_iter()
+                .map(|h| {
+                    let pages = crate::pages::all_pages(&h.chunk);
+                    hit_pb(h, pages)
+                })
+                .collect(),
             more,
         }))
     }
@@ -761,23 +767,25 @@ impl IngestService for IngestGrpc {
             .search(&me, &collection_ids, &document_ids, &query, top_k as usize)
             .await?;
         Ok(Response::new(pb::SearchResponse {
-            hits: hits.into_iter().map(hit_pb).collect(),
+            hits: hits
+                .into_iter()
+                .map(|h| {
+                    let pages = crate::pages::cited(&h.chunk, &query);
+                    hit_pb(h, pages)
+                })
+                .collect(),
         }))
     }
 }
 
-fn hit_pb(h: crate::search::Hit) -> pb::SearchHit {
+/// A hit as the RPCs send it, citing `pages`.
+fn hit_pb(h: crate::search::Hit, pages: Vec<u32>) -> pb::SearchHit {
     pb::SearchHit {
         chunk_id: h.chunk.id,
         document_id: h.chunk.document_id,
         document_name: h.document_name,
         collection_id: h.chunk.collection_id,
-        pages: h
-            .chunk
-            .pages
-            .split(',')
-            .filter_map(|p| p.parse().ok())
-            .collect(),
+        pages,
         text: h.chunk.text,
         score: h.score,
         chunk_index: u32::try_from(h.chunk.chunk_index).unwrap_or(0),

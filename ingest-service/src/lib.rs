@@ -14,6 +14,7 @@ pub mod index;
 pub mod ingestion;
 pub mod jobs;
 pub mod migrations;
+pub mod pages;
 pub mod search;
 mod sql;
 pub mod tags;

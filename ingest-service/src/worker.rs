@@ -30,6 +30,7 @@ use crate::documents::{Segment, touch_collection};
 use crate::entities::{chunks, collections, documents, jobs, uploads};
 use crate::index::encode;
 use crate::jobs::{self as jobq, IngestParams};
+use crate::pages::encode_page_starts;
 use crate::vectors::VectorStore;
 
 /// Work-queue groups (the doorbell; the job rows are the queue).
@@ -566,6 +567,7 @@ impl Workers {
                     .map(u32::to_string)
                     .collect::<Vec<_>>()
                     .join(",")),
+                page_starts: Set(Some(encode_page_starts(&c.page_starts))),
                 heading: Set(c.heading.clone()),
                 start_time: Set(c.start_time),
                 end_time: Set(c.end_time),

@@ -7,6 +7,7 @@ mod m20261122_000002_documents;
 mod m20261122_000003_tags_extractors;
 mod m20261123_000004_tags_per_user;
 mod m20261125_000005_job_cancel;
+mod m20261127_000006_chunk_page_starts;
 
 pub struct Migrator;
 
@@ -20,6 +21,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000003_tags_extractors::Migration),
             Box::new(m20261123_000004_tags_per_user::Migration),
             Box::new(m20261125_000005_job_cancel::Migration),
+            Box::new(m20261127_000006_chunk_page_starts::Migration),
         ]
     }
 }

@@ -50,6 +50,9 @@ pub struct Chunk {
     pub text: String,
     /// The pages the text comes from, sorted and unique.
     pub pages: Vec<u32>,
+    /// Where each page's part of `text` starts: (page, byte offset), in text order, the
+    /// first at 0. A chunk that spans a page break has more than one.
+    pub page_starts: Vec<(u32, usize)>,
     /// The heading path of the section that contributes most of the text.
     pub heading: Option<String>,
     /// Transcripts: the start of the first segment covered, in seconds.
@@ -345,6 +348,13 @@ fn split_by_tokens(text: &str, proto: &Unit, ctx: &Ctx<'_>, out: &mut Vec<Unit>)
     }
 }
 
+/// The least new text (tokens) a chunk holds before it ends at a boundary.
+#[derive(Debug, Clone, Copy)]
+struct Boundaries {
+    section: usize,
+    page: usize,
+}
+
 struct Packer<'a> {
     ctx: &'a Ctx<'a>,
     sections: &'a [Option<String>],
@@ -364,10 +374,13 @@ fn pack(units: &[Unit], sections: &[Option<String>], ctx: &Ctx<'_>, overlap: usi
         carried: 0,
         chunks: Vec::new(),
     };
-    let section_min = ctx.max / 8;
+    let minimum = Boundaries {
+        section: ctx.max / 8,
+        page: ctx.max / 4,
+    };
     let mut i = 0;
     loop {
-        p.fill(units, &mut i, section_min);
+        p.fill(units, &mut i, minimum);
         if p.new_units() == 0 {
             break;
         }
@@ -381,23 +394,30 @@ fn pack(units: &[Unit], sections: &[Option<String>], ctx: &Ctx<'_>, overlap: usi
 }
 
 impl Packer<'_> {
-    /// Packs the units from `*i` on, closing chunks as they fill up or as sections end.
-    fn fill(&mut self, units: &[Unit], i: &mut usize, section_min: usize) {
+    /// Packs the units from `*i` on, closing chunks as they fill up or as sections and
+    /// pages end (a chunk crosses a boundary only while it holds less new text than the
+    /// boundary's minimum, so that a page is cited by its own chunks).
+    fn fill(&mut self, units: &[Unit], i: &mut usize, minimum: Boundaries) {
         while let Some(unit) = units.get(*i) {
-            let last_section = self.cur.last().map(|u| u.section);
-            if last_section.is_some_and(|s| s != unit.section) {
+            let last = self.cur.last().map(|u| (u.section, u.page));
+            let boundary_min = match last {
+                Some((section, _)) if section != unit.section => Some(minimum.section),
+                Some((_, page)) if page != unit.page => Some(minimum.page),
+                _ => None,
+            };
+            if let Some(min) = boundary_min {
                 if self.new_units() == 0 {
-                    // carried text belongs to the section before
+                    // carried text belongs to the section (page) before
                     self.cur.clear();
                     self.carried = 0;
-                } else if self.new_tokens() >= section_min {
+                } else if self.new_tokens() >= min {
                     *i -= self.close(false);
                     continue;
                 }
             }
             if self.tokens() + unit.tokens > self.ctx.max {
                 if self.new_units() > 0 {
-                    let carry = last_section == Some(unit.section);
+                    let carry = last == Some((unit.section, unit.page));
                     *i -= self.close(carry);
                     continue;
                 }
@@ -444,6 +464,7 @@ impl Packer<'_> {
             text = join(&self.cur);
         }
         let pages: BTreeSet<u32> = self.cur.iter().map(|u| u.page).collect();
+        let page_starts = page_starts(&self.cur);
         let start_time = self.cur.iter().filter_map(|u| u.start).reduce(f64::min);
         let end_time = match self.cur.last().and_then(|u| u.end) {
             Some(last) => Some(self.cur.iter().filter_map(|u| u.end).fold(last, f64::max)),
@@ -454,6 +475,7 @@ impl Packer<'_> {
             index: u32::try_from(self.chunks.len()).unwrap_or(u32::MAX),
             text,
             pages: pages.into_iter().collect(),
+            page_starts,
             heading,
             start_time,
             end_time,
@@ -551,6 +573,22 @@ fn join(units: &[Unit]) -> String {
         text.push_str(&u.text);
     }
     text
+}
+
+/// Where each page's units start in `join(units)`.
+fn page_starts(units: &[Unit]) -> Vec<(u32, usize)> {
+    let mut out: Vec<(u32, usize)> = Vec::new();
+    let mut at = 0;
+    for (i, u) in units.iter().enumerate() {
+        if i > 0 {
+            at += u.sep.as_str().len();
+        }
+        if out.last().is_none_or(|(page, _)| *page != u.page) {
+            out.push((u.page, at));
+        }
+        at += u.text.len();
+    }
+    out
 }
 
 fn join_pieces(pieces: &[(Sep, &str)]) -> String {

@@ -141,18 +141,44 @@ fn pages_are_tracked_across_page_boundaries() {
     // 15 words per page, 20 per chunk: paragraphs (pages) are kept whole when they fit
     assert_eq!(pages, vec![vec![1], vec![2], vec![3]]);
 
+    // a page ends its chunk even where the next page would fit (15 new words >= 40 / 4)
     let chunks = chunk(&d, &opts(40, 0), &words);
     let pages: Vec<Vec<u32>> = chunks.iter().map(|c| c.pages.clone()).collect();
-    assert_eq!(pages, vec![vec![1, 2], vec![3]]);
-    assert_eq!(
-        chunks[0].text,
-        format!("{}\n\n{}", sentences(0, 3), sentences(3, 3))
-    );
+    assert_eq!(pages, vec![vec![1], vec![2], vec![3]]);
+    assert_eq!(chunks[0].text, sentences(0, 3));
+    assert_eq!(chunks[1].page_starts, vec![(2, 0)]);
 
-    // overlap carries page 2's tail into the chunk of page 3
+    // overlap does not carry page 2's tail into the chunk of page 3
     let chunks = chunk(&d, &opts(20, 5), &words);
     assert_within(&chunks, 20, &words);
-    assert!(chunks.iter().any(|c| c.pages == vec![2, 3]), "{chunks:#?}");
+    assert!(chunks.iter().all(|c| c.pages.len() == 1), "{chunks:#?}");
+    assert!(
+        chunks.iter().any(|c| c.text.starts_with("S6a")),
+        "{chunks:#?}"
+    );
+
+    // a page holding less than the minimum (5 words < 40 / 4) joins the next one
+    let d = doc(vec![
+        vec![block(None, &sentences(0, 1))],
+        vec![block(None, &sentences(1, 3))],
+    ]);
+    let chunks = chunk(&d, &opts(40, 0), &words);
+    assert_eq!(chunks.len(), 1);
+    assert_eq!(chunks[0].pages, vec![1, 2]);
+    assert_eq!(
+        chunks[0].text,
+        format!("{}\n\n{}", sentences(0, 1), sentences(1, 3))
+    );
+    // where each page's part of the text starts
+    assert_eq!(
+        chunks[0].page_starts,
+        vec![(1, 0), (2, sentences(0, 1).len() + 2)]
+    );
+    for c in &chunks {
+        for (page, at) in &c.page_starts {
+            assert!(c.pages.contains(page) && c.text.is_char_boundary(*at));
+        }
+    }
 }
 
 #[test]
@@ -239,7 +265,7 @@ fn output_is_deterministic() {
     let b = chunk(&parse("d.pdf", &bytes).unwrap(), &opts(64, 16), &words);
     assert_eq!(a, b);
     assert_within(&a, 64, &words);
-    assert!(a.iter().any(|c| c.pages == vec![1, 2]));
+    assert!(a.iter().any(|c| c.pages == vec![1]) && a.iter().any(|c| c.pages == vec![2]));
 }
 
 #[test]
