@@ -226,7 +226,7 @@ fn smollm2_answers_and_stops_at_im_end() {
 #[test]
 fn smollm2_perplexity_of_plain_english_is_low() {
     if let Some(m) = smollm2() {
-        perplexity_of_plain_english_is_low(m, 30.0);
+        perplexity_of_plain_english_is_low(m, 60.0);
     }
 }
 
