@@ -221,6 +221,19 @@ fn smollm2_answers_and_stops_at_im_end() {
         !text.contains("im_end") && !text.contains(QUESTION),
         "{text:?}"
     );
+    // As docchat's chat asks it (its system prompt, gateway's 12-token test budget).
+    let prompt = m
+        .chat_prompt(&[
+            ChatMessage::system(
+                "You are docchat, a helpful assistant. Answer accurately and concisely.",
+            ),
+            ChatMessage::user("Name the capital of France."),
+        ])
+        .unwrap();
+    let (out, _) = greedy(m, &prompt, &GenParams::greedy(12));
+    let text = t.decode(&out);
+    eprintln!("answer with docchat's system prompt: {text:?}");
+    assert!(text.contains("Paris"), "{text:?}");
 }
 
 #[test]
