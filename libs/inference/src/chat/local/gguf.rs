@@ -358,15 +358,7 @@ impl Gguf {
             ))
         })?;
         let (per, bytes) = dtype.block();
-        let len = info.elements() / per * bytes;
-        let mut buf = vec![0u8; len];
-        let io = |source| LocalError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        let mut f = &self.file;
-        f.seek(SeekFrom::Start(info.offset)).map_err(io)?;
-        f.read_exact(&mut buf).map_err(io)?;
+        let buf = self.raw_range(name, 0, info.elements() / per * bytes)?;
         Ok((info, buf))
     }
 }

@@ -373,9 +373,9 @@ impl LocalModel {
         Ok(ids)
     }
 
-    /// Generates after `prompt` (which should start with [`Tokenizer::start`]). Each new token goes to
-    /// `on_token`, which returns false to stop; `cancelled` is also polled during the
-    /// prompt pass. Runs on the model's pool (the calling thread waits).
+    /// Generates after `prompt` (which should start with [`Tokenizer::start`]). Each new
+    /// token goes to `on_token`, which returns false to stop; `cancelled` is also polled
+    /// during the prompt pass. Runs on the model's pool (the calling thread waits).
     pub fn generate(
         &self,
         prompt: &[u32],
