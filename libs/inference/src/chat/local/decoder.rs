@@ -1,7 +1,8 @@
 //! The decoder of the local chat models: a stack of pre-norm attention and gated
 //! feed-forward blocks over a token embedding, as Hugging Face's `LlamaForCausalLM` and
 //! `Gemma3ForCausalLM` compute it. What differs between the families is read from the GGUF
-//! metadata into [`Config`] by [`gemma3`](super::gemma3) and [`llama`](super::llama):
+//! metadata into [`Config`] by [`gemma3`](super::gemma3) and [`llama`](super::llama)
+//! ([`model_config`](super::model_config) picks the family):
 //! embedding scale, extra norms, rotary layout and bases, sliding windows, activation.
 //!
 //! Two copies of each layer's weights are kept: f32 for prompts (batched products through
@@ -85,30 +86,21 @@ pub(crate) struct Config {
 }
 
 impl Config {
-    pub(crate) fn from_gguf(g: &Gguf) -> Result<Config, LocalError> {
-        let arch = g.string("general.architecture").unwrap_or_default();
-        let cfg = match arch {
-            "gemma3" => super::gemma3::config(g)?,
-            "llama" => super::llama::config(g)?,
-            _ => {
-                return Err(g.bad(format!(
-                    "architecture {arch:?} is not supported (gemma3, llama)"
-                )));
-            }
-        };
+    /// Refuses shapes the decoder cannot run.
+    pub(crate) fn check(self, g: &Gguf) -> Result<Config, LocalError> {
         let q = super::quant::QK;
-        if cfg.heads == 0
-            || cfg.kv_heads == 0
-            || !cfg.heads.is_multiple_of(cfg.kv_heads)
-            || !cfg.head_dim.is_multiple_of(2)
-            || !cfg.hidden.is_multiple_of(q)
-            || !cfg.ffn.is_multiple_of(q)
-            || !(cfg.heads * cfg.head_dim).is_multiple_of(q)
-            || cfg.vocab == 0
+        if self.heads == 0
+            || self.kv_heads == 0
+            || !self.heads.is_multiple_of(self.kv_heads)
+            || !self.head_dim.is_multiple_of(2)
+            || !self.hidden.is_multiple_of(q)
+            || !self.ffn.is_multiple_of(q)
+            || !(self.heads * self.head_dim).is_multiple_of(q)
+            || self.vocab == 0
         {
-            return Err(g.bad(format!("unsupported {arch} shape {cfg:?}")));
+            return Err(g.bad(format!("unsupported model shape {self:?}")));
         }
-        Ok(cfg)
+        Ok(self)
     }
 
     /// The hyper-parameters every family states the same way (under `{arch}.`), with a
@@ -278,9 +270,9 @@ pub(crate) struct Cache {
 }
 
 impl Decoder {
-    /// Reads the weights of `g`; `context` caps the positions served.
-    pub(crate) fn load(g: &Gguf, context: usize) -> Result<Decoder, LocalError> {
-        let cfg = Config::from_gguf(g)?;
+    /// Reads the weights of `g` for the configuration its family read
+    /// ([`model_config`](super::model_config)); `context` caps the positions served.
+    pub(crate) fn load(g: &Gguf, cfg: Config, context: usize) -> Result<Decoder, LocalError> {
         let context = context.clamp(1, cfg.trained_context.max(1));
         let vector = |name: &str, len: usize| -> Result<Vec<f32>, LocalError> {
             let (info, raw) = g.raw(name)?;
@@ -742,7 +734,7 @@ mod tests {
     fn shortlist_holds_the_likely_tokens(path: &std::path::Path) {
         let g = Gguf::open(path).unwrap();
         let t = Tokenizer::from_gguf(&g).unwrap();
-        let m = Decoder::load(&g, 1024).unwrap();
+        let m = Decoder::load(&g, super::super::model_config(&g).unwrap(), 1024).unwrap();
         let text = "The history of the printing press begins in the fifteenth century, when \
             Johannes Gutenberg combined movable metal type, oil-based ink and a screw press. \
             Books became cheaper, literacy spread, and ideas travelled faster than ever. \

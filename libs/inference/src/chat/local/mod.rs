@@ -234,6 +234,18 @@ fn default_system_prompt(template: &str) -> Option<String> {
     (!prompt.is_empty() && !prompt.contains(['{', '}', '\'', '"'])).then(|| prompt.to_owned())
 }
 
+/// The decoder configuration of a file, read by its family (`general.architecture`).
+fn model_config(g: &Gguf) -> Result<decoder::Config, LocalError> {
+    let arch = g.string("general.architecture").unwrap_or_default();
+    match arch {
+        "gemma3" => gemma3::config(g)?.check(g),
+        "llama" => llama::config(g)?.check(g),
+        _ => Err(g.bad(format!(
+            "architecture {arch:?} is not supported (gemma3, llama)"
+        ))),
+    }
+}
+
 /// A loaded local model with its tokenizer and its own thread pool.
 pub struct LocalModel {
     model: Decoder,
@@ -264,7 +276,8 @@ impl LocalModel {
             .map_err(|e| LocalError::Generation(format!("cannot start the model threads: {e}")))?;
         let g = Gguf::open(path)?;
         let tokenizer = Tokenizer::from_gguf(&g)?;
-        let model = pool.install(|| Decoder::load(&g, options.context))?;
+        let cfg = model_config(&g)?;
+        let model = pool.install(|| Decoder::load(&g, cfg, options.context))?;
         if tokenizer.vocab_size() != model.cfg.vocab {
             return Err(g.bad(format!(
                 "the vocabulary has {} tokens but the embedding {}",
@@ -893,7 +906,7 @@ pub fn find_local_models(models_dir: &Path, context_cap: usize) -> Vec<ModelEntr
 
 fn entry_for(path: &Path, context_cap: usize) -> Result<ModelEntry, LocalError> {
     let g = Gguf::open(path)?;
-    let cfg = decoder::Config::from_gguf(&g)?;
+    let cfg = model_config(&g)?;
     // Base checkpoints carry no chat template: they continue text and cannot hold a chat.
     let template = g.string("tokenizer.chat_template").ok_or_else(|| {
         g.bad("no chat template: a base (not instruction-tuned) model is not offered for chat")
