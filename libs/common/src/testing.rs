@@ -163,8 +163,11 @@ pub fn models_dir() -> std::path::PathBuf {
 
 /// The MiniLM embedder's weights, relative to [`models_dir`] (`scripts/fetch-models.sh`).
 pub const MINILM_WEIGHTS: &str = "all-MiniLM-L6-v2/model.safetensors";
-/// The local Gemma 3 chat model, relative to [`models_dir`]
+/// The built-in local chat model (SmolLM2-135M Instruct), relative to [`models_dir`]
 /// (`scripts/fetch-models.sh --with-llm`).
+pub const SMOLLM2_GGUF: &str = "smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
+/// The base Gemma 3 270M, relative to [`models_dir`] (`scripts/fetch-models.sh
+/// --with-llm`): the Gemma decoder's tests run it; chat never offers it.
 pub const GEMMA_GGUF: &str = "gemma3-270m/gemma-3-270m-q4_k_m.gguf";
 
 /// A model file a test needs (`relative` to [`models_dir`], e.g. [`MINILM_WEIGHTS`]);

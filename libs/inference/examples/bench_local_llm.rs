@@ -2,14 +2,16 @@
 //!
 //! ```sh
 //! cargo run --release -p docchat-inference --example bench_local_llm -- \
-//!     [--model models/gemma3-270m/gemma-3-270m-q4_k_m.gguf] [--threads 1,2] [--rounds 3]
+//!     [--model models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf] \
+//!     [--threads 1,2] [--rounds 3]
 //! ```
 //!
 //! For each thread count: prefill speed of a 512-token prompt, time to the first token of
 //! that prompt (tokenizing its text included), decode speed over 128 tokens after a short
 //! prompt and after the 512-token one, each the best of `--rounds`; then the peak resident
 //! memory of the process (`VmHWM`; one model is loaded at a time). The model path defaults
-//! to `$DOCCHAT_MODELS_DIR` (else `./models`) `/gemma3-270m/gemma-3-270m-q4_k_m.gguf`.
+//! to the built-in chat model, `$DOCCHAT_MODELS_DIR` (else `./models`)
+//! `/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf`.
 
 // A command-line tool: it prints its results.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -56,7 +58,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut model = std::env::var_os("DOCCHAT_MODELS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("models"))
-        .join("gemma3-270m/gemma-3-270m-q4_k_m.gguf");
+        .join("smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
     let mut threads = vec![1usize, 2];
     let mut rounds = 3usize;
     let mut args = std::env::args().skip(1);
@@ -89,14 +91,16 @@ fn main() -> Result<(), Box<dyn Error>> {
         )?;
         let load_s = started.elapsed().as_secs_f64();
         let tok = m.tokenizer();
-        // A 512-token prompt: <bos> and the text repeated, cut to length; and its text.
-        let mut long = vec![tok.bos()];
+        // A 512-token prompt: the start (<bos> where the model has one) and the text
+        // repeated, cut to length; and its text.
+        let start = tok.start();
+        let mut long = start.clone();
         while long.len() < PROMPT_TOKENS {
             long.extend(tok.encode(TEXT));
         }
         long.truncate(PROMPT_TOKENS);
-        let long_text = tok.decode(&long[1..]);
-        let mut short = vec![tok.bos()];
+        let long_text = tok.decode(&long[start.len()..]);
+        let mut short = start.clone();
         short.extend(tok.encode("Once upon a time"));
 
         let mut decode = GenParams::greedy(DECODE_TOKENS);
@@ -116,7 +120,7 @@ fn main() -> Result<(), Box<dyn Error>> {
 
             let t0 = Instant::now();
             let mut ttft = None;
-            let mut ids = vec![tok.bos()];
+            let mut ids = start.clone();
             ids.extend(tok.encode(&long_text));
             m.generate(&ids, &GenParams::greedy(1), &|| false, &mut |_| {
                 ttft.get_or_insert(t0.elapsed());

@@ -1,27 +1,30 @@
-//! The in-process Gemma 3 270M (GGUF): tokenizer, generation quality, streaming and
-//! cancellation.
+//! The in-process local chat models (GGUF): the built-in SmolLM2-135M Instruct (Llama
+//! decoder, byte-level BPE, ChatML) answering, and the base Gemma 3 270M (Gemma decoder,
+//! SentencePiece) continuing text; tokenizers, generation quality, streaming and
+//! cancellation, and which models the registry offers.
 //!
-//! Needs `gemma3-270m/gemma-3-270m-q4_k_m.gguf` (`scripts/fetch-models.sh --with-llm`) in
-//! `$DOCCHAT_TEST_MODELS_DIR`, else `$DOCCHAT_MODELS_DIR`, else `<repo>/models`; without it
-//! each test fails in CI and says loudly that it is skipped elsewhere
+//! Needs `smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf` and
+//! `gemma3-270m/gemma-3-270m-q4_k_m.gguf` (`scripts/fetch-models.sh --with-llm`) in
+//! `$DOCCHAT_TEST_MODELS_DIR`, else `$DOCCHAT_MODELS_DIR`, else `<repo>/models`; without
+//! them each test fails in CI and says loudly that it is skipped elsewhere
 //! (`docchat_common::testing::model_file`).
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use docchat_inference::local::GenParams;
+use docchat_inference::local::{ChatFormat, GenParams, StopReason};
 use docchat_inference::{
     ChatMessage, ChatModel, LocalChat, LocalModel, LocalOptions, Registry, StreamEvent,
     find_local_models,
 };
 
-use docchat_common::testing::{GEMMA_GGUF, models_dir};
+use docchat_common::testing::{GEMMA_GGUF, SMOLLM2_GGUF, models_dir};
 
-/// The GGUF file, or None (after `unavailable`: a failure in CI) when it has not been
+/// A GGUF file, or None (after `unavailable`: a failure in CI) when it has not been
 /// fetched.
-fn model_file() -> Option<PathBuf> {
-    docchat_common::testing::model_file(GEMMA_GGUF)
+fn model_file(relative: &str) -> Option<PathBuf> {
+    docchat_common::testing::model_file(relative)
 }
 
 fn options() -> LocalOptions {
@@ -32,25 +35,231 @@ fn options() -> LocalOptions {
     }
 }
 
-/// One model for the tests that call it directly.
-fn model() -> Option<&'static LocalModel> {
-    static MODEL: OnceLock<Option<LocalModel>> = OnceLock::new();
-    let path = model_file()?;
-    MODEL
-        .get_or_init(|| Some(LocalModel::load(&path, &options()).unwrap()))
+fn load(
+    cell: &'static OnceLock<Option<LocalModel>>,
+    relative: &str,
+) -> Option<&'static LocalModel> {
+    let path = model_file(relative)?;
+    cell.get_or_init(|| Some(LocalModel::load(&path, &options()).unwrap()))
         .as_ref()
 }
 
-/// One chat model (its own worker) for the tests of the chat surface.
+/// The base Gemma 3 270M, for the tests that call it directly.
+fn gemma() -> Option<&'static LocalModel> {
+    static MODEL: OnceLock<Option<LocalModel>> = OnceLock::new();
+    load(&MODEL, GEMMA_GGUF)
+}
+
+/// The built-in SmolLM2-135M Instruct, for the tests that call it directly.
+fn smollm2() -> Option<&'static LocalModel> {
+    static MODEL: OnceLock<Option<LocalModel>> = OnceLock::new();
+    load(&MODEL, SMOLLM2_GGUF)
+}
+
+/// One chat model (its own worker) for the tests of the chat surface: the built-in one.
 fn chat() -> Option<&'static LocalChat> {
     static CHAT: OnceLock<LocalChat> = OnceLock::new();
-    let path = model_file()?;
-    Some(CHAT.get_or_init(|| LocalChat::new("gemma-3-270m", path, options())))
+    let path = model_file(SMOLLM2_GGUF)?;
+    Some(CHAT.get_or_init(|| LocalChat::new("smollm2-135m-instruct", path, options())))
+}
+
+/// Greedy tokens after `prompt`, with the generation's figures.
+fn greedy(
+    m: &LocalModel,
+    prompt: &[u32],
+    params: &GenParams,
+) -> (Vec<u32>, docchat_inference::local::GenStats) {
+    let mut out = Vec::new();
+    let stats = m
+        .generate(prompt, params, &|| false, &mut |id| {
+            out.push(id);
+            true
+        })
+        .unwrap();
+    (out, stats)
+}
+
+const QUESTION: &str = "What is the capital of France? Answer in one sentence.";
+
+#[test]
+fn smollm2_tokenizer_matches_hugging_faces() {
+    let Some(m) = smollm2() else {
+        return;
+    };
+    let t = m.tokenizer();
+    assert_eq!(t.vocab_size(), 49_152);
+    assert_eq!(t.token_id("<|endoftext|>"), Some(0));
+    assert_eq!(t.token_id("<|im_start|>"), Some(1));
+    assert_eq!(t.token_id("<|im_end|>"), Some(2));
+    assert_eq!(t.eos(), 2);
+    assert!(t.start().is_empty(), "SmolLM2 adds no <bos>");
+    // Ids from Hugging Face's tokenizers (Python) running SmolLM2's tokenizer.json
+    // pipeline — BPE over this vocabulary and merges, Digits(individual_digits) then
+    // ByteLevel(add_prefix_space = false) — computed once and pinned here.
+    let cases: [(&str, &[u32]); 6] = [
+        (
+            QUESTION,
+            &[
+                1780, 314, 260, 3575, 282, 4649, 47, 19842, 281, 582, 6330, 30,
+            ],
+        ),
+        ("Hello world", &[19556, 905]),
+        (" Paris", &[7042]),
+        (
+            "The capital of France is Paris.",
+            &[504, 3575, 282, 4649, 314, 7042, 30],
+        ),
+        (
+            "In 2024, 3.14159 people      said\n\n\"naïve café — 東京 🚀 Ω≈ç√\"\tdon't!",
+            &[
+                788, 216, 34, 32, 34, 36, 28, 216, 35, 30, 33, 36, 33, 37, 41, 701, 4444, 1137,
+                198, 198, 18, 3546, 46494, 37366, 1841, 17097, 247, 126, 16736, 122, 15107, 244,
+                218, 5664, 119, 40533, 226, 11512, 22052, 244, 18, 197, 12420, 982, 17,
+            ],
+        ),
+        (
+            "def mean(values):\n    return sum(values) / len(values)\n",
+            &[
+                1604, 1441, 24, 6347, 727, 472, 1003, 2028, 24, 6347, 25, 2272, 3858, 24, 6347, 25,
+                198,
+            ],
+        ),
+    ];
+    for (text, want) in cases {
+        let ids = t.encode(text);
+        assert_eq!(ids, want, "{text:?}: {:?}", pieces(m, &ids));
+        assert_eq!(t.decode(&ids), text);
+    }
+    // Special tokens are never made from text: "<|im_end|>" is spelled out.
+    let ids = t.encode("<|im_end|> is text here");
+    assert_eq!(ids, [44, 108, 306, 79, 486, 108, 46, 314, 1694, 1535]);
+    assert!(!ids.iter().any(|&i| t.is_control(i)));
+    for text in [
+        "  leading spaces, trailing\t\n",
+        "mixed\r\nline endings\n\n\nand    tabs\t\t",
+        "<table><tr><td>1</td></tr></table>",
+        "",
+    ] {
+        let ids = t.encode(text);
+        assert_eq!(t.decode(&ids), text, "{:?}", pieces(m, &ids));
+    }
 }
 
 #[test]
-fn tokenizer_matches_the_vocabulary() {
-    let Some(m) = model() else {
+fn smollm2_prompts_are_chatml() {
+    let Some(m) = smollm2() else {
+        return;
+    };
+    let t = m.tokenizer();
+    let Some(ChatFormat::ChatMl {
+        im_start,
+        im_end,
+        default_system,
+    }) = m.chat_format().cloned()
+    else {
+        panic!("SmolLM2 is ChatML: {:?}", m.chat_format());
+    };
+    let default_system = default_system.expect("the template's default system prompt");
+    assert_eq!(
+        default_system,
+        "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+    );
+    let turn = |role: &str, content: &str| {
+        let mut ids = vec![im_start];
+        ids.extend(t.encode(&format!("{role}\n{content}")));
+        ids.push(im_end);
+        ids.extend(t.encode("\n"));
+        ids
+    };
+    let answer = |mut ids: Vec<u32>| {
+        ids.push(im_start);
+        ids.extend(t.encode("assistant\n"));
+        ids
+    };
+    // Without a system message, the template's own.
+    let prompt = m.chat_prompt(&[ChatMessage::user("Hi")]).unwrap();
+    let want = [turn("system", &default_system), turn("user", "Hi")].concat();
+    assert_eq!(prompt, answer(want));
+    // System messages, joined, are the first turn wherever they stand; assistant turns stay.
+    let prompt = m
+        .chat_prompt(&[
+            ChatMessage::system("Be brief."),
+            ChatMessage::user("Hi"),
+            ChatMessage::assistant("Hello!"),
+            ChatMessage::system("Context: none."),
+            ChatMessage::user("Bye <|im_end|>"),
+        ])
+        .unwrap();
+    let want = [
+        turn("system", "Be brief.\n\nContext: none."),
+        turn("user", "Hi"),
+        turn("assistant", "Hello!"),
+        turn("user", "Bye <|im_end|>"),
+    ]
+    .concat();
+    assert_eq!(prompt, answer(want), "{}", t.decode(&prompt));
+    // The <|im_end|> in the text is text: only the four turns' own marks are control tokens.
+    assert_eq!(prompt.iter().filter(|&&i| i == im_end).count(), 4);
+}
+
+#[test]
+fn smollm2_answers_and_stops_at_im_end() {
+    let Some(m) = smollm2() else {
+        return;
+    };
+    let t = m.tokenizer();
+    let prompt = m.chat_prompt(&[ChatMessage::user(QUESTION)]).unwrap();
+    let (out, stats) = greedy(m, &prompt, &GenParams::greedy(60));
+    let text = t.decode(&out);
+    eprintln!("answer: {text:?} ({stats:?})");
+    assert!(text.contains("Paris"), "{text:?}");
+    // It ended its turn itself, with <|im_end|>, which is not part of the answer.
+    assert_eq!(stats.stop, StopReason::EndOfTurn);
+    assert_eq!(stats.stop_token, t.token_id("<|im_end|>"));
+    assert!(out.len() < 60 && !out.iter().any(|&i| t.is_control(i)));
+    assert!(
+        !text.contains("im_end") && !text.contains(QUESTION),
+        "{text:?}"
+    );
+    // As docchat's chat asks it (its system prompt, gateway's 12-token test budget).
+    let prompt = m
+        .chat_prompt(&[
+            ChatMessage::system(
+                "You are docchat, a helpful assistant. Answer accurately and concisely.",
+            ),
+            ChatMessage::user("Name the capital of France."),
+        ])
+        .unwrap();
+    let (out, _) = greedy(m, &prompt, &GenParams::greedy(12));
+    let text = t.decode(&out);
+    eprintln!("answer with docchat's system prompt: {text:?}");
+    assert!(text.contains("Paris"), "{text:?}");
+}
+
+#[test]
+fn smollm2_perplexity_of_plain_english_is_low() {
+    if let Some(m) = smollm2() {
+        perplexity_of_plain_english_is_low(m, 60.0);
+    }
+}
+
+#[test]
+fn smollm2_long_prompts_run_in_chunks() {
+    if let Some(m) = smollm2() {
+        long_prompts_run_in_chunks(m);
+    }
+}
+
+#[test]
+fn smollm2_shortlisted_logits_decode_as_exact_ones() {
+    if let Some(m) = smollm2() {
+        shortlisted_logits_decode_as_exact_ones(m);
+    }
+}
+
+#[test]
+fn gemma_tokenizer_matches_the_vocabulary() {
+    let Some(m) = gemma() else {
         return;
     };
     let t = m.tokenizer();
@@ -90,8 +299,8 @@ fn pieces(m: &LocalModel, ids: &[u32]) -> Vec<String> {
 }
 
 #[test]
-fn greedy_continuation_knows_the_capital_of_france() {
-    let Some(m) = model() else {
+fn gemma_greedy_continuation_knows_the_capital_of_france() {
+    let Some(m) = gemma() else {
         return;
     };
     let t = m.tokenizer();
@@ -125,34 +334,43 @@ fn greedy_continuation_knows_the_capital_of_france() {
 }
 
 #[test]
-fn perplexity_of_plain_english_is_low() {
-    let Some(m) = model() else {
-        return;
-    };
+fn gemma_perplexity_of_plain_english_is_low() {
+    if let Some(m) = gemma() {
+        perplexity_of_plain_english_is_low(m, 100.0);
+    }
+}
+
+fn perplexity_of_plain_english_is_low(m: &LocalModel, most: f64) {
     let t = m.tokenizer();
     let text = "The quick brown fox jumps over the lazy dog. It was a bright cold day in April, and the clocks were striking thirteen. Water boils at one hundred degrees Celsius at sea level.";
-    let mut ids = vec![t.bos()];
+    let mut ids = t.start();
+    let first = ids.len();
     ids.extend(t.encode(text));
     let nll = m.mean_nll(&ids).unwrap();
     let ppl = nll.exp();
     eprintln!("perplexity {ppl:.1} over {} tokens", ids.len() - 1);
-    assert!(ppl < 100.0, "perplexity {ppl}");
+    assert!(ppl < most, "perplexity {ppl}");
     // A scrambled text is far less likely: the model reads its input.
     let mut scrambled = ids.clone();
-    scrambled[1..].reverse();
+    scrambled[first..].reverse();
     assert!(m.mean_nll(&scrambled).unwrap() > nll + 1.0);
 }
 
 #[test]
-fn long_prompts_run_in_chunks_over_the_window() {
-    // A prompt longer than one batched pass (512 tokens) and than the sliding window: the
-    // second chunk must see the first through the cache, within the window.
-    let Some(m) = model() else {
-        return;
-    };
+fn gemma_long_prompts_run_in_chunks_over_the_window() {
+    // Longer than Gemma's sliding window (512) too: the second chunk must see the first
+    // through the cache, within the window.
+    if let Some(m) = gemma() {
+        long_prompts_run_in_chunks(m);
+    }
+}
+
+/// A prompt longer than one batched pass (512 tokens): the second chunk must see the first
+/// through the cache.
+fn long_prompts_run_in_chunks(m: &LocalModel) {
     let t = m.tokenizer();
     let para = "Rivers carry water from the mountains to the sea, shaping valleys and plains along the way. ";
-    let mut prompt = vec![t.bos()];
+    let mut prompt = t.start();
     while prompt.len() < 700 {
         prompt.extend(t.encode(para));
     }
@@ -169,12 +387,15 @@ fn long_prompts_run_in_chunks_over_the_window() {
 }
 
 #[test]
-fn shortlisted_logits_decode_as_exact_ones() {
-    let Some(m) = model() else {
-        return;
-    };
+fn gemma_shortlisted_logits_decode_as_exact_ones() {
+    if let Some(m) = gemma() {
+        shortlisted_logits_decode_as_exact_ones(m);
+    }
+}
+
+fn shortlisted_logits_decode_as_exact_ones(m: &LocalModel) {
     let t = m.tokenizer();
-    let mut prompt = vec![t.bos()];
+    let mut prompt = t.start();
     prompt.extend(t.encode("In the beginning of the nineteenth century, the town"));
     let run = |exact: bool| {
         let mut params = GenParams::greedy(48);
@@ -208,14 +429,13 @@ async fn stream_and_complete_give_the_same_answer() {
     let Some(chat) = chat() else {
         return;
     };
-    let messages = [
-        ChatMessage::system("You are a helpful assistant. Answer in one sentence."),
-        ChatMessage::user("What is the capital of France?"),
-    ];
+    let messages = [ChatMessage::user(QUESTION)];
     let done = chat.complete(&messages, 40, 0.0).await.unwrap();
     let (streamed, usage) = collect(chat, &messages, 40).await;
     eprintln!("answer: {:?} usage {usage:?}", done.text);
-    assert!(!done.text.is_empty());
+    // The check: standalone, with no system message, the built-in model answers.
+    assert!(done.text.contains("Paris"), "{:?}", done.text);
+    assert_eq!(done.finish_reason, "stop");
     assert_eq!(streamed.trim_end(), done.text);
     assert_eq!(usage, (done.prompt_tokens, done.completion_tokens));
     assert!(done.prompt_tokens > 20 && done.completion_tokens > 0);
@@ -254,21 +474,30 @@ async fn dropping_the_stream_stops_generation() {
 }
 
 #[tokio::test]
-async fn registry_lists_the_local_model() {
-    if model_file().is_none() {
+async fn registry_offers_the_instruct_model_and_never_the_base_one() {
+    if model_file(SMOLLM2_GGUF).is_none() || model_file(GEMMA_GGUF).is_none() {
         return;
     }
+    // The models dir holds both; only the instruction-tuned one is a chat model.
     let found = find_local_models(&models_dir(), 8192);
-    let entry = found.iter().find(|e| e.name == "gemma-3-270m").unwrap();
+    let names: Vec<&str> = found.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["smollm2-135m-instruct"], "{found:?}");
+    let entry = &found[0];
     assert_eq!(entry.provider, "local");
-    assert_eq!(entry.base_model(), "google/gemma-3-270m");
+    assert_eq!(entry.base_model(), "HuggingFaceTB/SmolLM2-135M-Instruct");
+    assert_eq!(entry.display_name(), "SmolLM2-135M-Instruct");
     assert_eq!(entry.context_length, 8192);
+    assert_eq!(
+        find_local_models(&models_dir(), 2048)[0].context_length,
+        2048
+    );
     assert_eq!((entry.input_price, entry.output_price), (0.0, 0.0));
     let registry = Registry::default().with_local_models(find_local_models(&models_dir(), 8192));
     let resolved = registry.resolve("auto").unwrap();
-    assert_eq!(resolved.name, "gemma-3-270m");
+    assert_eq!(resolved.name, "smollm2-135m-instruct");
+    assert!(registry.resolve("gemma-3-270m").is_none());
     let model = ChatModel::from_entry(resolved, &options()).unwrap();
-    assert_eq!(model.name(), "gemma-3-270m");
+    assert_eq!(model.name(), "smollm2-135m-instruct");
     assert!(matches!(model, ChatModel::Local(_)));
     // A configured upstream keeps its place as the default.
     let file = "[[models]]\nname = \"up\"\nbase_url = \"http://127.0.0.1:1/v1\"\n";
@@ -277,6 +506,12 @@ async fn registry_lists_the_local_model() {
         .with_local_models(find_local_models(&models_dir(), 8192));
     assert_eq!(registry.resolve("auto").unwrap().name, "up");
     assert_eq!(registry.chat_models().count(), 2);
+    // The base Gemma alone is not offered either: a dir with only it has no chat model.
+    let dir = tempfile::tempdir().unwrap();
+    let gemma = model_file(GEMMA_GGUF).unwrap();
+    std::fs::create_dir(dir.path().join("gemma3-270m")).unwrap();
+    std::os::unix::fs::symlink(&gemma, dir.path().join("gemma3-270m/gemma.gguf")).unwrap();
+    assert!(find_local_models(dir.path(), 8192).is_empty());
 }
 
 #[test]

@@ -52,6 +52,7 @@ pub(crate) enum DType {
     Q8_0,
     Q5_0,
     Q4_0,
+    Q4_1,
     Q4K,
     Q5K,
     Q6K,
@@ -63,6 +64,7 @@ impl DType {
             0 => DType::F32,
             1 => DType::F16,
             2 => DType::Q4_0,
+            3 => DType::Q4_1,
             6 => DType::Q5_0,
             8 => DType::Q8_0,
             12 => DType::Q4K,
@@ -81,6 +83,7 @@ impl DType {
             DType::Q8_0 => (32, 34),
             DType::Q5_0 => (32, 22),
             DType::Q4_0 => (32, 18),
+            DType::Q4_1 => (32, 20),
             DType::Q4K => (256, 144),
             DType::Q5K => (256, 176),
             DType::Q6K => (256, 210),
@@ -355,15 +358,7 @@ impl Gguf {
             ))
         })?;
         let (per, bytes) = dtype.block();
-        let len = info.elements() / per * bytes;
-        let mut buf = vec![0u8; len];
-        let io = |source| LocalError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        let mut f = &self.file;
-        f.seek(SeekFrom::Start(info.offset)).map_err(io)?;
-        f.read_exact(&mut buf).map_err(io)?;
+        let buf = self.raw_range(name, 0, info.elements() / per * bytes)?;
         Ok((info, buf))
     }
 }

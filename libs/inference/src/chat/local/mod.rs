@@ -1,9 +1,10 @@
 //! Local chat models: GGUF files under the models dir run in-process on the CPU.
 //!
-//! Supported: Gemma 3 (`general.architecture = "gemma3"`, e.g. the 270M Q4_K_M file
-//! `scripts/fetch-models.sh --with-llm` fetches) with the SentencePiece vocabulary the file
-//! carries. Any ggml block type among F32/F16/BF16/Q4_0/Q5_0/Q8_0/Q4_K/Q5_K/Q6_K is read;
-//! see [`gemma3`] for how the weights are kept.
+//! Supported: Llama-architecture files (`general.architecture = "llama"`, e.g. SmolLM2-135M
+//! Instruct in Q4_1, the built-in chat model that `scripts/fetch-models.sh --with-llm`
+//! fetches) with their byte-level BPE vocabulary, and Gemma 3 (`"gemma3"`) with its
+//! SentencePiece one. Any ggml block type among F32/F16/BF16/Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q5_K/
+//! Q6_K is read; see [`decoder`] for how the weights are kept.
 //!
 //! [`LocalChat`] is the chat-model face: the first request starts one worker thread, which
 //! loads the model (a second or so) and then runs requests one after another, queueing the
@@ -11,16 +12,32 @@
 //! [`ChatStream`](crate::ChatStream) stops the generation at the next token (or the next
 //! layer of a prompt pass).
 //!
-//! Prompt format: the files are base or instruction-tuned checkpoints without a chat
-//! template, so messages are always laid out in Gemma's turn format —
-//! `<bos><start_of_turn>user\n{system}\n\n{user}<end_of_turn>\n<start_of_turn>model\n` —
-//! with system messages folded into the first user turn as Gemma's own template does, and
-//! earlier assistant messages as `model` turns. Control tokens are added by id, never parsed
-//! from message text. Generation stops at `<eos>`, `<end_of_turn>` or any other control
-//! token, or after `max_tokens`.
+//! Only instruction-tuned files are offered for chat ([`find_local_models`]): a file must
+//! carry a chat template (`tokenizer.chat_template`) and the turn tokens of a format laid
+//! out here. A base checkpoint (such as the Gemma 3 270M file the Gemma tests use) only
+//! continues text — asked a question, it echoes the prompt — so it is never listed, and so
+//! never the target of `auto`.
+//!
+//! Prompt formats, chosen by the vocabulary's turn tokens ([`ChatFormat`]):
+//! - ChatML (`<|im_start|>`, `<|im_end|>`; SmolLM2): the system messages, joined, as the
+//!   first `system` turn — or the template's own default system prompt when there is none
+//!   (SmolLM2's "You are a helpful AI assistant named SmolLM, trained by Hugging Face") —
+//!   then `<|im_start|>{role}\n{content}<|im_end|>\n` for each message, and
+//!   `<|im_start|>assistant\n` to answer.
+//! - Gemma (`<start_of_turn>`, `<end_of_turn>`):
+//!   `<bos><start_of_turn>user\n{system}\n\n{user}<end_of_turn>\n<start_of_turn>model\n`,
+//!   with system messages folded into the first user turn as Gemma's own template does, and
+//!   earlier assistant messages as `model` turns.
+//!
+//! Control tokens are added by id, never parsed from message text. Generation stops at the
+//! end-of-sequence token, the format's end of turn or any other control token, or after
+//! `max_tokens`.
 
+mod bpe;
+mod decoder;
 mod gemma3;
 mod gguf;
+mod llama;
 mod nibbles;
 mod ops;
 mod quant;
@@ -35,11 +52,11 @@ pub use tokenizer::Tokenizer;
 
 use super::{ChatError, ChatMessage, ChatStream, Completion, EventSource, StreamEvent};
 use crate::registry::{ModelEntry, ModelKind};
-use gemma3::{Gemma3, Logits, PREFILL_CHUNK};
+use decoder::{Decoder, Logits, PREFILL_CHUNK};
 use gguf::Gguf;
 
 /// Context served when the options do not say: the KV cache and rotary tables are sized to
-/// it (Gemma 3 270M was trained on 32 768).
+/// it (SmolLM2 was trained on 8192, Gemma 3 270M on 32 768).
 pub const DEFAULT_CONTEXT: usize = 8192;
 
 /// Failures of loading or running a local model.
@@ -56,6 +73,10 @@ pub enum LocalError {
     ContextExceeded { tokens: usize, context: usize },
     #[error("generation failed: {0}")]
     Generation(String),
+    #[error(
+        "the model has no chat format (its vocabulary has neither ChatML's nor Gemma's turn tokens)"
+    )]
+    NoChatFormat,
 }
 
 impl From<LocalError> for ChatError {
@@ -101,7 +122,7 @@ pub struct GenParams {
     pub max_tokens: usize,
     /// 0 = greedy.
     pub temperature: f32,
-    /// Sampling keeps the `top_k` likeliest tokens (Gemma's default 64)...
+    /// Sampling keeps the `top_k` likeliest tokens (64 by default)...
     pub top_k: usize,
     /// ...and of those the fewest whose probabilities reach `top_p` (0.95).
     pub top_p: f32,
@@ -154,16 +175,84 @@ pub struct GenStats {
     /// Every later pass.
     pub decode: Duration,
     pub stop: StopReason,
+    /// The control token that ended it ([`StopReason::EndOfTurn`]).
+    pub stop_token: Option<u32>,
+}
+
+/// How a model's messages are laid out (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChatFormat {
+    ChatMl {
+        im_start: u32,
+        im_end: u32,
+        /// The template's system prompt for conversations without one.
+        default_system: Option<String>,
+    },
+    Gemma {
+        start_of_turn: u32,
+        end_of_turn: u32,
+    },
+}
+
+impl ChatFormat {
+    /// The format of a vocabulary (and its chat template, if the file has one).
+    fn detect(t: &Tokenizer, template: Option<&str>) -> Option<ChatFormat> {
+        if let (Some(im_start), Some(im_end)) =
+            (t.token_id("<|im_start|>"), t.token_id("<|im_end|>"))
+        {
+            return Some(ChatFormat::ChatMl {
+                im_start,
+                im_end,
+                default_system: template.and_then(default_system_prompt),
+            });
+        }
+        match (t.token_id("<start_of_turn>"), t.token_id("<end_of_turn>")) {
+            (Some(start_of_turn), Some(end_of_turn)) => Some(ChatFormat::Gemma {
+                start_of_turn,
+                end_of_turn,
+            }),
+            _ => None,
+        }
+    }
+
+    fn end_of_turn(&self) -> u32 {
+        match *self {
+            ChatFormat::ChatMl { im_end, .. } => im_end,
+            ChatFormat::Gemma { end_of_turn, .. } => end_of_turn,
+        }
+    }
+}
+
+/// The system prompt a ChatML template writes when the first message is not a system one
+/// (`{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n...`).
+fn default_system_prompt(template: &str) -> Option<String> {
+    const OPEN: &str = "<|im_start|>system\n";
+    let cond = template.find("!= 'system'")?;
+    let start = cond + template[cond..].find(OPEN)? + OPEN.len();
+    let len = template[start..].find("<|im_end|>")?;
+    let prompt = template[start..start + len].trim();
+    (!prompt.is_empty() && !prompt.contains(['{', '}', '\'', '"'])).then(|| prompt.to_owned())
+}
+
+/// The decoder configuration of a file, read by its family (`general.architecture`).
+fn model_config(g: &Gguf) -> Result<decoder::Config, LocalError> {
+    let arch = g.string("general.architecture").unwrap_or_default();
+    match arch {
+        "gemma3" => gemma3::config(g)?.check(g),
+        "llama" => llama::config(g)?.check(g),
+        _ => Err(g.bad(format!(
+            "architecture {arch:?} is not supported (gemma3, llama)"
+        ))),
+    }
 }
 
 /// A loaded local model with its tokenizer and its own thread pool.
 pub struct LocalModel {
-    model: Gemma3,
+    model: Decoder,
     tokenizer: Tokenizer,
     pool: rayon::ThreadPool,
     threads: usize,
-    start_of_turn: Option<u32>,
-    end_of_turn: Option<u32>,
+    format: Option<ChatFormat>,
 }
 
 impl std::fmt::Debug for LocalModel {
@@ -176,7 +265,7 @@ impl std::fmt::Debug for LocalModel {
 }
 
 impl LocalModel {
-    /// Loads a GGUF file (on the calling thread; about a second for 270M parameters).
+    /// Loads a GGUF file (on the calling thread; about a second for 100M-odd parameters).
     pub fn load(path: &Path, options: &LocalOptions) -> Result<LocalModel, LocalError> {
         let started = Instant::now();
         let threads = options.thread_count();
@@ -187,7 +276,8 @@ impl LocalModel {
             .map_err(|e| LocalError::Generation(format!("cannot start the model threads: {e}")))?;
         let g = Gguf::open(path)?;
         let tokenizer = Tokenizer::from_gguf(&g)?;
-        let model = pool.install(|| Gemma3::load(&g, options.context))?;
+        let cfg = model_config(&g)?;
+        let model = pool.install(|| Decoder::load(&g, cfg, options.context))?;
         if tokenizer.vocab_size() != model.cfg.vocab {
             return Err(g.bad(format!(
                 "the vocabulary has {} tokens but the embedding {}",
@@ -203,8 +293,7 @@ impl LocalModel {
             "local chat model loaded"
         );
         Ok(LocalModel {
-            start_of_turn: tokenizer.token_id("<start_of_turn>"),
-            end_of_turn: tokenizer.token_id("<end_of_turn>"),
+            format: ChatFormat::detect(&tokenizer, g.string("tokenizer.chat_template")),
             model,
             tokenizer,
             pool,
@@ -225,48 +314,81 @@ impl LocalModel {
         self.threads
     }
 
-    /// The prompt of `messages` in Gemma's turn format (see the module docs).
-    pub fn chat_prompt(&self, messages: &[ChatMessage]) -> Vec<u32> {
+    /// How the model's chat prompts are laid out; `None` when it has no known format.
+    pub fn chat_format(&self) -> Option<&ChatFormat> {
+        self.format.as_ref()
+    }
+
+    /// The prompt of `messages` in the model's chat format (see the module docs).
+    pub fn chat_prompt(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, LocalError> {
         let t = &self.tokenizer;
-        let mut ids = vec![t.bos()];
         let system: Vec<&str> = messages
             .iter()
             .filter(|m| m.role == "system")
             .map(|m| m.content.trim())
             .filter(|c| !c.is_empty())
             .collect();
-        let mut pending_system = (!system.is_empty()).then(|| system.join("\n\n"));
-        let turn = |ids: &mut Vec<u32>, role: &str, content: &str| {
-            ids.extend(self.start_of_turn);
+        let system = (!system.is_empty()).then(|| system.join("\n\n"));
+        let mut ids = t.start();
+        let turn = |ids: &mut Vec<u32>, (open, close): (u32, u32), role: &str, content: &str| {
+            ids.push(open);
             ids.extend(t.encode(&format!("{role}\n")));
             ids.extend(t.encode(content));
-            ids.extend(self.end_of_turn);
+            ids.push(close);
             ids.extend(t.encode("\n"));
         };
-        for m in messages {
-            match m.role.as_str() {
-                "system" => {}
-                "assistant" | "model" => turn(&mut ids, "model", m.content.trim()),
-                _ => {
+        let talk = messages.iter().filter(|m| m.role != "system");
+        match self.format.as_ref().ok_or(LocalError::NoChatFormat)? {
+            ChatFormat::ChatMl {
+                im_start,
+                im_end,
+                default_system,
+            } => {
+                let marks = (*im_start, *im_end);
+                if let Some(s) = system.as_deref().or(default_system.as_deref()) {
+                    turn(&mut ids, marks, "system", s);
+                }
+                for m in talk {
+                    let role = if m.role == "assistant" || m.role == "model" {
+                        "assistant"
+                    } else {
+                        "user"
+                    };
+                    turn(&mut ids, marks, role, m.content.trim());
+                }
+                ids.push(*im_start);
+                ids.extend(t.encode("assistant\n"));
+            }
+            ChatFormat::Gemma {
+                start_of_turn,
+                end_of_turn,
+            } => {
+                let marks = (*start_of_turn, *end_of_turn);
+                let mut pending_system = system;
+                for m in talk {
+                    if m.role == "assistant" || m.role == "model" {
+                        turn(&mut ids, marks, "model", m.content.trim());
+                        continue;
+                    }
                     let content = match pending_system.take() {
                         Some(s) => format!("{s}\n\n{}", m.content.trim()),
                         None => m.content.trim().to_owned(),
                     };
-                    turn(&mut ids, "user", &content);
+                    turn(&mut ids, marks, "user", &content);
                 }
+                if let Some(s) = pending_system {
+                    turn(&mut ids, marks, "user", &s);
+                }
+                ids.push(*start_of_turn);
+                ids.extend(t.encode("model\n"));
             }
         }
-        if let Some(s) = pending_system {
-            turn(&mut ids, "user", &s);
-        }
-        ids.extend(self.start_of_turn);
-        ids.extend(t.encode("model\n"));
-        ids
+        Ok(ids)
     }
 
-    /// Generates after `prompt` (which should start with `<bos>`). Each new token goes to
-    /// `on_token`, which returns false to stop; `cancelled` is also polled during the
-    /// prompt pass. Runs on the model's pool (the calling thread waits).
+    /// Generates after `prompt` (which should start with [`Tokenizer::start`]). Each new
+    /// token goes to `on_token`, which returns false to stop; `cancelled` is also polled
+    /// during the prompt pass. Runs on the model's pool (the calling thread waits).
     pub fn generate(
         &self,
         prompt: &[u32],
@@ -291,6 +413,7 @@ impl LocalModel {
                 prefill: Duration::ZERO,
                 decode: Duration::ZERO,
                 stop: StopReason::Length,
+                stop_token: None,
             };
             let mut cache = self.model.new_cache(prompt.len() + params.max_tokens);
             let want = if params.exact_logits {
@@ -317,11 +440,12 @@ impl LocalModel {
             while stats.completion_tokens < params.max_tokens {
                 let mut next = sample(&mut logits, params, &mut rng);
                 if next == self.tokenizer.eos()
-                    || Some(next) == self.end_of_turn
+                    || self.format.as_ref().map(ChatFormat::end_of_turn) == Some(next)
                     || self.tokenizer.is_control(next)
                 {
                     if params.stop_at_control {
                         stats.stop = StopReason::EndOfTurn;
+                        stats.stop_token = Some(next);
                         break;
                     }
                     for (id, l) in logits.iter_mut().enumerate() {
@@ -671,7 +795,13 @@ fn worker(shared: &Shared, jobs: &std::sync::mpsc::Receiver<Job>) {
 }
 
 fn run_job(model: &LocalModel, job: Job, seed: Option<u64>, n: u64) {
-    let prompt = model.chat_prompt(&job.messages);
+    let prompt = match model.chat_prompt(&job.messages) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = job.tx.blocking_send(StreamItem::Failed(e.into()));
+            return;
+        }
+    };
     let room = model.context_length().saturating_sub(prompt.len());
     if room == 0 {
         let e = LocalError::ContextExceeded {
@@ -776,20 +906,23 @@ pub fn find_local_models(models_dir: &Path, context_cap: usize) -> Vec<ModelEntr
 
 fn entry_for(path: &Path, context_cap: usize) -> Result<ModelEntry, LocalError> {
     let g = Gguf::open(path)?;
-    let cfg = gemma3::Config::from_gguf(&g)?;
-    let base = g.string("general.basename").unwrap_or("gemma-3");
-    let size = g.string("general.size_label").unwrap_or("");
-    let mut name = base.to_lowercase().replace(' ', "-");
-    if !size.is_empty() {
-        name = format!("{name}-{}", size.to_lowercase());
+    let cfg = model_config(&g)?;
+    // Base checkpoints carry no chat template: they continue text and cannot hold a chat.
+    let template = g.string("tokenizer.chat_template").ok_or_else(|| {
+        g.bad("no chat template: a base (not instruction-tuned) model is not offered for chat")
+    })?;
+    let tokenizer = Tokenizer::from_gguf(&g)?;
+    if ChatFormat::detect(&tokenizer, Some(template)).is_none() {
+        return Err(LocalError::NoChatFormat);
     }
+    let (name, display_name, base_model) = model_names(&g, path, cfg.family);
     Ok(ModelEntry {
-        display_name: g.string("general.name").map(str::to_owned),
+        display_name,
         provider: "local".into(),
         base_url: format!("file://{}", path.display()),
         upstream_model: None,
         api_key_env: None,
-        base_model: Some(format!("google/{name}")),
+        base_model: Some(base_model),
         context_length: cfg.trained_context.min(context_cap.max(1)) as u64,
         input_price: 0.0,
         output_price: 0.0,
@@ -801,6 +934,48 @@ fn entry_for(path: &Path, context_cap: usize) -> Result<ModelEntry, LocalError> 
         local_path: Some(path.to_owned()),
         name,
     })
+}
+
+/// The registry name, display name and base model of a file: the name from the metadata's
+/// base name and size (`smollm2-135m`), with the tuning its file name states (`-instruct`,
+/// `-it`, `-chat`); when the file name before its first dot spells that name
+/// (`SmolLM2-135M-Instruct.Q4_1.gguf`), it is the display name and, under the metadata's
+/// organization, the base model (`HuggingFaceTB/SmolLM2-135M-Instruct`).
+fn model_names(g: &Gguf, path: &Path, family: decoder::Family) -> (String, Option<String>, String) {
+    let arch = match family {
+        decoder::Family::Gemma3 => "gemma-3",
+        decoder::Family::Llama => "llama",
+    };
+    let base = g.string("general.basename").unwrap_or(arch);
+    let size = g.string("general.size_label").unwrap_or("");
+    let mut name = base.to_lowercase().replace(' ', "-");
+    if !size.is_empty() {
+        name = format!("{name}-{}", size.to_lowercase());
+    }
+    let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");
+    let stem = file.split('.').next().unwrap_or("");
+    let lower = stem.to_lowercase();
+    if let Some(tuning) = lower
+        .split(['-', '_', ' '])
+        .find(|w| matches!(*w, "instruct" | "it" | "chat"))
+        && !name.ends_with(&format!("-{tuning}"))
+    {
+        name = format!("{name}-{tuning}");
+    }
+    let org = g.string("general.organization").or(match family {
+        decoder::Family::Gemma3 => Some("google"),
+        decoder::Family::Llama => None,
+    });
+    let spelled = (lower == name).then_some(stem);
+    let repo = spelled.unwrap_or(&name);
+    let base_model = match org {
+        Some(org) => format!("{org}/{repo}"),
+        None => repo.to_owned(),
+    };
+    let display = spelled
+        .or_else(|| g.string("general.name"))
+        .map(str::to_owned);
+    (name, display, base_model)
 }
 
 #[cfg(test)]

@@ -6,8 +6,8 @@
 //! decoding, as [`Q8Matrix`](super::quant::Q8Matrix) does, reads 1.6× the bytes. A
 //! [`NibbleMatrix`] keeps them in blocks of 32 affine values, `w = d·q + m` with `q` in
 //! `0..16` (4-bit) or `0..32` (5-bit), which every such ggml type is exactly: Q4_0/Q5_0 are
-//! `d·(q − 8)` and `d·(q − 16)`, and each 32-value sub-block of a Q4_K/Q5_K super-block is
-//! `d·sc·q − dmin·min`. The scales are kept as f16 (the file's own precision for Q4_0/Q5_0;
+//! `d·(q − 8)` and `d·(q − 16)`, Q4_1 is `d·q + m` as it stands, and each 32-value sub-block
+//! of a Q4_K/Q5_K super-block is `d·sc·q − dmin·min`. The scales are kept as f16 (the file's own precision for Q4_0/Q5_0;
 //! a Q4_K sub-block's `d·sc` rounds to 11 significant bits).
 //!
 //! The product with a vector quantized to [`Q8`] blocks is, per block,
@@ -45,7 +45,7 @@ impl NibbleMatrix {
         cols: usize,
     ) -> Option<NibbleMatrix> {
         let five = match dtype {
-            DType::Q4_0 | DType::Q4K => false,
+            DType::Q4_0 | DType::Q4_1 | DType::Q4K => false,
             DType::Q5_0 | DType::Q5K => true,
             _ => return None,
         };
@@ -66,6 +66,10 @@ impl NibbleMatrix {
                     let d = half(b, 0);
                     nibbles(&b[2..18], &mut q);
                     m.push(&q, d, -8.0 * d);
+                }
+                DType::Q4_1 => {
+                    nibbles(&b[4..20], &mut q);
+                    m.push(&q, half(b, 0), half(b, 2));
                 }
                 DType::Q5_0 => {
                     let d = half(b, 0);
@@ -513,6 +517,7 @@ mod tests {
         // Rows of 20 blocks (Gemma's 640) leave a remainder after eight scales at a time.
         let cases = [
             (DType::Q4_0, vec![0], 640),
+            (DType::Q4_1, vec![0, 2], 576),
             (DType::Q5_0, vec![0], 640),
             (DType::Q4K, vec![0, 2], 512),
             (DType::Q5K, vec![0, 2], 512),

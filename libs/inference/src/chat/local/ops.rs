@@ -1,4 +1,4 @@
-//! Element-wise kernels of the decoder: RMS norm, GELU-tanh gating, rotary embeddings. Like
+//! Element-wise kernels of the decoder: RMS norm, GELU-tanh or SiLU gating, rotary embeddings. Like
 //! the embedder's kernels they are plain loops compiled once per x86 level through
 //! [`pulp::Arch::dispatch`].
 
@@ -38,22 +38,40 @@ impl WithSimd for RmsNormRows<'_> {
     }
 }
 
-struct GeluGate<'a> {
-    gate_up: &'a [f32],
-    out: &'a mut [f32],
+/// The activation of a gated feed-forward block: `act(gate) · up`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Activation {
+    /// GELU with the tanh approximation (Gemma's `gelu_pytorch_tanh`).
+    GeluTanh,
+    /// SiLU, `x · sigmoid(x)` (Llama's SwiGLU).
+    Silu,
 }
 
-impl WithSimd for GeluGate<'_> {
+struct Gate<'a> {
+    gate_up: &'a [f32],
+    out: &'a mut [f32],
+    act: Activation,
+}
+
+impl WithSimd for Gate<'_> {
     type Output = ();
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, _simd: S) {
-        let GeluGate { gate_up, out } = self;
+        let Gate { gate_up, out, act } = self;
         let (g, u) = gate_up.split_at(out.len());
-        for ((o, &g), &u) in out.iter_mut().zip(g).zip(u) {
-            *o = gelu_tanh(g) * u;
+        let pairs = out.iter_mut().zip(g).zip(u);
+        match act {
+            Activation::GeluTanh => pairs.for_each(|((o, &g), &u)| *o = gelu_tanh(g) * u),
+            Activation::Silu => pairs.for_each(|((o, &g), &u)| *o = silu(g) * u),
         }
     }
+}
+
+/// SiLU, `x / (1 + e^-x)`; exp clamps, so large |x| gives x or 0.
+#[inline(always)]
+pub(crate) fn silu(x: f32) -> f32 {
+    x / (1.0 + exp(-x))
 }
 
 /// GELU with the tanh approximation (`gelu_pytorch_tanh`, Gemma's `hidden_activation`).
@@ -66,10 +84,21 @@ pub(crate) fn gelu_tanh(x: f32) -> f32 {
     0.5 * x * (1.0 + t)
 }
 
+/// Which dimensions of a head rotate together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RopeLayout {
+    /// `(i, i + half)`: GPT-NeoX's and Hugging Face's `rotate_half` (Gemma's GGUF).
+    Halves,
+    /// `(2i, 2i + 1)`: the original, "normal" rotary layout. llama.cpp's converter permutes
+    /// the rows of a Llama's query and key weights so that its heads come out this way.
+    Pairs,
+}
+
 struct Rope<'a> {
     x: &'a mut [f32],
     cos: &'a [f32],
     sin: &'a [f32],
+    layout: RopeLayout,
 }
 
 impl WithSimd for Rope<'_> {
@@ -77,29 +106,53 @@ impl WithSimd for Rope<'_> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, _simd: S) {
-        let Rope { x, cos, sin } = self;
+        let Rope {
+            x,
+            cos,
+            sin,
+            layout,
+        } = self;
         let half = cos.len();
+        let turn = |(((a, b), &c), &s): (((&mut f32, &mut f32), &f32), &f32)| {
+            let (x0, x1) = (*a, *b);
+            *a = x0 * c - x1 * s;
+            *b = x1 * c + x0 * s;
+        };
         for head in x.chunks_exact_mut(2 * half) {
-            let (a, b) = head.split_at_mut(half);
-            for (((a, b), &c), &s) in a.iter_mut().zip(b.iter_mut()).zip(cos).zip(sin) {
-                let (x0, x1) = (*a, *b);
-                *a = x0 * c - x1 * s;
-                *b = x1 * c + x0 * s;
+            match layout {
+                RopeLayout::Halves => {
+                    let (a, b) = head.split_at_mut(half);
+                    a.iter_mut()
+                        .zip(b.iter_mut())
+                        .zip(cos)
+                        .zip(sin)
+                        .for_each(turn);
+                }
+                RopeLayout::Pairs => head
+                    .as_chunks_mut::<2>()
+                    .0
+                    .iter_mut()
+                    .map(|[a, b]| (a, b))
+                    .zip(cos)
+                    .zip(sin)
+                    .for_each(turn),
             }
         }
     }
 }
 
-/// Rotary tables for positions `0..len`: `cos[p·half + i] = cos(p · base^(-2i/dim))`.
+/// Rotary tables for positions `0..len`: `cos[p·half + i] = cos(p · base^(-2i/dim))`, and
+/// the layout of the heads they turn.
 #[derive(Debug)]
 pub(crate) struct RopeTable {
     half: usize,
     cos: Vec<f32>,
     sin: Vec<f32>,
+    layout: RopeLayout,
 }
 
 impl RopeTable {
-    pub(crate) fn new(head_dim: usize, base: f64, len: usize) -> RopeTable {
+    pub(crate) fn new(head_dim: usize, base: f64, len: usize, layout: RopeLayout) -> RopeTable {
         let half = head_dim / 2;
         let inv: Vec<f64> = (0..half)
             .map(|i| base.powf(-((2 * i) as f64) / head_dim as f64))
@@ -113,7 +166,12 @@ impl RopeTable {
                 sin.push(a.sin() as f32);
             }
         }
-        RopeTable { half, cos, sin }
+        RopeTable {
+            half,
+            cos,
+            sin,
+            layout,
+        }
     }
 
     #[cfg(test)]
@@ -139,25 +197,26 @@ impl Ops {
         self.arch.dispatch(RmsNormRows { x, w, eps })
     }
 
-    /// `out = gelu_tanh(gate) · up` for rows `[gate | up]` of `gate_up`, each `out` row
-    /// `f` wide.
-    pub(crate) fn gelu_gate(self, gate_up: &[f32], out: &mut [f32], f: usize) {
+    /// `out = act(gate) · up` for rows `[gate | up]` of `gate_up`, each `out` row `f` wide.
+    pub(crate) fn gate(self, act: Activation, gate_up: &[f32], out: &mut [f32], f: usize) {
         for (o, gu) in out.chunks_exact_mut(f).zip(gate_up.chunks_exact(2 * f)) {
-            self.arch.dispatch(GeluGate {
+            self.arch.dispatch(Gate {
                 gate_up: gu,
                 out: o,
+                act,
             })
         }
     }
 
-    /// Rotates the heads of `x` (each `2 · half` wide, NeoX layout: pairs `(i, i + half)`)
-    /// to position `pos`.
+    /// Rotates the heads of `x` (each `2 · half` wide, in the table's layout) to position
+    /// `pos`.
     pub(crate) fn rope(self, x: &mut [f32], table: &RopeTable, pos: usize) {
         let h = table.half;
         self.arch.dispatch(Rope {
             x,
             cos: &table.cos[pos * h..(pos + 1) * h],
             sin: &table.sin[pos * h..(pos + 1) * h],
+            layout: table.layout,
         })
     }
 }
@@ -193,14 +252,19 @@ mod tests {
         assert_eq!(&x[2..], &[0.0, 0.0]);
         let gu = vec![1.0, 2.0, 10.0, 100.0];
         let mut out = vec![0.0; 2];
-        ops.gelu_gate(&gu, &mut out, 2);
+        ops.gate(Activation::GeluTanh, &gu, &mut out, 2);
         assert!((out[0] - gelu_tanh(1.0) * 10.0).abs() < 1e-5);
         assert!((out[1] - gelu_tanh(2.0) * 100.0).abs() < 1e-4);
+        ops.gate(Activation::Silu, &gu, &mut out, 2);
+        // silu(1) = 1 / (1 + e^-1), silu(2) = 2 / (1 + e^-2).
+        assert!((out[0] - 0.731_058_6 * 10.0).abs() < 1e-5, "{out:?}");
+        assert!((out[1] - 1.761_594_2 * 100.0).abs() < 1e-3, "{out:?}");
+        assert!(silu(-100.0).abs() < 1e-6 && (silu(100.0) - 100.0).abs() < 1e-4);
     }
 
     #[test]
     fn rope_rotates_pairs() {
-        let t = RopeTable::new(4, 10000.0, 3);
+        let t = RopeTable::new(4, 10000.0, 3, RopeLayout::Halves);
         assert_eq!(t.len(), 3);
         let ops = Ops::detect();
         let mut x = vec![1.0, 0.0, 0.0, 1.0];
@@ -210,5 +274,11 @@ mod tests {
         // Pair 0 turns by 1 radian, pair 1 by 1/100.
         assert!((x[0] - 1f32.cos()).abs() < 1e-6 && (x[2] - 1f32.sin()).abs() < 1e-6);
         assert!((x[1] + 0.01f32.sin()).abs() < 1e-6 && (x[3] - 0.01f32.cos()).abs() < 1e-6);
+        // The same turns on interleaved pairs: (x0, x1) by 1 radian, (x2, x3) by 1/100.
+        let t = RopeTable::new(4, 10000.0, 3, RopeLayout::Pairs);
+        let mut x = vec![1.0, 0.0, 0.0, 1.0];
+        ops.rope(&mut x, &t, 1);
+        assert!((x[0] - 1f32.cos()).abs() < 1e-6 && (x[1] - 1f32.sin()).abs() < 1e-6);
+        assert!((x[2] + 0.01f32.sin()).abs() < 1e-6 && (x[3] - 0.01f32.cos()).abs() < 1e-6);
     }
 }

@@ -71,6 +71,14 @@ fn dequantize_block(dtype: DType, b: &[u8], y: &mut [f32]) {
                 y[j + 16] = d * (f32::from(qs[j] >> 4) - 8.0);
             }
         }
+        DType::Q4_1 => {
+            let (d, m) = (half(b, 0), half(b, 2));
+            let qs = &b[4..20];
+            for j in 0..16 {
+                y[j] = d * f32::from(qs[j] & 0x0f) + m;
+                y[j + 16] = d * f32::from(qs[j] >> 4) + m;
+            }
+        }
         DType::Q5_0 => {
             let d = half(b, 0);
             let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
@@ -532,5 +540,26 @@ mod tests {
         let mut row = vec![0f32; 32];
         m.row_f32(0, &mut row);
         assert_eq!(row, y);
+    }
+
+    #[test]
+    fn q4_1_dequantizes_by_hand() {
+        // d = 0.5 (f16 0x3800), m = -2.0 (0xc000); byte j holds value j in its low nibble
+        // and value j + 16 in its high one.
+        let mut raw = vec![0x00, 0x38, 0x00, 0xc0];
+        raw.extend((0..16u8).map(|j| j | ((15 - j) << 4)));
+        let y = dequantize(DType::Q4_1, &raw);
+        assert_eq!(y.len(), 32);
+        // Low nibbles 0..=15: -2.0, -1.5, ..., 5.5; high nibbles 15..=0: 5.5, ..., -2.0.
+        assert_eq!(y[0], -2.0);
+        assert_eq!(y[1], -1.5);
+        assert_eq!(y[15], 5.5);
+        assert_eq!(y[16], 5.5);
+        assert_eq!(y[17], 5.0);
+        assert_eq!(y[31], -2.0);
+        for j in 0..16 {
+            assert_eq!(y[j], 0.5 * j as f32 - 2.0);
+            assert_eq!(y[16 + j], 0.5 * (15 - j) as f32 - 2.0);
+        }
     }
 }

@@ -1,21 +1,24 @@
-//! The SentencePiece BPE tokenizer of a GGUF file (`tokenizer.ggml.model = "llama"`), built
-//! from `tokenizer.ggml.tokens`, `scores` and `token_type`, encoding as llama.cpp's SPM
-//! tokenizer does:
+//! The tokenizers of GGUF files, built from `tokenizer.ggml.tokens` and `token_type`:
 //!
-//! 1. user-defined pieces (Gemma: runs of spaces, tabs and newlines, a few HTML tags) are
-//!    cut out of the raw text first and become their own tokens;
-//! 2. in the rest, spaces become `▁` (no space is prepended: `add_space_prefix` is false
-//!    for Gemma 3), the text is split into characters, and the adjacent pair whose joined
-//!    text is a vocabulary piece with the highest score is merged, again and again;
-//! 3. a character left that is not a piece is spelled with byte tokens `<0xNN>`.
+//! - SentencePiece BPE (`tokenizer.ggml.model = "llama"`, Gemma), with the pieces' `scores`,
+//!   encoding as llama.cpp's SPM tokenizer does:
+//!   1. user-defined pieces (Gemma: runs of spaces, tabs and newlines, a few HTML tags) are
+//!      cut out of the raw text first and become their own tokens;
+//!   2. in the rest, spaces become `▁` (no space is prepended: `add_space_prefix` is false
+//!      for Gemma 3), the text is split into characters, and the adjacent pair whose joined
+//!      text is a vocabulary piece with the highest score is merged, again and again;
+//!   3. a character left that is not a piece is spelled with byte tokens `<0xNN>`.
+//! - Byte-level BPE (`"gpt2"`, SmolLM2), with `tokenizer.ggml.merges`: see [`bpe`](super::bpe).
 //!
-//! Control tokens (`<bos>`, `<start_of_turn>`, ...) are never produced from text: callers
-//! add them by id, so a document that contains `<end_of_turn>` cannot end a turn.
+//! Control tokens (`<bos>`, `<start_of_turn>`, `<|im_end|>`, ...) are never produced from
+//! text: callers add them by id, so a document that contains `<end_of_turn>` or
+//! `<|im_end|>` cannot end a turn.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
 use super::LocalError;
+use super::bpe::Bpe;
 use super::gguf::{Gguf, Value};
 
 /// The SentencePiece word-boundary mark.
@@ -31,20 +34,29 @@ enum Kind {
     Byte(u8),
 }
 
+/// How plain text (between user-defined pieces) becomes tokens.
+enum Encoder {
+    SentencePiece {
+        scores: Vec<f32>,
+        /// Byte tokens by byte value.
+        bytes: Box<[Option<u32>; 256]>,
+    },
+    ByteLevel(Bpe),
+}
+
 /// A tokenizer read from GGUF metadata.
 pub struct Tokenizer {
     pieces: Vec<String>,
     kinds: Vec<Kind>,
-    scores: Vec<f32>,
     /// Normal pieces by text.
     normal: HashMap<String, u32>,
-    /// Byte tokens by byte value.
-    bytes: [Option<u32>; 256],
     /// User-defined pieces, longest first.
     user_defined: Vec<(String, u32)>,
+    encoder: Encoder,
     unknown: u32,
     bos: u32,
     eos: u32,
+    add_bos: bool,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -59,22 +71,12 @@ impl std::fmt::Debug for Tokenizer {
 
 impl Tokenizer {
     pub(crate) fn from_gguf(g: &Gguf) -> Result<Tokenizer, LocalError> {
-        if let Some(model) = g.string("tokenizer.ggml.model")
-            && model != "llama"
-        {
-            return Err(g.bad(format!(
-                "tokenizer model {model:?} is not supported (only SentencePiece, \"llama\")"
-            )));
-        }
+        let model = g.string("tokenizer.ggml.model").unwrap_or("llama");
         let pieces = match g.get("tokenizer.ggml.tokens") {
             Some(Value::Strings(t)) => t.clone(),
             _ => return Err(g.bad("tokenizer.ggml.tokens is missing")),
         };
         let n = pieces.len();
-        let scores: Vec<f32> = match g.get("tokenizer.ggml.scores") {
-            Some(Value::Numbers(s)) if s.len() == n => s.iter().map(|&v| v as f32).collect(),
-            _ => vec![0.0; n],
-        };
         let types: Vec<i64> = match g.get("tokenizer.ggml.token_type") {
             Some(Value::Numbers(t)) if t.len() == n => t.iter().map(|&v| v as i64).collect(),
             _ => vec![1; n],
@@ -107,6 +109,23 @@ impl Tokenizer {
             kinds.push(kind);
         }
         user_defined.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
+        let encoder = match model {
+            "llama" => Encoder::SentencePiece {
+                scores: match g.get("tokenizer.ggml.scores") {
+                    Some(Value::Numbers(s)) if s.len() == n => {
+                        s.iter().map(|&v| v as f32).collect()
+                    }
+                    _ => vec![0.0; n],
+                },
+                bytes: Box::new(bytes),
+            },
+            "gpt2" => Encoder::ByteLevel(Bpe::from_gguf(g, &normal)?),
+            _ => {
+                return Err(g.bad(format!(
+                    "tokenizer model {model:?} is not supported (SentencePiece \"llama\", byte-level BPE \"gpt2\")"
+                )));
+            }
+        };
         let id = |key: &str, default: u32| {
             g.get(key)
                 .and_then(Value::as_u64)
@@ -116,12 +135,15 @@ impl Tokenizer {
             unknown: id("tokenizer.ggml.unknown_token_id", 0),
             bos: id("tokenizer.ggml.bos_token_id", 1),
             eos: id("tokenizer.ggml.eos_token_id", 2),
+            add_bos: g
+                .get("tokenizer.ggml.add_bos_token")
+                .and_then(Value::as_u64)
+                .is_none_or(|v| v != 0),
             pieces,
             kinds,
-            scores,
             normal,
-            bytes,
             user_defined,
+            encoder,
         })
     }
 
@@ -138,6 +160,16 @@ impl Tokenizer {
     /// The end-of-sequence token.
     pub fn eos(&self) -> u32 {
         self.eos
+    }
+
+    /// The tokens a sequence starts with: `[bos]` when the file says to add it
+    /// (`tokenizer.ggml.add_bos_token`, true when unsaid; Gemma does, SmolLM2 does not).
+    pub fn start(&self) -> Vec<u32> {
+        if self.add_bos {
+            vec![self.bos]
+        } else {
+            Vec::new()
+        }
     }
 
     /// The id of a piece of any kind (e.g. `<end_of_turn>`), if the vocabulary has it.
@@ -196,93 +228,51 @@ impl Tokenizer {
         if text.is_empty() {
             return;
         }
-        let text: String = text
-            .chars()
-            .map(|c| if c == ' ' { SPACE } else { c })
-            .collect();
-        // Symbols as byte ranges into `text`, linked so merges are O(1).
-        let mut sym: Vec<Symbol> = Vec::with_capacity(text.len());
-        for (start, c) in text.char_indices() {
-            let k = sym.len();
-            sym.push(Symbol {
-                start,
-                len: c.len_utf8(),
-                prev: k.checked_sub(1),
-                next: Some(k + 1),
-            });
-        }
-        if let Some(last) = sym.last_mut() {
-            last.next = None;
-        }
-        let mut heap = BinaryHeap::new();
-        for left in 0..sym.len().saturating_sub(1) {
-            self.push_pair(&text, &sym, left, left + 1, &mut heap);
-        }
-        while let Some(pair) = heap.pop() {
-            let (l, r) = (pair.left, pair.right);
-            // Stale entries: one side has changed since the pair was queued.
-            if sym[l].len == 0 || sym[r].len == 0 || sym[l].len + sym[r].len != pair.len {
-                continue;
-            }
-            sym[l].len += sym[r].len;
-            sym[r].len = 0;
-            sym[l].next = sym[r].next;
-            if let Some(n) = sym[r].next {
-                sym[n].prev = Some(l);
-            }
-            if let Some(p) = sym[l].prev {
-                self.push_pair(&text, &sym, p, l, &mut heap);
-            }
-            if let Some(n) = sym[l].next {
-                self.push_pair(&text, &sym, l, n, &mut heap);
-            }
-        }
-        let mut at = if sym.is_empty() { None } else { Some(0) };
-        while let Some(k) = at {
-            let s = &sym[k];
-            let piece = &text[s.start..s.start + s.len];
-            match self.normal.get(piece) {
-                Some(&id) => out.push(id),
-                None => {
-                    for b in piece.bytes() {
-                        out.push(self.bytes[usize::from(b)].unwrap_or(self.unknown));
+        match &self.encoder {
+            Encoder::SentencePiece { scores, bytes } => {
+                let text: String = text
+                    .chars()
+                    .map(|c| if c == ' ' { SPACE } else { c })
+                    .collect();
+                let pieces = merge(&text, |_, _, joined| {
+                    self.normal.get(joined).map(|&id| scores[id as usize])
+                });
+                for piece in pieces {
+                    match self.normal.get(piece) {
+                        Some(&id) => out.push(id),
+                        None => {
+                            for b in piece.bytes() {
+                                out.push(bytes[usize::from(b)].unwrap_or(self.unknown));
+                            }
+                        }
                     }
                 }
             }
-            at = s.next;
+            Encoder::ByteLevel(bpe) => {
+                for word in bpe.words(text) {
+                    let pieces = merge(&word, |a, b, _| bpe.rank(&self.normal, a, b));
+                    out.extend(
+                        pieces
+                            .into_iter()
+                            .map(|p| self.normal.get(p).copied().unwrap_or(self.unknown)),
+                    );
+                }
+            }
         }
     }
 
-    fn push_pair(
-        &self,
-        text: &str,
-        sym: &[Symbol],
-        left: usize,
-        right: usize,
-        heap: &mut BinaryHeap<Pair>,
-    ) {
-        let (a, b) = (&sym[left], &sym[right]);
-        let joined = &text[a.start..b.start + b.len];
-        if let Some(&id) = self.normal.get(joined) {
-            heap.push(Pair {
-                score: self.scores[id as usize],
-                left,
-                right,
-                len: joined.len(),
-            });
-        }
-    }
-
-    /// The bytes `id` stands for in text: pieces with `▁` as spaces, byte tokens as their
-    /// byte, nothing for control tokens.
+    /// The bytes `id` stands for in text: pieces as their text (SentencePiece's `▁` as a
+    /// space, a byte-level piece's characters as the bytes they stand for), byte tokens as
+    /// their byte, nothing for control tokens.
     pub fn token_bytes(&self, id: u32, out: &mut Vec<u8>) {
         let Some(piece) = self.pieces.get(id as usize) else {
             return;
         };
-        match self.kinds[id as usize] {
-            Kind::Byte(b) => out.push(b),
-            Kind::Control | Kind::Unknown | Kind::Unused => {}
-            Kind::Normal | Kind::UserDefined => {
+        match (self.kinds[id as usize], &self.encoder) {
+            (Kind::Byte(b), _) => out.push(b),
+            (Kind::Control | Kind::Unknown | Kind::Unused, _) => {}
+            (Kind::Normal, Encoder::ByteLevel(_)) => super::bpe::piece_bytes(piece, out),
+            (Kind::Normal | Kind::UserDefined, _) => {
                 for c in piece.chars() {
                     if c == SPACE {
                         out.push(b' ');
@@ -303,6 +293,73 @@ impl Tokenizer {
         }
         String::from_utf8_lossy(&bytes).into_owned()
     }
+}
+
+/// Merges adjacent symbols of `text` (at first its characters), always the pair that
+/// `score(left, right, joined)` scores highest (the leftmost of equals), until no pair
+/// scores; returns the symbols left.
+fn merge(text: &str, score: impl Fn(&str, &str, &str) -> Option<f32>) -> Vec<&str> {
+    // Symbols as byte ranges into `text`, linked so merges are O(1).
+    let mut sym: Vec<Symbol> = Vec::with_capacity(text.len());
+    for (start, c) in text.char_indices() {
+        let k = sym.len();
+        sym.push(Symbol {
+            start,
+            len: c.len_utf8(),
+            prev: k.checked_sub(1),
+            next: Some(k + 1),
+        });
+    }
+    if let Some(last) = sym.last_mut() {
+        last.next = None;
+    }
+    let push = |sym: &[Symbol], left: usize, right: usize, heap: &mut BinaryHeap<Pair>| {
+        let (a, b) = (&sym[left], &sym[right]);
+        let (l, r) = (
+            &text[a.start..a.start + a.len],
+            &text[b.start..b.start + b.len],
+        );
+        let joined = &text[a.start..b.start + b.len];
+        if let Some(score) = score(l, r, joined) {
+            heap.push(Pair {
+                score,
+                left,
+                right,
+                len: joined.len(),
+            });
+        }
+    };
+    let mut heap = BinaryHeap::new();
+    for left in 0..sym.len().saturating_sub(1) {
+        push(&sym, left, left + 1, &mut heap);
+    }
+    while let Some(pair) = heap.pop() {
+        let (l, r) = (pair.left, pair.right);
+        // Stale entries: one side has changed since the pair was queued.
+        if sym[l].len == 0 || sym[r].len == 0 || sym[l].len + sym[r].len != pair.len {
+            continue;
+        }
+        sym[l].len += sym[r].len;
+        sym[r].len = 0;
+        sym[l].next = sym[r].next;
+        if let Some(n) = sym[r].next {
+            sym[n].prev = Some(l);
+        }
+        if let Some(p) = sym[l].prev {
+            push(&sym, p, l, &mut heap);
+        }
+        if let Some(n) = sym[l].next {
+            push(&sym, l, n, &mut heap);
+        }
+    }
+    let mut pieces = Vec::new();
+    let mut at = if sym.is_empty() { None } else { Some(0) };
+    while let Some(k) = at {
+        let s = &sym[k];
+        pieces.push(&text[s.start..s.start + s.len]);
+        at = s.next;
+    }
+    pieces
 }
 
 fn parse_byte(piece: &str) -> Option<u8> {
