@@ -948,3 +948,84 @@ async fn pgvector_takes_over_earlier_vectors_and_honours_document_filters() {
     );
     s.stop().await;
 }
+
+/// A PDF of one line of text per page, written by hand (Helvetica, no compression).
+fn pdf_of_lines(pages: &[&str]) -> Vec<u8> {
+    let mut objects: Vec<String> = vec![
+        "<< /Type /Catalog /Pages 2 0 R >>".into(),
+        String::new(), // the page tree, once the pages are numbered
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".into(),
+    ];
+    let mut kids = Vec::new();
+    for line in pages {
+        let content = format!("BT /F1 12 Tf 72 750 Td ({line}) Tj ET");
+        objects.push(format!(
+            "<< /Type /Page /Parent 2 0 R /Resources << /Font << /F1 3 0 R >> >> /Contents {} 0 R >>",
+            objects.len() + 2
+        ));
+        kids.push(format!("{} 0 R", objects.len()));
+        objects.push(format!(
+            "<< /Length {} >>\nstream\n{content}\nendstream",
+            content.len()
+        ));
+    }
+    objects[1] = format!(
+        "<< /Type /Pages /Kids [{}] /Count {} >>",
+        kids.join(" "),
+        pages.len()
+    );
+    let mut out = String::from("%PDF-1.4\n");
+    let mut offsets = Vec::new();
+    for (i, body) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.push_str(&format!("{} 0 obj\n{body}\nendobj\n", i + 1));
+    }
+    let xref = out.len();
+    out.push_str(&format!(
+        "xref\n0 {}\n0000000000 65535 f \n",
+        objects.len() + 1
+    ));
+    for at in offsets {
+        out.push_str(&format!("{at:010} 00000 n \n"));
+    }
+    out.push_str(&format!(
+        "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+        objects.len() + 1
+    ));
+    out.into_bytes()
+}
+
+docchat_common::vector_backend_tests! {
+    async fn a_hit_cites_the_page_its_matching_part_lies_on(backend) {
+        if !model_present() {
+            return;
+        }
+        let s = stack(&backend, |_| {}).await;
+        let alice = user("alice", false);
+        let col = s.collection(&alice, "manual").await;
+        // page 1 is too short for a chunk of its own: one chunk spans both pages
+        let pdf = pdf_of_lines(&[
+            "Boilers must be drained before the first frost of winter.",
+            "Configuring the network interface needs root privileges on the host machine, and the interface restarts afterwards.",
+        ]);
+        let up = s.upload(&alice, "manual.pdf", &pdf).await.unwrap();
+        let job = s.ingest(&alice, &up.id, &col.id).await.unwrap();
+        let done = s.finished(&alice, &job.id).await;
+        assert_eq!(done.status, "completed", "{}: {:?}", backend.name, done.errors);
+
+        let cited = |query: &'static str| {
+            let s = &s;
+            let alice = &alice;
+            let col = &col.id;
+            async move {
+                let hits = s.search(alice, col, query, 1).await.unwrap();
+                assert_eq!(hits.len(), 1, "{query}: {hits:?}");
+                hits[0].pages.clone()
+            }
+        };
+        assert_eq!(cited("How do I configure a network interface?").await, [2], "{}", backend.name);
+        assert_eq!(cited("When should the boilers be drained?").await, [1], "{}", backend.name);
+        // no word in common: the page holding most of the text first, then the other
+        assert_eq!(cited("zebra").await, [2, 1], "{}", backend.name);
+    }
+}
