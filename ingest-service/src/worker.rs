@@ -567,7 +567,10 @@ impl Workers {
                     .map(u32::to_string)
                     .collect::<Vec<_>>()
                     .join(",")),
-                page_starts: Set(Some(encode_page_starts(&c.page_starts))),
+                // one page: nothing to attribute (NULL cites every page)
+                page_starts: Set(
+                    (c.page_starts.len() > 1).then(|| encode_page_starts(&c.page_starts))
+                ),
                 heading: Set(c.heading.clone()),
                 start_time: Set(c.start_time),
                 end_time: Set(c.end_time),

@@ -12,8 +12,8 @@ pub struct Model {
     pub text: String,
     /// Comma-separated page numbers.
     pub pages: String,
-    /// Where each page's part of the text starts (`crate::pages`); `None` on rows from
-    /// before they were kept.
+    /// Where each page's part of the text starts (`crate::pages`); `None` for a chunk of one
+    /// page and on rows from before they were kept.
     pub page_starts: Option<String>,
     pub heading: Option<String>,
     pub start_time: Option<f64>,

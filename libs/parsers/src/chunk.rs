@@ -13,8 +13,6 @@
 //! once more as a whole; units are moved to the next chunk until that count is within
 //! `max_tokens`. The counter should count the text's tokens without special tokens.
 
-use std::collections::BTreeSet;
-
 use unicode_segmentation::UnicodeSegmentation;
 
 use crate::transcript::segment_line;
@@ -463,8 +461,10 @@ impl Packer<'_> {
             }
             text = join(&self.cur);
         }
-        let pages: BTreeSet<u32> = self.cur.iter().map(|u| u.page).collect();
         let page_starts = page_starts(&self.cur);
+        let mut pages: Vec<u32> = page_starts.iter().map(|(page, _)| *page).collect();
+        pages.sort_unstable();
+        pages.dedup();
         let start_time = self.cur.iter().filter_map(|u| u.start).reduce(f64::min);
         let end_time = match self.cur.last().and_then(|u| u.end) {
             Some(last) => Some(self.cur.iter().filter_map(|u| u.end).fold(last, f64::max)),
@@ -474,7 +474,7 @@ impl Packer<'_> {
         self.chunks.push(Chunk {
             index: u32::try_from(self.chunks.len()).unwrap_or(u32::MAX),
             text,
-            pages: pages.into_iter().collect(),
+            pages,
             page_starts,
             heading,
             start_time,
