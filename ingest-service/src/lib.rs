@@ -9,6 +9,7 @@ pub mod documents;
 pub mod entities;
 pub mod events;
 pub mod extractors;
+pub mod fusion;
 pub mod grpc;
 pub mod index;
 pub mod ingestion;

@@ -1,5 +1,5 @@
 //! Hybrid retrieval: vector similarity (in-process index or pgvector) and lexical search (SQLite FTS5 /
-//! PostgreSQL full-text), fused by reciprocal rank.
+//! PostgreSQL full-text), fused as [`fusion`](crate::fusion) describes.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,13 +13,12 @@ use sea_orm::{
 };
 
 use crate::entities::{chunks, collections, documents};
+use crate::fusion;
 use crate::sql::placeholders;
 use crate::vectors::VectorStore;
 
 pub const DEFAULT_TOP_K: usize = 8;
 pub const MAX_TOP_K: usize = 100;
-/// Reciprocal-rank-fusion constant (the usual 60).
-const RRF_K: f64 = 60.0;
 
 #[derive(Debug, Clone)]
 pub struct Hit {
@@ -43,27 +42,15 @@ pub fn terms(query: &str) -> Vec<String> {
     out
 }
 
-/// Fuses rankings: each list contributes 1/(k + rank) to a chunk's score.
-pub fn fuse(rankings: &[Vec<i64>]) -> Vec<(i64, f64)> {
-    let mut scores: HashMap<i64, f64> = HashMap::new();
-    for ranking in rankings {
-        for (rank, id) in ranking.iter().enumerate() {
-            *scores.entry(*id).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
-        }
-    }
-    let mut out: Vec<(i64, f64)> = scores.into_iter().collect();
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    out
-}
-
-/// Chunk ids matching the query's words, best first.
+/// Chunks matching the query's words, best first, with their score (higher is better: BM25
+/// on SQLite, `ts_rank` on PostgreSQL).
 pub async fn lexical(
     db: &DatabaseConnection,
     collection_ids: &[String],
     document_ids: &[String],
     query: &str,
     limit: usize,
-) -> ApiResult<Vec<i64>> {
+) -> ApiResult<Vec<(i64, f64)>> {
     let words = terms(query);
     if words.is_empty() || collection_ids.is_empty() {
         return Ok(Vec::new());
@@ -76,7 +63,7 @@ pub async fn lexical(
             let cols = placeholders(backend, 2, collection_ids.len());
             values.extend(collection_ids.iter().map(|c| c.clone().into()));
             let mut sql = format!(
-                "SELECT id FROM chunks WHERE tsv @@ to_tsquery('english', $1) AND collection_id IN ({cols})"
+                "SELECT id, ts_rank(tsv, to_tsquery('english', $1))::float8 FROM chunks WHERE tsv @@ to_tsquery('english', $1) AND collection_id IN ({cols})"
             );
             if !document_ids.is_empty() {
                 let docs = placeholders(backend, 2 + collection_ids.len(), document_ids.len());
@@ -93,7 +80,7 @@ pub async fn lexical(
             values.push(fts.join(" OR ").into());
             values.extend(collection_ids.iter().map(|c| c.clone().into()));
             let mut sql = format!(
-                "SELECT c.id FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid \
+                "SELECT c.id, -bm25(chunks_fts) FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid \
                  WHERE chunks_fts MATCH ? AND c.collection_id IN ({})",
                 placeholders(backend, 0, collection_ids.len())
             );
@@ -112,7 +99,7 @@ pub async fn lexical(
         .query_all(Statement::from_sql_and_values(backend, sql, values))
         .await?;
     rows.iter()
-        .map(|r| r.try_get_by_index::<i64>(0).map_err(ApiError::from))
+        .map(|r| Ok((r.try_get_by_index::<i64>(0)?, r.try_get_by_index::<f64>(1)?)))
         .collect()
 }
 
@@ -200,14 +187,32 @@ impl Searcher {
         }
         vector_hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         vector_hits.truncate(candidates);
-        let vector_ranking: Vec<i64> = vector_hits.iter().map(|h| h.0).collect();
-        let lexical_ranking =
+        let lexical_hits =
             lexical(&self.db, collection_ids, document_ids, query, candidates).await?;
-
-        let fused: Vec<(i64, f64)> = fuse(&[vector_ranking, lexical_ranking])
-            .into_iter()
-            .take(top_k)
+        let dense_hits: Vec<(i64, f64)> = vector_hits
+            .iter()
+            .map(|&(id, s)| (id, f64::from(s)))
             .collect();
+        let ranked = fusion::rrf(&[
+            dense_hits.iter().map(|h| h.0).collect(),
+            lexical_hits.iter().map(|h| h.0).collect(),
+        ]);
+        let document_of: HashMap<i64, String> = chunks::Entity::find()
+            .select_only()
+            .column(chunks::Column::Id)
+            .column(chunks::Column::DocumentId)
+            .filter(chunks::Column::Id.is_in(ranked.iter().map(|r| r.0)))
+            .into_tuple::<(i64, String)>()
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .collect();
+        let fused = fusion::order_within_documents(
+            &ranked,
+            top_k,
+            &fusion::blend(&dense_hits, &lexical_hits),
+            &document_of,
+        );
         let ids: Vec<i64> = fused.iter().map(|f| f.0).collect();
         let rows: HashMap<i64, chunks::Model> = chunks::Entity::find()
             .filter(chunks::Column::Id.is_in(ids.clone()))
@@ -397,13 +402,5 @@ mod tests {
             ["what", "drop", "table", "or"]
         );
         assert!(terms("a ; '").is_empty());
-    }
-
-    #[test]
-    fn fusion_rewards_agreement() {
-        let fused = fuse(&[vec![1, 2, 3], vec![3, 4, 1]]);
-        assert_eq!(fused[0].0, 1);
-        assert_eq!(fused[1].0, 3);
-        assert!(fused.iter().any(|f| f.0 == 4));
     }
 }
