@@ -260,7 +260,7 @@ fn layer_norm(row: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
 }
 
 #[inline(always)]
-pub(crate) fn softmax(row: &mut [f32]) {
+fn softmax(row: &mut [f32]) {
     let max = max_lanes(row);
     for v in row.iter_mut() {
         *v = exp(*v - max);

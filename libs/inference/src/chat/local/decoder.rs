@@ -593,69 +593,6 @@ impl Decoder {
         vc: &[f32],
         ctx: &mut [f32],
     ) {
-        if n == 1 {
-            self.attention_one(window, qkv, p0, kc, vc, ctx);
-        } else {
-            self.attention_many(window, qkv, p0, n, kc, vc, ctx);
-        }
-    }
-
-    /// [`Self::attention`] of one query (a decoded token): every cached key from the
-    /// window's start on is visible, so one fused pass per head, no mask and no matrix
-    /// products to set up.
-    fn attention_one(
-        &self,
-        window: Option<usize>,
-        qkv: &[f32],
-        p0: usize,
-        kc: &[f32],
-        vc: &[f32],
-        ctx: &mut [f32],
-    ) {
-        let cfg = &self.cfg;
-        let hd = cfg.head_dim;
-        let (qd, kvd) = (cfg.heads * hd, cfg.kv_heads * hd);
-        let kstart = window.map_or(0, |w| (p0 + 1).saturating_sub(w));
-        let len = p0 + 1 - kstart;
-        let group = cfg.heads / cfg.kv_heads;
-        let scale = 1.0 / (hd as f32).sqrt();
-        let ops = self.ops;
-        let work = |(head, out): (usize, &mut [f32])| {
-            let kv_first = kstart * kvd + head / group * hd;
-            let mut scores = vec![0f32; len];
-            ops.attend_one(
-                &qkv[head * hd..(head + 1) * hd],
-                &kc[kv_first..],
-                &vc[kv_first..],
-                kvd,
-                scale,
-                &mut scores,
-                out,
-            );
-        };
-        // Parallel once the heads have a few hundred keys each.
-        if len >= 256 {
-            ctx[..qd]
-                .par_chunks_exact_mut(hd)
-                .enumerate()
-                .for_each(work);
-        } else {
-            ctx[..qd].chunks_exact_mut(hd).enumerate().for_each(work);
-        }
-    }
-
-    /// [`Self::attention`] of several queries (a prompt): two matrix products per head.
-    #[allow(clippy::too_many_arguments)]
-    fn attention_many(
-        &self,
-        window: Option<usize>,
-        qkv: &[f32],
-        p0: usize,
-        n: usize,
-        kc: &[f32],
-        vc: &[f32],
-        ctx: &mut [f32],
-    ) {
         let cfg = &self.cfg;
         let hd = cfg.head_dim;
         let (qd, kvd) = (cfg.heads * hd, cfg.kv_heads * hd);
@@ -775,49 +712,6 @@ mod tests {
     /// absence fails the test in CI and is a loud skip elsewhere.
     fn model_file(relative: &str) -> Option<PathBuf> {
         docchat_common::testing::model_file(relative)
-    }
-
-    #[test]
-    fn a_decoded_token_attends_as_a_prompt_token_would() {
-        for relative in [
-            docchat_common::testing::GEMMA_GGUF,
-            docchat_common::testing::SMOLLM2_GGUF,
-        ] {
-            let Some(path) = model_file(relative) else {
-                continue;
-            };
-            let g = Gguf::open(&path).unwrap();
-            let m = Decoder::load(&g, super::super::model_config(&g).unwrap(), 2048).unwrap();
-            let cfg = &m.cfg;
-            let (qd, kvd) = (cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim);
-            let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-            let mut noise = |n: usize| -> Vec<f32> {
-                (0..n)
-                    .map(|_| {
-                        rng ^= rng << 13;
-                        rng ^= rng >> 7;
-                        rng ^= rng << 17;
-                        (rng >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
-                    })
-                    .collect()
-            };
-            // Short and long contexts, with and without a sliding window shorter than them.
-            for (p0, window) in [(0, None), (37, None), (700, None), (700, Some(512))] {
-                let qkv = noise(qd + 2 * kvd);
-                let (kc, vc) = (noise((p0 + 1) * kvd), noise((p0 + 1) * kvd));
-                let mut one = vec![0f32; qd];
-                let mut many = vec![0f32; qd];
-                m.attention_one(window, &qkv, p0, &kc, &vc, &mut one);
-                m.attention_many(window, &qkv, p0, 1, &kc, &vc, &mut many);
-                let worst = one
-                    .iter()
-                    .zip(&many)
-                    .map(|(a, b)| (a - b).abs())
-                    .fold(0f32, f32::max);
-                assert!(worst < 1e-4, "{relative} at {p0}, {window:?}: {worst}");
-                assert!(one.iter().any(|v| *v != 0.0));
-            }
-        }
     }
 
     #[test]

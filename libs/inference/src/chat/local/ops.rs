@@ -4,7 +4,7 @@
 
 use pulp::{Arch, Simd, WithSimd};
 
-use crate::embed::kernels::{exp, softmax};
+use crate::embed::kernels::exp;
 
 /// Independent accumulators of a reduction: one AVX-512 register of f32.
 const LANES: usize = 16;
@@ -141,58 +141,6 @@ impl WithSimd for Rope<'_> {
     }
 }
 
-/// One query's attention over `len` keys and values, each a `q.len()`-wide row `stride`
-/// apart: `out = softmax(scale · q·K) · V`, every key visible. One pass over the keys and
-/// one over the values, with no matrix-product set-up: a decoded token's whole attention.
-struct AttendOne<'a> {
-    q: &'a [f32],
-    keys: &'a [f32],
-    values: &'a [f32],
-    stride: usize,
-    scale: f32,
-    scores: &'a mut [f32],
-    out: &'a mut [f32],
-}
-
-impl WithSimd for AttendOne<'_> {
-    type Output = ();
-
-    #[inline(always)]
-    fn with_simd<S: Simd>(self, _simd: S) {
-        let AttendOne {
-            q,
-            keys,
-            values,
-            stride,
-            scale,
-            scores,
-            out,
-        } = self;
-        let hd = q.len();
-        for (j, s) in scores.iter_mut().enumerate() {
-            let k = &keys[j * stride..j * stride + hd];
-            let (qc, qr) = q.as_chunks::<LANES>();
-            let (kc, kr) = k.as_chunks::<LANES>();
-            let mut acc = [0f32; LANES];
-            for (a, b) in qc.iter().zip(kc) {
-                for l in 0..LANES {
-                    acc[l] = a[l].mul_add(b[l], acc[l]);
-                }
-            }
-            let tail: f32 = qr.iter().zip(kr).map(|(a, b)| a * b).sum();
-            *s = (acc.iter().sum::<f32>() + tail) * scale;
-        }
-        softmax(scores);
-        out.fill(0.0);
-        for (j, &p) in scores.iter().enumerate() {
-            let v = &values[j * stride..j * stride + hd];
-            for (o, &x) in out.iter_mut().zip(v) {
-                *o = p.mul_add(x, *o);
-            }
-        }
-    }
-}
-
 /// Rotary tables for positions `0..len`: `cos[p·half + i] = cos(p · base^(-2i/dim))`, and
 /// the layout of the heads they turn.
 #[derive(Debug)]
@@ -258,34 +206,6 @@ impl Ops {
                 act,
             })
         }
-    }
-
-    /// One query's attention (see [`AttendOne`]): `keys` and `values` hold `scores.len()`
-    /// rows of `q.len()` floats, `stride` apart; `scores` is scratch.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn attend_one(
-        self,
-        q: &[f32],
-        keys: &[f32],
-        values: &[f32],
-        stride: usize,
-        scale: f32,
-        scores: &mut [f32],
-        out: &mut [f32],
-    ) {
-        let len = scores.len();
-        assert!(len > 0 && out.len() == q.len());
-        assert!(keys.len() >= (len - 1) * stride + q.len());
-        assert!(values.len() >= (len - 1) * stride + q.len());
-        self.arch.dispatch(AttendOne {
-            q,
-            keys,
-            values,
-            stride,
-            scale,
-            scores,
-            out,
-        })
     }
 
     /// Rotates the heads of `x` (each `2 · half` wide, in the table's layout) to position
