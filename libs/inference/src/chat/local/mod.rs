@@ -134,7 +134,17 @@ pub struct GenParams {
     /// Score the whole vocabulary exactly for every token instead of shortlisting the
     /// likeliest [`SHORTLIST`] (or `top_k`) with the 4-bit sketch of the embedding; slower.
     pub exact_logits: bool,
+    /// The logits of the tokens generated in the last [`REPEAT_WINDOW`] are divided by this
+    /// (multiplied, when negative), as llama.cpp's repeat penalty does; 1 turns it off.
+    /// Small models decoding greedily otherwise fall into loops ("paperpaperpaper...").
+    pub repeat_penalty: f32,
 }
+
+/// How many of the latest generated tokens the repeat penalty looks at.
+pub const REPEAT_WINDOW: usize = 64;
+
+/// The repeat penalty of chat completions (llama.cpp's default).
+pub const CHAT_REPEAT_PENALTY: f32 = 1.1;
 
 /// Tokens shortlisted by the 4-bit sketch of the output embedding and then scored exactly,
 /// at least.
@@ -150,6 +160,24 @@ impl GenParams {
             seed: 0,
             stop_at_control: true,
             exact_logits: false,
+            repeat_penalty: 1.0,
+        }
+    }
+}
+
+/// Applies the repeat penalty of `params` to `logits` for each distinct token of `recent`.
+fn penalize_repeats(logits: &mut [f32], recent: &[u32], penalty: f32) {
+    if penalty == 1.0 {
+        return;
+    }
+    let mut seen: Vec<u32> = Vec::with_capacity(recent.len());
+    for &t in recent {
+        if seen.contains(&t) {
+            continue;
+        }
+        seen.push(t);
+        if let Some(l) = logits.get_mut(t as usize).filter(|l| l.is_finite()) {
+            *l = if *l > 0.0 { *l / penalty } else { *l * penalty };
         }
     }
 }
@@ -437,7 +465,10 @@ impl LocalModel {
             stats.prefill = started.elapsed();
             let decode_start = Instant::now();
             let mut rng = SplitMix64(params.seed);
+            let mut generated: Vec<u32> = Vec::new();
             while stats.completion_tokens < params.max_tokens {
+                let recent = &generated[generated.len().saturating_sub(REPEAT_WINDOW)..];
+                penalize_repeats(&mut logits, recent, params.repeat_penalty);
                 let mut next = sample(&mut logits, params, &mut rng);
                 if next == self.tokenizer.eos()
                     || self.format.as_ref().map(ChatFormat::end_of_turn) == Some(next)
@@ -456,6 +487,7 @@ impl LocalModel {
                     next = sample(&mut logits, &GenParams::greedy(1), &mut rng);
                 }
                 stats.completion_tokens += 1;
+                generated.push(next);
                 if !on_token(next) {
                     stats.stop = StopReason::Cancelled;
                     break;
@@ -820,6 +852,7 @@ fn run_job(model: &LocalModel, job: Job, seed: Option<u64>, n: u64) {
         max_tokens: job.max_tokens.min(room),
         temperature: job.temperature,
         seed: seed.wrapping_add(n),
+        repeat_penalty: CHAT_REPEAT_PENALTY,
         ..GenParams::greedy(0)
     };
     let tx = job.tx;
@@ -981,6 +1014,24 @@ fn model_names(g: &Gguf, path: &Path, family: decoder::Family) -> (String, Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_repeat_penalty_lowers_recent_tokens_only_once_each() {
+        let mut logits = vec![2.0, 1.9, -1.0, 0.5, f32::NEG_INFINITY];
+        // Token 0 twice in the window: penalized once; token 4 stays unscored.
+        penalize_repeats(&mut logits, &[0, 2, 0, 4], 1.1);
+        assert_eq!(logits[0], 2.0 / 1.1);
+        assert_eq!(logits[2], -1.1);
+        assert_eq!(logits[1], 1.9);
+        assert_eq!(logits[4], f32::NEG_INFINITY);
+        // Greedy now leaves the repeated token for the next best one.
+        let mut rng = SplitMix64(1);
+        assert_eq!(sample(&mut logits, &GenParams::greedy(1), &mut rng), 1);
+        // 1 is off.
+        let mut same = vec![2.0, 1.9];
+        penalize_repeats(&mut same, &[0, 0], 1.0);
+        assert_eq!(same, [2.0, 1.9]);
+    }
 
     #[test]
     fn greedy_picks_argmax_and_sampling_stays_in_top_k() {
