@@ -3,10 +3,10 @@
 //!
 //! The chunker records where each page's part of a chunk's text starts
 //! ([`docchat_parsers::Chunk::page_starts`]); the column keeps them as `page:offset` pairs
-//! (`"3:0,4:812"`; a chunk of one page keeps none). Each part is scored against the query's content words (lower-cased,
-//! lightly stemmed, stopwords dropped), a word weighing more the fewer parts hold it; the
-//! parts with a match are cited in score order. When no part matches (a dense-only hit), the
-//! pages are cited by how much of the text they hold.
+//! (`"3:0,4:812"`; a chunk of one page keeps none). Each part is scored against the query's
+//! content words (lower-cased, lightly stemmed, stopwords dropped), a word weighing more the
+//! fewer parts hold it; the parts with a match are cited in score order. When no part
+//! matches (a dense-only hit), the pages are cited by how much of the text they hold.
 
 use std::collections::HashSet;
 

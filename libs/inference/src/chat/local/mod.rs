@@ -163,9 +163,19 @@ impl GenParams {
             repeat_penalty: 1.0,
         }
     }
+
+    /// A chat completion's: the caller's length and temperature, the repeat penalty on.
+    pub fn chat(max_tokens: usize, temperature: f32, seed: u64) -> GenParams {
+        GenParams {
+            temperature,
+            seed,
+            repeat_penalty: CHAT_REPEAT_PENALTY,
+            ..GenParams::greedy(max_tokens)
+        }
+    }
 }
 
-/// Applies the repeat penalty of `params` to `logits` for each distinct token of `recent`.
+/// Applies the repeat `penalty` to `logits` once for each distinct token of `recent`.
 fn penalize_repeats(logits: &mut [f32], recent: &[u32], penalty: f32) {
     if penalty == 1.0 {
         return;
@@ -848,13 +858,11 @@ fn run_job(model: &LocalModel, job: Job, seed: Option<u64>, n: u64) {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
     });
-    let params = GenParams {
-        max_tokens: job.max_tokens.min(room),
-        temperature: job.temperature,
-        seed: seed.wrapping_add(n),
-        repeat_penalty: CHAT_REPEAT_PENALTY,
-        ..GenParams::greedy(0)
-    };
+    let params = GenParams::chat(
+        job.max_tokens.min(room),
+        job.temperature,
+        seed.wrapping_add(n),
+    );
     let tx = job.tx;
     let mut pending = Vec::new();
     let mut started = false;
@@ -1031,6 +1039,14 @@ mod tests {
         let mut same = vec![2.0, 1.9];
         penalize_repeats(&mut same, &[0, 0], 1.0);
         assert_eq!(same, [2.0, 1.9]);
+    }
+
+    #[test]
+    fn chat_completions_penalize_repeats_and_greedy_runs_do_not() {
+        let chat = GenParams::chat(32, 0.3, 7);
+        assert_eq!(chat.repeat_penalty, CHAT_REPEAT_PENALTY);
+        assert_eq!((chat.max_tokens, chat.temperature, chat.seed), (32, 0.3, 7));
+        assert_eq!(GenParams::greedy(32).repeat_penalty, 1.0);
     }
 
     #[test]
