@@ -68,7 +68,11 @@ SANDBOX_CAPS = {"SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "KILL"}
 SERVICE_BINARIES = BINARIES - {"gateway"}  # the ones with a `migrate` subcommand
 OUR_IMAGE = "docchat:latest"
 # Public images a manifest may use besides ours (repository part, without the tag).
-KNOWN_PUBLIC_IMAGES = {"pgvector/pgvector", "postgres", "rabbitmq", "busybox"}
+KNOWN_PUBLIC_IMAGES = {"pgvector/pgvector", "postgres", "rabbitmq", "busybox", "minio/minio"}
+# Services that scale out (issue 19): no state on a volume of their own, several replicas
+# (an HPA with minReplicas >= 2 in Kubernetes, deploy.replicas >= 2 in compose).
+SCALED_OUT = {"gateway", "chat-service", "ingest-service", "agent-service"}
+SCALED_IN_COMPOSE = {"ingest-service", "chat-service", "agent-service", "scheduler-service"}
 # DOCCHAT_<X>_URL gRPC variables and the compose service each must point at.
 GRPC_URL_VARS = {
     "DOCCHAT_ADMIN_URL": "admin-service",
@@ -402,6 +406,31 @@ def check_kubernetes(objects: list[dict], report: Report) -> None:
             problems.append(f"scaleTargetRef {ref.get('kind')}/{ref.get('name')} is not a defined Deployment")
         report.check(not problems, f"k8s hpa {name}: scales Deployment {ref.get('name')}", problems)
 
+    # Scale-out: the services that scale keep nothing on a PersistentVolumeClaim, leave the
+    # replica count to an HPA that keeps at least two; a Deployment that does mount a claim
+    # (the object store) is one Recreate replica, since a ReadWriteOnce volume has one writer.
+    hpas = {((h.get("spec") or {}).get("scaleTargetRef") or {}).get("name"): h
+            for h in by_kind.get("HorizontalPodAutoscaler", {}).values()}
+    for name, dep in sorted(deployments.items()):
+        spec = dep.get("spec") or {}
+        claims = [v.get("name") for v in pod_spec(dep).get("volumes") or [] if "persistentVolumeClaim" in v]
+        problems = []
+        if name in SCALED_OUT:
+            if claims:
+                problems.append(f"mounts PersistentVolumeClaim volumes {claims}")
+            if "replicas" in spec:
+                problems.append(f"fixes replicas: {spec['replicas']} (the HPA owns the count)")
+            min_replicas = ((hpas.get(name) or {}).get("spec") or {}).get("minReplicas", 0)
+            if min_replicas < 2:
+                problems.append(f"no HPA keeping at least 2 replicas (minReplicas {min_replicas})")
+            report.check(not problems, f"k8s deployment {name}: scales out (no volume claim, an HPA with minReplicas >= 2)", problems)
+        elif claims:
+            if spec.get("replicas") != 1 or (spec.get("strategy") or {}).get("type") != "Recreate":
+                problems.append("a ReadWriteOnce claim needs replicas: 1 and strategy Recreate")
+            report.check(not problems, f"k8s deployment {name}: one Recreate replica for its volume claim {claims}", problems)
+    missing = SCALED_OUT - set(deployments)
+    report.check(not missing, f"k8s: the scaled-out services {sorted(SCALED_OUT)} are defined", f"missing {sorted(missing)}")
+
     # The example models.toml in a ConfigMap parses and has the fields the loader needs.
     for name, cm in sorted(configmaps.items()):
         text = (cm.get("data") or {}).get("models.toml")
@@ -564,13 +593,20 @@ def check_compose(root: Path, compose: dict, report: Report) -> None:
         problems = []
         checked = 0
         for key, value in compose_env(svc).items():
-            if not re.fullmatch(r"DOCCHAT_\w+_URL", key):
+            if not re.fullmatch(r"DOCCHAT_\w+_URL|DOCCHAT_S3_ENDPOINT", key):
                 continue
             checked += 1
             if value is None:
                 problems.append(f"{key} has no value")
                 continue
             url = urlsplit(interpolate(value))
+            if key == "DOCCHAT_BLOB_URL":
+                # A bucket, not a host: s3://<bucket>[/<prefix>], with an endpoint beside it.
+                if url.scheme != "s3" or not url.hostname:
+                    problems.append(f"{key}: {value} is not s3://<bucket>")
+                if "DOCCHAT_S3_ENDPOINT" not in compose_env(svc):
+                    problems.append(f"{key} without DOCCHAT_S3_ENDPOINT")
+                continue
             try:
                 port = url.port
             except ValueError:
@@ -585,7 +621,24 @@ def check_compose(root: Path, compose: dict, report: Report) -> None:
             elif port is None:
                 problems.append(f"{key}: no explicit port")
         if checked:
-            report.check(not problems, f"compose {name}: {checked} DOCCHAT_*_URL values point at defined services", problems)
+            report.check(not problems, f"compose {name}: {checked} DOCCHAT_*_URL / DOCCHAT_S3_ENDPOINT values point at defined services", problems)
+
+        # The services that scale out run several replicas and keep nothing on a named volume.
+        if name in SCALED_IN_COMPOSE:
+            problems = []
+            replicas = ((svc.get("deploy") or {}).get("replicas"))
+            try:
+                replicas = int(interpolate(str(replicas)))
+            except ValueError:
+                replicas = 0
+            if replicas < 2:
+                problems.append(f"deploy.replicas is {replicas}, want at least 2")
+            for vol in svc.get("volumes") or []:
+                vol = interpolate(vol) if isinstance(vol, str) else vol
+                source = vol.split(":", 1)[0] if isinstance(vol, str) and ":" in vol else ""
+                if source in declared_volumes:
+                    problems.append(f"named volume {source}: shared state the replicas would fight over")
+            report.check(not problems, f"compose {name}: {replicas} replicas, no named volume", problems)
 
         # Named volumes are declared; bind-mount sources exist.
         problems = []

@@ -7,11 +7,14 @@
 #   2. the image from the debug binaries of `cargo build --workspace --bins` (the build the
 #      test run already has) through the Dockerfile's `prebuilt` target, tagged
 #      docchat:compose-test, so no compilation happens inside Docker;
-#   3. `docker compose up --wait` with docker-compose.yml + tests/compose/compose.test.yml,
+#   3. the object store's image, or where none can be pulled a stand-in (moto; below);
+#   4. `docker compose up --wait` with docker-compose.yml + tests/compose/compose.test.yml,
 #      models from $DOCCHAT_TEST_MODELS_DIR mounted read-only, the scripted upstream on the
 #      Docker bridge as the model `scripted`;
-#   4. the h2oGPTe and openai client checks against the compose gateway;
-#   5. `docker compose down -v`, also when something failed (the services' logs are printed
+#   5. the h2oGPTe and openai client checks against the compose gateway;
+#   6. the faults of tests/compose/faults.py (kill -9 of an ingest replica, broker and
+#      database restarts), each with its figures;
+#   7. `docker compose down -v`, also when something failed (the services' logs are printed
 #      then).
 # DOCCHAT_COMPOSE_TEST_IMAGE=<image> skips 2 and tests that image instead (e.g. one built with
 # the Dockerfile's default, self-contained target). Prints the wall time of each step.
@@ -102,6 +105,18 @@ else
   docker image inspect "$image" >/dev/null || { echo "no image $image" >&2; exit 1; }
 fi
 
+# The object store image docker-compose.yml names; with no registry reachable (the offline
+# engine), a stand-in built from tests/compose/minio-standin with moto's wheels from PyPI.
+objectstore_image="$(awk '/^  objectstore:/{f=1} f && /image:/{print $2; exit}' docker-compose.yml)"
+if ! docker image inspect "$objectstore_image" >/dev/null 2>&1 && ! timeout 60 docker pull -q "$objectstore_image" >/dev/null 2>&1; then
+  step "object store stand-in for $objectstore_image (moto, tests/compose/minio-standin)"
+  cp -r tests/compose/minio-standin "$work/objectstore"
+  python3 -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
+    -d "$work/objectstore/wheels" -r tests/s3/requirements.txt
+  docker build -q -t "$objectstore_image" "$work/objectstore" >/dev/null
+  took
+fi
+
 step "models and the scripted upstream"
 scripts/fetch-models.sh "$models"
 python="$(scripts/python-env.sh)"
@@ -147,3 +162,26 @@ DOCCHAT_CHECK_SANDBOX="${DOCCHAT_CHECK_SANDBOX:-required}" DOCCHAT_CHECK_REMOTE_
   "$python" tests/client_compat/check_h2ogpte_client.py "http://127.0.0.1:$port" "$key"
 "$python" tests/client_compat/check_openai_client.py "http://127.0.0.1:$port" "$key"
 took
+
+step "faults on the topology (tests/compose/faults.py)"
+# kill -9 of an ingest-service replica mid-ingestion, RabbitMQ and PostgreSQL restarts under
+# load; DOCCHAT_COMPOSE_FAULTS picks some ("none" skips them, e.g. for a quick local run).
+faults="${DOCCHAT_COMPOSE_FAULTS:-}"
+if [ "$faults" != none ]; then
+  # shellcheck disable=SC2086 # a list of fault names
+  "$python" tests/compose/faults.py "http://127.0.0.1:$port" "$key" \
+    "docker compose -p $project -f $root/docker-compose.yml -f $root/tests/compose/compose.test.yml" $faults
+fi
+took
+
+if [ -n "${DOCCHAT_COMPOSE_LOAD:-}" ]; then
+  # Not a test: figures (bench/load/run.sh), with one and with two replicas of chat-service and
+  # ingest-service; DOCCHAT_COMPOSE_LOAD_SECONDS long each (30).
+  for n in 1 2; do
+    step "load with $n replica(s) of chat- and ingest-service (bench/load/run.sh)"
+    compose up -d --no-build --wait --wait-timeout 300 --scale chat-service=$n --scale ingest-service=$n >/dev/null
+    bench/load/run.sh --url "http://127.0.0.1:$port" --key "$key" \
+      --seconds "${DOCCHAT_COMPOSE_LOAD_SECONDS:-30}" --label "$n replica(s)"
+    took
+  done
+fi

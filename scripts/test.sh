@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite (README's test command; .ci/run calls it):
 #   formatting and lints, every crate's unit and integration tests on SQLite + in-process
-#   bus and on PostgreSQL + RabbitMQ (ingest-service's on PostgreSQL with pgvector), the broker-restart test on its own, the official
+#   bus + a local blob directory and on PostgreSQL + RabbitMQ + an S3-compatible blob store
+#   (ingest-service's on PostgreSQL with pgvector), the broker-restart test on its own, the official
 #   h2oGPTe and openai clients against a standalone docchat started by the README's run
 #   command (scripts/run.sh) and against the compose stack (scripts/compose-test.sh),
 #   schemathesis over the standalone gateway's /api-spec.yaml, the retrieval-quality floor
@@ -22,6 +23,8 @@ export DOCCHAT_TEST_DATABASE_URL="${DOCCHAT_TEST_DATABASE_URL:-postgres://postgr
 export DOCCHAT_TEST_AMQP_URL="${DOCCHAT_TEST_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}"
 # Debian's PostgreSQL has no pgvector: ingest-service's suites use a second server with it.
 export DOCCHAT_TEST_PGVECTOR_URL="${DOCCHAT_TEST_PGVECTOR_URL:-$(scripts/pgvector-server.sh)}"
+# The real backend's blob store: an S3-compatible server (PyPI's moto; a bucket per test).
+export DOCCHAT_TEST_S3_URL="${DOCCHAT_TEST_S3_URL:-$(scripts/s3-server.sh)}"
 # Databases left by earlier runs (tests make a fresh one each).
 for server in "$DOCCHAT_TEST_DATABASE_URL" "$DOCCHAT_TEST_PGVECTOR_URL"; do
   psql "$server" -tAc "select datname from pg_database where datname like 'dctest\_%' or datname like 'dcbench\_%'" \

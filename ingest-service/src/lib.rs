@@ -111,7 +111,8 @@ pub async fn serve(
         threads,
     )?);
     tracing::info!(embedders = ?embedders.names(), "embedders available");
-    let blobs = BlobStore::new(ctx.config.data_dir.join("blobs"))?;
+    let blobs = BlobStore::open(&ctx.config).await?;
+    tracing::info!(backend = blobs.kind(), "blob store");
     let settings = SettingsClient::new(ctx.channel(Service::Admin)?, ctx.keys.clone());
     let costs = costs::Costs::new(
         CostGuard::new(ctx.channel(Service::Admin)?, ctx.keys.clone()),

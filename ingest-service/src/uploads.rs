@@ -36,12 +36,13 @@ pub struct Received {
 }
 
 /// Writes a stream of byte pieces into a new blob; past `max_bytes` it is 413 and nothing is
-/// kept (the temporary file goes with the writer).
+/// kept (what was written goes with the writer).
 pub async fn write_blob<S>(blobs: &BlobStore, mut pieces: S, max_bytes: u64) -> ApiResult<Received>
 where
     S: Stream<Item = ApiResult<Vec<u8>>> + Unpin,
 {
-    let mut writer = blobs.writer().await?;
+    let id = uuid::Uuid::new_v4().to_string();
+    let mut writer = blobs.writer(&id).await?;
     while let Some(bytes) = pieces.next().await {
         let bytes = bytes?;
         if writer.size() + bytes.len() as u64 > max_bytes {
@@ -52,9 +53,8 @@ where
         }
         writer.write(&bytes).await?;
     }
-    let id = uuid::Uuid::new_v4().to_string();
     let size = i64::try_from(writer.size()).unwrap_or(i64::MAX);
-    let sha256 = writer.finish(blobs, &id).await?;
+    let sha256 = writer.finish().await?;
     Ok(Received { id, size, sha256 })
 }
 

@@ -8,7 +8,8 @@ documents are, and saves a chart; once the tool's
 result is in the conversation, with a text quoting the result's TOTAL line.
 
 A question containing SLOW_MARK is answered after SLOW_SECONDS (the checks cancel it
-first).
+first). One containing TRICKLE_MARK is streamed one word every TRICKLE_SECONDS, TRICKLE_WORDS
+words in all (tests/compose/faults.py kills the replica streaming it).
 
 Usage: scripted_upstream.py [HOST]  (runs until killed; HOST defaults to 127.0.0.1: the compose
 test binds the Docker bridge's address so that containers reach it)
@@ -23,6 +24,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 ANSWER = "Paris is the capital of France."
 SLOW_MARK = "[answer slowly]"
 SLOW_SECONDS = 60
+TRICKLE_MARK = "[answer word by word]"
+TRICKLE_SECONDS = 0.5
+TRICKLE_WORDS = 80
 CSV_MARK = "[analyse sales.csv]"
 CSV_CODE = """import matplotlib
 matplotlib.use("Agg")
@@ -107,6 +111,9 @@ class Handler(BaseHTTPRequestHandler):
             }).encode()
             self.send_whole(out)
             return
+        if TRICKLE_MARK in json.dumps(body.get("messages", [])):
+            self.trickle(usage)
+            return
         send = self.start_stream()
         for word in ANSWER.split(" "):
             piece = word if word.endswith(".") else word + " "
@@ -115,6 +122,18 @@ class Handler(BaseHTTPRequestHandler):
         send(json.dumps({"choices": [], "usage": usage}))
         self.end_stream(send)
 
+
+    def trickle(self, usage):
+        send = self.start_stream()
+        try:
+            for i in range(TRICKLE_WORDS):
+                send(json.dumps({"choices": [{"index": 0, "delta": {"content": f"word{i} "}, "finish_reason": None}]}))
+                time.sleep(TRICKLE_SECONDS)
+            send(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+            send(json.dumps({"choices": [], "usage": usage}))
+            self.end_stream(send)
+        except OSError:
+            pass  # the caller went away (killed): nothing to answer
 
     def send_whole(self, out):
         self.send_response(200)

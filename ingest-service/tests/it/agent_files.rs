@@ -9,6 +9,7 @@ use docchat_common::bus::{EventHandler, Subscription, topics};
 use docchat_common::config::Service;
 use docchat_common::testing::{unique, user};
 use docchat_common::{ApiError, Caller};
+use docchat_ingest_service::blobs::BlobStore;
 use docchat_proto::events::v1::{DocumentChanged, Envelope};
 use docchat_proto::ingest::v1 as pb;
 use prost::Message;
@@ -44,12 +45,14 @@ async fn rows(s: &Stack, table: &str) -> i64 {
     row.try_get_by_index::<i64>(0).unwrap()
 }
 
-/// Blob files in the store (written ones, not those being written under tmp/).
-fn blob_files(s: &Stack) -> usize {
-    std::fs::read_dir(s.config.data_dir.join("blobs"))
-        .unwrap()
-        .filter(|e| e.as_ref().unwrap().file_type().unwrap().is_file())
-        .count()
+/// The stack's blob store (a directory, or the backend's S3 bucket).
+async fn blob_store(s: &Stack) -> BlobStore {
+    BlobStore::open(&s.config).await.unwrap()
+}
+
+/// Blobs in the store (written ones, not those being written).
+async fn blob_files(s: &Stack) -> usize {
+    blob_store(s).await.ids().await.unwrap().len()
 }
 
 async fn documents_of(s: &Stack, who: &Caller, session: Option<&str>) -> Vec<pb::Document> {
@@ -184,7 +187,7 @@ docchat_common::backend_tests! {
             .unwrap()
             .into_inner();
         assert_eq!(got, plan);
-        assert_eq!((blob_files(&s), rows(&s, "uploads").await), (2, 2));
+        assert_eq!((blob_files(&s).await, rows(&s, "uploads").await), (2, 2));
 
         // Written again: the same document with new bytes; the old ones are gone.
         let again = s
@@ -198,7 +201,7 @@ docchat_common::backend_tests! {
         assert_eq!(bytes, b"step one\nstep two\n");
         assert_eq!(documents_of(&s, &alice, None).await.len(), 2);
         assert_eq!(
-            (blob_files(&s), rows(&s, "uploads").await),
+            (blob_files(&s).await, rows(&s, "uploads").await),
             (2, 2),
             "{}: the replaced bytes are removed",
             backend.name
@@ -238,8 +241,11 @@ docchat_common::backend_tests! {
         let big = s.put_agent_file(&alice, &session, "big.bin", "", &[7u8; 20_000]).await.unwrap_err();
         assert_eq!(http(&big), 413, "{big:?}");
         assert!(documents_of(&s, &alice, None).await.is_empty());
-        assert_eq!(blob_files(&s), 0);
-        assert_eq!(std::fs::read_dir(s.config.data_dir.join("blobs/tmp")).unwrap().count(), 0);
+        assert_eq!(blob_files(&s).await, 0);
+        if backend.s3.is_none() {
+            let tmp = s.config.data_dir.join("blobs/tmp");
+            assert_eq!(std::fs::read_dir(tmp).unwrap().count(), 0);
+        }
 
         let doc = s.put_agent_file(&alice, &session, "a.txt", "", b"alice's").await.unwrap();
         // Another user's document, another session's, an unknown id: 404, bytes untouched.
@@ -255,7 +261,7 @@ docchat_common::backend_tests! {
         assert_eq!(http(&too_big), 413);
         let (_, _, bytes) = s.read_document_bytes(&alice, &doc.id, true).await.unwrap();
         assert_eq!(bytes, b"alice's");
-        assert_eq!((blob_files(&s), rows(&s, "uploads").await), (1, 1));
+        assert_eq!((blob_files(&s).await, rows(&s, "uploads").await), (1, 1));
         assert!(documents_of(&s, &bob, None).await.is_empty());
         s.stop().await;
     }
@@ -283,7 +289,7 @@ docchat_common::backend_tests! {
         );
         assert!(refused.message().contains("agent document limit reached (2)"), "{refused:?}");
         assert_eq!(documents_of(&s, &alice, None).await.len(), 2);
-        assert_eq!((blob_files(&s), rows(&s, "uploads").await), (2, 2), "nothing kept");
+        assert_eq!((blob_files(&s).await, rows(&s, "uploads").await), (2, 2), "nothing kept");
         // Rewriting a file at the limit is no new document.
         let session = a.chat_session_id.clone().unwrap();
         s.put_agent_file(&alice, &session, "a.txt", &a.id, b"a2").await.unwrap();
@@ -344,7 +350,7 @@ docchat_common::backend_tests! {
             .unwrap()
             .unwrap();
         let upload: String = row.try_get_by_index(0).unwrap();
-        std::fs::remove_file(s.config.data_dir.join("blobs").join(&upload)).unwrap();
+        blob_store(&s).await.delete(&upload).await.unwrap();
         let gone = s.read_document_bytes(&alice, &doc.id, true).await.unwrap_err();
         assert_eq!(gone.code(), Code::NotFound, "{gone:?}");
 
@@ -413,7 +419,7 @@ docchat_common::backend_tests! {
             assert_eq!(status.code(), Code::NotFound);
         }
         assert_eq!(
-            (blob_files(&s), rows(&s, "uploads").await, rows(&s, "document_tags").await),
+            (blob_files(&s).await, rows(&s, "uploads").await, rows(&s, "document_tags").await),
             (2, 2, 0),
             "{}: their bytes and tags are gone",
             backend.name
@@ -427,7 +433,7 @@ docchat_common::backend_tests! {
             .delete_document(s.req(Service::Ingest, &alice, pb::DocumentRef { id: d.id.clone() }))
             .await
             .unwrap();
-        assert_eq!((blob_files(&s), rows(&s, "uploads").await), (1, 1));
+        assert_eq!((blob_files(&s).await, rows(&s, "uploads").await), (1, 1));
         stop.cancel();
         s.stop().await;
     }

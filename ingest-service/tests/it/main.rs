@@ -16,6 +16,7 @@ use docchat_proto::common::v1::PageRequest;
 use docchat_proto::events::v1::{ChatSessionCreated, ChatSessionDeleted};
 use docchat_proto::ingest::v1 as pb;
 mod agent_files;
+mod blobs;
 mod costs;
 mod pipeline;
 mod tags_migration;

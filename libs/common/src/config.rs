@@ -142,6 +142,19 @@ pub struct Config {
     pub smtp_url: Option<SecretString>,
     /// The From address of notifications.
     pub smtp_from: String,
+    /// Where ingest-service keeps uploaded bytes: unset, the directory `<data_dir>/blobs`
+    /// (standalone, one replica); `s3://<bucket>[/<prefix>]`, an S3-compatible object store
+    /// that every replica shares. The bucket is created on first start when it is missing.
+    pub blob_url: Option<String>,
+    /// The object store's endpoint (`http://minio:9000`; plain http is allowed when named
+    /// here). Unset: `AWS_ENDPOINT_URL`, else Amazon S3 itself.
+    pub s3_endpoint: Option<String>,
+    /// Unset: `AWS_REGION` / `AWS_DEFAULT_REGION`, else `us-east-1`.
+    pub s3_region: Option<String>,
+    /// Static credentials; unset: `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`, else the
+    /// environment's (web identity, container or instance credentials).
+    pub s3_access_key_id: Option<String>,
+    pub s3_secret_access_key: Option<SecretString>,
 }
 
 impl Default for Config {
@@ -194,6 +207,11 @@ impl Default for Config {
             scheduler_lease_seconds: 30,
             smtp_url: None,
             smtp_from: "docchat@localhost".into(),
+            blob_url: None,
+            s3_endpoint: None,
+            s3_region: None,
+            s3_access_key_id: None,
+            s3_secret_access_key: None,
         }
     }
 }
@@ -269,6 +287,18 @@ impl Config {
                 anyhow::bail!("DOCCHAT_SMTP_URL must be an smtp:// or smtps:// URL");
             }
         }
+        if let Some(url) = &self.blob_url
+            && crate::config::s3_location(url).is_none()
+        {
+            anyhow::bail!("DOCCHAT_BLOB_URL must be s3://<bucket>[/<prefix>], got {url:?}");
+        }
+        if let Some(endpoint) = &self.s3_endpoint
+            && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
+        {
+            anyhow::bail!(
+                "DOCCHAT_S3_ENDPOINT must be an http:// or https:// URL, got {endpoint:?}"
+            );
+        }
         if self.chat_fairness_starvation_interval == 0 {
             anyhow::bail!("DOCCHAT_CHAT_FAIRNESS_STARVATION_INTERVAL must be at least 1");
         }
@@ -323,6 +353,19 @@ impl Config {
     }
 }
 
+/// `s3://bucket/some/prefix` → `("bucket", "some/prefix")`; `None` unless it is an s3 URL
+/// with a valid bucket name (3–63 lower-case letters, digits, `-` and `.`).
+pub fn s3_location(url: &str) -> Option<(&str, &str)> {
+    let rest = url.strip_prefix("s3://")?;
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    let valid = (3..=63).contains(&bucket.len())
+        && bucket
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && bucket.starts_with(|c: char| c.is_ascii_alphanumeric());
+    valid.then(|| (bucket, prefix.trim_matches('/')))
+}
+
 #[cfg(test)]
 #[allow(clippy::result_large_err)] // figment's Jail closure signature
 mod tests {
@@ -372,5 +415,26 @@ mod tests {
             assert!(Config::load().is_err());
             Ok(())
         });
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("DOCCHAT_BLOB_URL", "/var/blobs");
+            assert!(Config::load().is_err(), "a blob URL must be s3://");
+            jail.set_env("DOCCHAT_BLOB_URL", "s3://docchat/blobs");
+            jail.set_env("DOCCHAT_S3_ENDPOINT", "minio:9000");
+            assert!(Config::load().is_err(), "an endpoint needs its scheme");
+            jail.set_env("DOCCHAT_S3_ENDPOINT", "http://minio:9000");
+            let c = Config::load().map_err(|e| e.to_string())?;
+            assert_eq!(c.blob_url.as_deref(), Some("s3://docchat/blobs"));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn s3_locations() {
+        assert_eq!(s3_location("s3://docchat"), Some(("docchat", "")));
+        assert_eq!(s3_location("s3://docchat/a/b/"), Some(("docchat", "a/b")));
+        assert_eq!(s3_location("s3://Docchat"), None, "upper case");
+        assert_eq!(s3_location("s3://ab"), None, "too short");
+        assert_eq!(s3_location("s3:///x"), None, "no bucket");
+        assert_eq!(s3_location("file:///tmp"), None);
     }
 }

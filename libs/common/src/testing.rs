@@ -1,9 +1,10 @@
 //! Test support, compiled only for tests (the `testing` feature, which dev-dependencies
 //! enable): the backends a suite runs against, one test per backend ([`backend_tests!`]),
 //! isolated configurations, in-process services and a scripted HTTP upstream. The embedded
-//! backend (SQLite, in-process bus) always runs; the real one (PostgreSQL, RabbitMQ) when
-//! `DOCCHAT_TEST_DATABASE_URL` and `DOCCHAT_TEST_AMQP_URL` are set, as `scripts/test.sh`
-//! does, and its absence fails a run in CI.
+//! backend (SQLite, in-process bus, blobs in a directory) always runs; the real one
+//! (PostgreSQL, RabbitMQ, blobs in an S3-compatible store) when `DOCCHAT_TEST_DATABASE_URL`,
+//! `DOCCHAT_TEST_AMQP_URL` and `DOCCHAT_TEST_S3_URL` are set, as `scripts/test.sh` does, and
+//! its absence fails a run in CI.
 #![allow(
     clippy::disallowed_methods,
     reason = "test servers live as long as the test's runtime"
@@ -21,6 +22,9 @@ pub struct Backend {
     pub postgres: Option<String>,
     /// RabbitMQ; `None` means the in-process bus.
     pub amqp: Option<String>,
+    /// An S3-compatible server's endpoint for the blob store; `None` means a local
+    /// directory.
+    pub s3: Option<String>,
 }
 
 /// Whether this run is CI (`CI` set and not `false`/`0`): a missing backend, model or
@@ -50,46 +54,39 @@ impl Backend {
             name: "sqlite+memory",
             postgres: None,
             amqp: None,
+            s3: None,
         }
     }
 
-    /// PostgreSQL and RabbitMQ from `DOCCHAT_TEST_DATABASE_URL` and `DOCCHAT_TEST_AMQP_URL`
-    /// (scripts/test.sh sets them); `None`, after [`unavailable`], when they are unset.
+    /// PostgreSQL, RabbitMQ and an S3-compatible blob store from `DOCCHAT_TEST_DATABASE_URL`,
+    /// `DOCCHAT_TEST_AMQP_URL` and `DOCCHAT_TEST_S3_URL` (scripts/test.sh sets them);
+    /// `None`, after [`unavailable`], when one is unset.
     pub fn postgres() -> Option<Backend> {
-        match (
-            std::env::var("DOCCHAT_TEST_DATABASE_URL"),
-            std::env::var("DOCCHAT_TEST_AMQP_URL"),
-        ) {
-            (Ok(pg), Ok(amqp)) => Some(Backend {
-                name: "postgres+rabbitmq",
-                postgres: Some(pg),
-                amqp: Some(amqp),
-            }),
-            _ => {
-                unavailable(
-                    "PostgreSQL + RabbitMQ backend: DOCCHAT_TEST_DATABASE_URL / DOCCHAT_TEST_AMQP_URL unset (scripts/test.sh sets them)",
-                );
-                None
-            }
-        }
+        Backend::real("postgres+rabbitmq+s3", "DOCCHAT_TEST_DATABASE_URL")
     }
 
-    /// PostgreSQL with pgvector (`DOCCHAT_TEST_PGVECTOR_URL`, started by
-    /// scripts/pgvector-server.sh) and RabbitMQ; `None`, after [`unavailable`], when unset.
+    /// As [`Backend::postgres`] with PostgreSQL with pgvector (`DOCCHAT_TEST_PGVECTOR_URL`,
+    /// started by scripts/pgvector-server.sh).
     pub fn pgvector() -> Option<Backend> {
+        Backend::real("pgvector+rabbitmq+s3", "DOCCHAT_TEST_PGVECTOR_URL")
+    }
+
+    fn real(name: &'static str, database_var: &str) -> Option<Backend> {
         match (
-            std::env::var("DOCCHAT_TEST_PGVECTOR_URL"),
+            std::env::var(database_var),
             std::env::var("DOCCHAT_TEST_AMQP_URL"),
+            std::env::var("DOCCHAT_TEST_S3_URL"),
         ) {
-            (Ok(pg), Ok(amqp)) => Some(Backend {
-                name: "pgvector+rabbitmq",
+            (Ok(pg), Ok(amqp), Ok(s3)) => Some(Backend {
+                name,
                 postgres: Some(pg),
                 amqp: Some(amqp),
+                s3: Some(s3),
             }),
             _ => {
-                unavailable(
-                    "PostgreSQL + pgvector backend: DOCCHAT_TEST_PGVECTOR_URL / DOCCHAT_TEST_AMQP_URL unset (scripts/test.sh sets them)",
-                );
+                unavailable(&format!(
+                    "{name} backend: {database_var} / DOCCHAT_TEST_AMQP_URL / DOCCHAT_TEST_S3_URL unset (scripts/test.sh sets them)"
+                ));
                 None
             }
         }
@@ -221,6 +218,14 @@ impl Backend {
             config.amqp_url = Some(amqp.clone());
             config.bus_namespace = format!("{}.", unique("t"));
             config.bus_queue_expiry_seconds = Some(300);
+        }
+        if let Some(endpoint) = &self.s3 {
+            // A bucket per test, which ingest-service creates when it starts.
+            config.blob_url = Some(format!("s3://{}", unique("dctest-")));
+            config.s3_endpoint = Some(endpoint.clone());
+            config.s3_region = Some("us-east-1".into());
+            config.s3_access_key_id = Some("docchat-test".into());
+            config.s3_secret_access_key = Some(secrecy::SecretString::from("docchat-test-secret"));
         }
         config
     }

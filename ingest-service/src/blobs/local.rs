@@ -1,73 +1,60 @@
-//! The blob store: uploaded files on a local directory (a volume in distributed mode).
-//! Files are written under `tmp/` and renamed into place, so a reader never sees half a file.
+//! Blobs in a local directory (standalone mode): one file per blob, written under `tmp/`,
+//! synced and renamed into place, so a reader never sees half a file.
 
 use std::path::PathBuf;
 
 use docchat_common::error::{ApiError, ApiResult};
-use futures::Stream;
-use sha2::{Digest, Sha256};
+use futures::stream::BoxStream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[derive(Clone, Debug)]
-pub struct BlobStore {
+pub struct LocalBlobs {
     root: PathBuf,
 }
 
-/// A blob being written; dropped without [`BlobWriter::finish`], its temp file is removed.
-pub struct BlobWriter {
+/// A blob being written; dropped without [`LocalWriter::finish`], its temp file is removed.
+pub struct LocalWriter {
     file: Option<tokio::fs::File>,
     tmp: PathBuf,
-    hasher: Sha256,
-    size: u64,
+    dest: PathBuf,
 }
 
-impl BlobStore {
-    pub fn new(root: impl Into<PathBuf>) -> std::io::Result<BlobStore> {
+impl LocalBlobs {
+    pub fn new(root: impl Into<PathBuf>) -> std::io::Result<LocalBlobs> {
         let root = root.into();
         std::fs::create_dir_all(root.join("tmp"))?;
-        Ok(BlobStore { root })
+        Ok(LocalBlobs { root })
     }
 
-    fn path(&self, id: &str) -> ApiResult<PathBuf> {
-        // Ids are UUIDs we minted; anything else must not become a path.
-        if id.is_empty() || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
-            return Err(ApiError::not_found(format!("blob {id} not found")));
-        }
-        Ok(self.root.join(id))
-    }
-
-    pub async fn writer(&self) -> ApiResult<BlobWriter> {
+    pub async fn writer(&self, id: &str) -> ApiResult<LocalWriter> {
         let tmp = self.root.join("tmp").join(uuid::Uuid::new_v4().to_string());
         let file = tokio::fs::File::create(&tmp)
             .await
             .map_err(|e| ApiError::internal("creating blob", e))?;
-        Ok(BlobWriter {
+        Ok(LocalWriter {
             file: Some(file),
             tmp,
-            hasher: Sha256::new(),
-            size: 0,
+            dest: self.root.join(id),
         })
     }
 
     pub async fn read(&self, id: &str) -> ApiResult<Vec<u8>> {
-        let path = self.path(id)?;
-        tokio::fs::read(&path).await.map_err(|e| read_error(id, e))
+        tokio::fs::read(self.root.join(id))
+            .await
+            .map_err(|e| read_error(id, e))
     }
 
-    /// A blob's bytes in order, read from its file as the stream is polled (never held
-    /// whole): pieces of `piece` bytes, the last one shorter. NOT_FOUND when the blob is
-    /// missing (checked now, before the stream is handed out).
+    /// Pieces of `piece` bytes read from the file as the stream is polled (never held
+    /// whole), the last one shorter.
     pub async fn stream(
         &self,
         id: &str,
         piece: usize,
-    ) -> ApiResult<impl Stream<Item = ApiResult<Vec<u8>>> + Send + 'static + use<>> {
-        let path = self.path(id)?;
-        let file = tokio::fs::File::open(&path)
+    ) -> ApiResult<BoxStream<'static, ApiResult<Vec<u8>>>> {
+        let file = tokio::fs::File::open(self.root.join(id))
             .await
             .map_err(|e| read_error(id, e))?;
-        let piece = piece.max(1);
-        Ok(futures::stream::try_unfold(
+        Ok(Box::pin(futures::stream::try_unfold(
             file,
             move |mut file| async move {
                 let mut buf = vec![0u8; piece];
@@ -88,12 +75,23 @@ impl BlobStore {
                 buf.truncate(filled);
                 Ok(Some((buf, file)))
             },
-        ))
+        )))
+    }
+
+    pub async fn ids(&self) -> ApiResult<Vec<String>> {
+        let listing = |e| ApiError::internal("listing blobs", e);
+        let mut dir = tokio::fs::read_dir(&self.root).await.map_err(listing)?;
+        let mut ids = Vec::new();
+        while let Some(entry) = dir.next_entry().await.map_err(listing)? {
+            if entry.file_type().await.map_err(listing)?.is_file() {
+                ids.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+        Ok(ids)
     }
 
     pub async fn delete(&self, id: &str) -> ApiResult<()> {
-        let path = self.path(id)?;
-        match tokio::fs::remove_file(&path).await {
+        match tokio::fs::remove_file(self.root.join(id)).await {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(ApiError::internal("deleting blob", e)),
@@ -109,7 +107,7 @@ fn read_error(id: &str, e: std::io::Error) -> ApiError {
     }
 }
 
-impl BlobWriter {
+impl LocalWriter {
     pub async fn write(&mut self, bytes: &[u8]) -> ApiResult<()> {
         let file = self
             .file
@@ -117,18 +115,11 @@ impl BlobWriter {
             .ok_or_else(|| ApiError::internal("writing blob", "already finished"))?;
         file.write_all(bytes)
             .await
-            .map_err(|e| ApiError::internal("writing blob", e))?;
-        self.hasher.update(bytes);
-        self.size += bytes.len() as u64;
-        Ok(())
+            .map_err(|e| ApiError::internal("writing blob", e))
     }
 
-    pub fn size(&self) -> u64 {
-        self.size
-    }
-
-    /// Flushes and moves the file into place as `id`; returns its SHA-256.
-    pub async fn finish(mut self, store: &BlobStore, id: &str) -> ApiResult<String> {
+    /// Flushes, syncs and moves the file into place.
+    pub async fn finish(mut self) -> ApiResult<()> {
         let mut file = self
             .file
             .take()
@@ -140,15 +131,15 @@ impl BlobWriter {
             .await
             .map_err(|e| ApiError::internal("syncing blob", e))?;
         drop(file);
-        let dest = store.path(id)?;
-        tokio::fs::rename(&self.tmp, &dest)
-            .await
-            .map_err(|e| ApiError::internal("storing blob", e))?;
-        Ok(hex::encode(std::mem::take(&mut self.hasher).finalize()))
+        if let Err(e) = tokio::fs::rename(&self.tmp, &self.dest).await {
+            let _ = tokio::fs::remove_file(&self.tmp).await;
+            return Err(ApiError::internal("storing blob", e));
+        }
+        Ok(())
     }
 }
 
-impl Drop for BlobWriter {
+impl Drop for LocalWriter {
     fn drop(&mut self) {
         if self.file.is_some() {
             let _ = std::fs::remove_file(&self.tmp);
