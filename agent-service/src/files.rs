@@ -121,7 +121,20 @@ pub fn list(session_id: &str, root: &Path) -> Vec<pb::SessionFile> {
 
 /// Stats of directory `dir` named `id`; an empty directory's when it does not exist (a
 /// session whose runs wrote nothing yet).
-pub fn stats(id: &str, dir: &Path, detailed: bool) -> pb::DirectoryStats {
+/// A file kept as a document (the manifest) that this replica's disk may not hold: a session
+/// continues on any replica, so its stats must not depend on which replica answers.
+#[derive(Debug, Clone)]
+pub struct StoredFile {
+    /// Relative to the directory the stats are of, `/`-separated.
+    pub path: String,
+    pub size: i64,
+    /// Unix seconds.
+    pub stored_at: i64,
+}
+
+/// The stats of `dir` as on this disk, plus the `stored` files the disk lacks (and the
+/// directories they sit in).
+pub fn stats(id: &str, dir: &Path, detailed: bool, stored: &[StoredFile]) -> pb::DirectoryStats {
     let meta = std::fs::symlink_metadata(dir).ok().filter(|m| m.is_dir());
     let (mut created, mut modified) = (0.0, 0.0);
     let (mut owner, mut mode) = (String::new(), 0o40755);
@@ -172,12 +185,86 @@ pub fn stats(id: &str, dir: &Path, detailed: bool) -> pb::DirectoryStats {
             });
         }
     }
+    let present: std::collections::HashSet<&str> =
+        entries.iter().map(|(r, _)| r.as_str()).collect();
+    let mut new_dirs = std::collections::BTreeSet::new();
+    for f in stored.iter().filter(|f| !present.contains(f.path.as_str())) {
+        stats.file_count += 1;
+        stats.size_bytes += f.size;
+        let at = f.stored_at as f64;
+        stats.modified_timestamp = stats.modified_timestamp.max(at);
+        let mut parent = f.path.as_str();
+        while let Some((up, _)) = parent.rsplit_once('/') {
+            if !present.contains(up) {
+                new_dirs.insert(up.to_owned());
+            }
+            parent = up;
+        }
+        let top = f.path.split('/').next().unwrap_or(&f.path);
+        if !stats.top_level_contents.iter().any(|t| t == top) {
+            stats.top_level_contents.push(top.to_owned());
+        }
+        if detailed {
+            stats.files.push(pb::FileStats {
+                name: f.path.rsplit('/').next().unwrap_or(&f.path).to_owned(),
+                path: f.path.clone(),
+                size_bytes: f.size,
+                created_timestamp: at,
+                modified_timestamp: at,
+                is_directory: false,
+                sha256: None,
+                owner: String::new(),
+                mode: 0o100_644,
+            });
+        }
+    }
+    stats.directory_count += new_dirs.len() as i64;
+    stats.top_level_contents.sort();
     stats
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stored_files_this_disk_lacks_count_in_the_stats() {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::create_dir(ws.path().join("out")).unwrap();
+        std::fs::write(ws.path().join("out/a.txt"), b"12345").unwrap();
+        let stored = |path: &str, size| StoredFile {
+            path: path.into(),
+            size,
+            stored_at: 1_700_000_000,
+        };
+        // out/a.txt is on disk (counted once); the chart and the nested file only stored.
+        let s = stats(
+            "s1",
+            ws.path(),
+            true,
+            &[
+                stored("out/a.txt", 5),
+                stored("chart.png", 100),
+                stored("deep/er/b.txt", 7),
+            ],
+        );
+        assert_eq!((s.file_count, s.directory_count, s.size_bytes), (3, 3, 112));
+        assert_eq!(s.top_level_contents, ["chart.png", "deep", "out"]);
+        let chart = s.files.iter().find(|f| f.path == "chart.png").unwrap();
+        assert_eq!(
+            (chart.size_bytes, chart.modified_timestamp),
+            (100, 1_700_000_000.0)
+        );
+        // A replica that never ran the session: everything from the manifest.
+        let s = stats(
+            "s1",
+            &ws.path().join("missing"),
+            false,
+            &[stored("chart.png", 100)],
+        );
+        assert_eq!((s.file_count, s.size_bytes), (1, 100));
+        assert!(s.files.is_empty(), "not detailed");
+    }
 
     #[test]
     fn walks_files_without_following_links_out() {
@@ -198,7 +285,7 @@ mod tests {
         );
         assert_eq!(files[0].bytes, 5);
         assert_eq!(files[0].id, file_id("s1", "notes/plan.md"));
-        let s = stats("s1", ws.path(), true);
+        let s = stats("s1", ws.path(), true, &[]);
         // Stats measure the directory as it is, working files too.
         assert_eq!((s.file_count, s.directory_count, s.size_bytes), (3, 3, 6));
         assert_eq!(s.top_level_contents, [".cache", "notes", "out"]);

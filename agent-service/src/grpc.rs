@@ -534,26 +534,40 @@ impl AgentService for AgentGrpc {
         let detailed = req.detail_level > 0;
         // The session's directory is its workspace, named by the session id; a directory
         // directly inside it is named by its name.
-        let (id, dir) = match req.directory.as_deref() {
-            None => (req.session_id.clone(), root),
-            Some(d) if d == req.session_id => (d.to_owned(), root),
+        // What the session stored counts whichever replica answers (its disk may lack it).
+        let stored = if owned {
+            stored_files(&self.db, &req.session_id).await?
+        } else {
+            Vec::new()
+        };
+        let (id, dir, stored) = match req.directory.as_deref() {
+            None => (req.session_id.clone(), root, stored),
+            Some(d) if d == req.session_id => (d.to_owned(), root, stored),
             Some(d) => {
+                let inside: Vec<files::StoredFile> = stored
+                    .into_iter()
+                    .filter_map(|f| {
+                        let path = f.path.strip_prefix(d)?.strip_prefix('/')?.to_owned();
+                        Some(files::StoredFile { path, ..f })
+                    })
+                    .collect();
                 let found = owned
                     && !d.is_empty()
                     && d != "."
                     && d != ".."
                     && !d.contains('/')
-                    && std::fs::symlink_metadata(root.join(d)).is_ok_and(|m| m.is_dir());
+                    && (!inside.is_empty()
+                        || std::fs::symlink_metadata(root.join(d)).is_ok_and(|m| m.is_dir()));
                 if !found {
                     return Err(ApiError::not_found(format!("directory {d} not found")).into());
                 }
-                (d.to_owned(), root.join(d))
+                (d.to_owned(), root.join(d), inside)
             }
         };
         let stats = if owned {
-            blocking(move || files::stats(&id, &dir, detailed)).await?
+            blocking(move || files::stats(&id, &dir, detailed, &stored)).await?
         } else {
-            files::stats(&id, std::path::Path::new(""), detailed)
+            files::stats(&id, std::path::Path::new(""), detailed, &[])
         };
         Ok(Response::new(pb::DirectoryStatsList {
             directories: vec![stats],
@@ -579,11 +593,17 @@ impl AgentService for AgentGrpc {
             limit,
         )
         .await?;
+        let mut page_stored = Vec::with_capacity(page.len());
+        for (session_id, chat_preview) in page {
+            let stored = stored_files(&self.db, &session_id).await?;
+            page_stored.push((session_id, chat_preview, stored));
+        }
         let root = self.workspaces.clone();
         let sessions = blocking(move || {
-            page.into_iter()
-                .map(|(session_id, chat_preview)| {
-                    let stats = files::stats(&session_id, &root.join(&session_id), false);
+            page_stored
+                .into_iter()
+                .map(|(session_id, chat_preview, stored)| {
+                    let stats = files::stats(&session_id, &root.join(&session_id), false, &stored);
                     pb::SessionDirectoryStats {
                         session_id,
                         chat_preview,
@@ -595,6 +615,22 @@ impl AgentService for AgentGrpc {
         .await?;
         Ok(Response::new(pb::GlobalDirectoryStatsList { sessions }))
     }
+}
+
+/// The session's files kept as documents (its manifest), relative to its workspace.
+async fn stored_files(
+    db: &sea_orm::DatabaseConnection,
+    session_id: &str,
+) -> Result<Vec<files::StoredFile>, Status> {
+    Ok(crate::stored::manifest::entries(db, session_id)
+        .await?
+        .into_iter()
+        .map(|e| files::StoredFile {
+            path: e.path,
+            size: e.size,
+            stored_at: e.stored_at,
+        })
+        .collect())
 }
 
 /// Runs a disk walk off the async threads.

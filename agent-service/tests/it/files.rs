@@ -168,6 +168,29 @@ docchat_common::backend_tests! {
         assert_eq!(document_bytes(&agents, &alice, &doc_id).await, b"# Findings\nforty-two");
         assert!(session_documents(&agents, &bob, &session).await.is_empty(), "{}", backend.name);
 
+        // Replica B's disk never saw the file, yet its directory stats (of the session and of
+        // the file's folder) count it: a stored file is the session's on every replica.
+        let stats_on_b = |directory: Option<&str>| {
+            let request = agents.req(
+                &alice,
+                Service::Agent,
+                pb::DirectoryStatsRequest {
+                    session_id: session.clone(),
+                    detail_level: 1,
+                    directory: directory.map(str::to_owned),
+                },
+            );
+            let mut client = AgentServiceClient::new(replica_b.channel());
+            async move { client.session_directory_stats(request).await.unwrap().into_inner().directories.remove(0) }
+        };
+        let whole = stats_on_b(None).await;
+        assert_eq!((whole.file_count, whole.directory_count, whole.size_bytes), (1, 1, 20), "{}: {whole:?}", backend.name);
+        assert_eq!(whole.top_level_contents, ["out"]);
+        assert_eq!(whole.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["out/report.md"]);
+        let folder = stats_on_b(Some("out")).await;
+        assert_eq!((folder.file_count, folder.size_bytes), (1, 20), "{}: {folder:?}", backend.name);
+        assert_eq!(folder.top_level_contents, ["report.md"]);
+
         // Run 2 on replica B: its disk never saw the file, the run reads it all the same,
         // and the rewritten file keeps its document.
         let (_tx, mut events) = agents.run_on(&replica_b, &alice, run_start(&session, "Rewrite it", 2)).await;
