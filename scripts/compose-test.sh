@@ -16,6 +16,7 @@
 #      database restarts), each with its figures;
 #   7. `docker compose down -v`, also when something failed (the services' logs are printed
 #      then).
+# DOCCHAT_COMPOSE_KEEP=1 leaves the stack up (and the scripted upstream running) to look at.
 # DOCCHAT_COMPOSE_TEST_IMAGE=<image> skips 2 and tests that image instead (e.g. one built with
 # the Dockerfile's default, self-contained target). Prints the wall time of each step.
 set -euo pipefail
@@ -70,7 +71,10 @@ compose() {
 cleanup() {
   local status=$?
   set +e
-  if [ -n "${brought_up:-}" ]; then
+  if [ -n "${brought_up:-}" ] && [ -n "${DOCCHAT_COMPOSE_KEEP:-}" ]; then
+    echo "--> compose: left up (DOCCHAT_COMPOSE_KEEP): http://127.0.0.1:$port, key $key;" \
+      "docker compose -p $project -f docker-compose.yml -f tests/compose/compose.test.yml down -v"
+  elif [ -n "${brought_up:-}" ]; then
     if [ "$status" != 0 ]; then
       echo "--> compose: the services' logs (the run failed)"
       compose logs --no-color --timestamps --tail 200
@@ -80,8 +84,8 @@ cleanup() {
     compose down -v --remove-orphans >/dev/null 2>&1
     echo "    took $((SECONDS - down_start))s"
   fi
-  [ -n "$upstream" ] && kill "$upstream" 2>/dev/null
-  rm -rf "$work"
+  [ -n "$upstream" ] && [ -z "${DOCCHAT_COMPOSE_KEEP:-}" ] && kill "$upstream" 2>/dev/null
+  [ -n "${DOCCHAT_COMPOSE_KEEP:-}" ] || rm -rf "$work"
   printf 'compose test: %s after %ss\n' "$([ "$status" = 0 ] && echo passed || echo FAILED)" "$((SECONDS - started))"
   exit "$status"
 }

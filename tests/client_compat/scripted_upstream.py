@@ -111,7 +111,9 @@ class Handler(BaseHTTPRequestHandler):
             }).encode()
             self.send_whole(out)
             return
-        if TRICKLE_MARK in json.dumps(body.get("messages", [])):
+        # The last message only: a later question in the same session (its history holds
+        # the marked one) is answered at once.
+        if TRICKLE_MARK in json.dumps((body.get("messages") or [{}])[-1]):
             self.trickle(usage)
             return
         send = self.start_stream()

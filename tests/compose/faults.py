@@ -105,7 +105,8 @@ def ingest(collection_id, count, tag):
 
 
 def jobs_of(collection_id):
-    page = ok(api("GET", "/admin/jobs", params={"collection_id": collection_id, "limit": 200}))
+    """The collection's ingestion jobs (not its description's)."""
+    page = ok(api("GET", "/admin/jobs", params={"collection_id": collection_id, "kind": "ingest_upload", "limit": 200}))
     return page["jobs"]
 
 
