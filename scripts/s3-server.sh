@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # An S3-compatible server for the tests' blob stores, on 127.0.0.1:5439: the server mode of
-# PyPI's `moto` (in memory; each test makes its own bucket), in a virtualenv of its own so its
-# pins never meet the client venv's. Idempotent: does nothing when the port already answers.
+# PyPI's `moto` (in memory; each test makes its own bucket), in a virtualenv of its own
+# (made by scripts/python-env.sh) so its pins never meet the client venv's. Idempotent: does nothing when the port already answers.
 # Prints the endpoint URL.
 #
 #   scripts/s3-server.sh          # start (or reuse) and print the URL
@@ -28,18 +28,8 @@ if port_open "$port"; then
   exit 0
 fi
 
-mkdir -p "$(dirname "$venv")"
-exec 8>"$venv.lock"
-flock 8
-if [ ! -x "$venv/bin/python" ]; then
-  python3 -m venv "$venv" >&2
-fi
-if ! cmp -s "$req" "$venv/.requirements"; then
-  echo "installing moto (S3 server) from PyPI" >&2
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req" >&2
-  cp "$req" "$venv/.requirements"
-fi
-nohup "$venv/bin/moto_server" -H 127.0.0.1 -p "$port" >"$log" 2>&1 8>&- &
+python="$(DOCCHAT_VENV="$venv" DOCCHAT_VENV_REQUIREMENTS="$req" "$root/scripts/python-env.sh")"
+nohup "$(dirname "$python")/moto_server" -H 127.0.0.1 -p "$port" >"$log" 2>&1 &
 echo $! >"$pidfile"
 for _ in $(seq 1 60); do
   port_open "$port" && { echo "$url"; exit 0; }
