@@ -536,6 +536,20 @@ def compose_env(service: dict) -> dict[str, str | None]:
     return {k: (None if v is None else str(v)) for k, v in env.items()}
 
 
+def volume_sources(service: dict) -> list[str]:
+    """The sources (named volume or bind path) of a compose service's volumes, interpolated;
+    anonymous volumes (a bare container path) have none and are left out."""
+    sources = []
+    for vol in service.get("volumes") or []:
+        if isinstance(vol, str):
+            vol = interpolate(vol)
+            if ":" in vol:
+                sources.append(vol.split(":", 1)[0])
+        else:
+            sources.append((vol or {}).get("source", ""))
+    return sources
+
+
 def is_our_image(service: dict) -> bool:
     build = service.get("build")
     dockerfile = build.get("dockerfile", "") if isinstance(build, dict) else ""
@@ -633,20 +647,14 @@ def check_compose(root: Path, compose: dict, report: Report) -> None:
                 replicas = 0
             if replicas < 2:
                 problems.append(f"deploy.replicas is {replicas}, want at least 2")
-            for vol in svc.get("volumes") or []:
-                vol = interpolate(vol) if isinstance(vol, str) else vol
-                source = vol.split(":", 1)[0] if isinstance(vol, str) and ":" in vol else ""
+            for source in volume_sources(svc):
                 if source in declared_volumes:
                     problems.append(f"named volume {source}: shared state the replicas would fight over")
             report.check(not problems, f"compose {name}: {replicas} replicas, no named volume", problems)
 
         # Named volumes are declared; bind-mount sources exist.
         problems = []
-        for vol in svc.get("volumes") or []:
-            vol = interpolate(vol) if isinstance(vol, str) else vol
-            source = vol.split(":", 1)[0] if isinstance(vol, str) else (vol or {}).get("source", "")
-            if ":" not in str(vol) and isinstance(vol, str):
-                continue  # anonymous volume
+        for source in volume_sources(svc):
             if source.startswith((".", "/", "~")):
                 if not (root / source).exists() and source not in OPTIONAL_BIND_SOURCES:
                     problems.append(f"bind source {source} does not exist")

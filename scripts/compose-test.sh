@@ -12,9 +12,12 @@
 #      models from $DOCCHAT_TEST_MODELS_DIR mounted read-only, the scripted upstream on the
 #      Docker bridge as the model `scripted`;
 #   5. the h2oGPTe and openai client checks against the compose gateway;
-#   6. the faults of tests/compose/faults.py (kill -9 of an ingest replica, broker and
-#      database restarts), each with its figures;
-#   7. `docker compose down -v`, also when something failed (the services' logs are printed
+#   6. hostile input (tests/compose/hostile.py: the cross-user probe of every route, hostile
+#      uploads, malformed requests) and schemathesis over the compose gateway;
+#   7. the faults of tests/compose/faults.py (kill -9 of an ingest, chat, agent and scheduler
+#      replica, broker and database restarts, SIGTERM of every service under load), each with
+#      its figures;
+#   8. `docker compose down -v`, also when something failed (the services' logs are printed
 #      then).
 # DOCCHAT_COMPOSE_KEEP=1 leaves the stack up (and the scripted upstream running) to look at.
 # DOCCHAT_COMPOSE_TEST_IMAGE=<image> skips 2 and tests that image instead (e.g. one built with
@@ -167,9 +170,23 @@ DOCCHAT_CHECK_SANDBOX="${DOCCHAT_CHECK_SANDBOX:-required}" DOCCHAT_CHECK_REMOTE_
 "$python" tests/client_compat/check_openai_client.py "http://127.0.0.1:$port" "$key"
 took
 
+step "hostile input (tests/compose/hostile.py) and schemathesis against the compose gateway"
+# B calling every route with A's ids, hostile uploads and malformed requests; then the
+# interface description's generated requests (fewer examples than the standalone run: the
+# same operations, now across the gRPC hops). DOCCHAT_COMPOSE_HOSTILE=none skips both.
+if [ "${DOCCHAT_COMPOSE_HOSTILE:-}" != none ]; then
+  # shellcheck disable=SC2086 # a list of check names
+  "$python" tests/compose/hostile.py "http://127.0.0.1:$port" "$key" \
+    "docker compose -p $project -f $root/docker-compose.yml -f $root/tests/compose/compose.test.yml" ${DOCCHAT_COMPOSE_HOSTILE:-}
+  (cd "$work" && "$(dirname "$python")/schemathesis" run "http://127.0.0.1:$port/api-spec.yaml" \
+    -H "Authorization: Bearer $key" --max-examples "${DOCCHAT_COMPOSE_SCHEMATHESIS_EXAMPLES:-15}" --request-timeout 30 --no-color \
+    --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance)
+fi
+took
+
 step "faults on the topology (tests/compose/faults.py)"
-# kill -9 of an ingest-service replica mid-ingestion, RabbitMQ and PostgreSQL restarts under
-# load; DOCCHAT_COMPOSE_FAULTS picks some ("none" skips them, e.g. for a quick local run).
+# kill -9 of replicas mid-work, RabbitMQ and PostgreSQL restarts, SIGTERM under load (see the
+# script's header); DOCCHAT_COMPOSE_FAULTS picks some ("none" skips them, e.g. for a quick local run).
 faults="${DOCCHAT_COMPOSE_FAULTS:-}"
 if [ "$faults" != none ]; then
   # shellcheck disable=SC2086 # a list of fault names

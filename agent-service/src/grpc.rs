@@ -593,11 +593,20 @@ impl AgentService for AgentGrpc {
             limit,
         )
         .await?;
-        let mut page_stored = Vec::with_capacity(page.len());
-        for (session_id, chat_preview) in page {
-            let stored = stored_files(&self.db, &session_id).await?;
-            page_stored.push((session_id, chat_preview, stored));
-        }
+        let ids: Vec<String> = page.iter().map(|(id, _)| id.clone()).collect();
+        let mut stored = crate::stored::manifest::entries_of(&self.db, &ids).await?;
+        let page_stored: Vec<_> = page
+            .into_iter()
+            .map(|(session_id, chat_preview)| {
+                let files = stored
+                    .remove(&session_id)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(files::StoredFile::from)
+                    .collect::<Vec<_>>();
+                (session_id, chat_preview, files)
+            })
+            .collect();
         let root = self.workspaces.clone();
         let sessions = blocking(move || {
             page_stored
@@ -625,11 +634,7 @@ async fn stored_files(
     Ok(crate::stored::manifest::entries(db, session_id)
         .await?
         .into_iter()
-        .map(|e| files::StoredFile {
-            path: e.path,
-            size: e.size,
-            stored_at: e.stored_at,
-        })
+        .map(files::StoredFile::from)
         .collect())
 }
 

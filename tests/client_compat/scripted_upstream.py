@@ -47,6 +47,8 @@ TOOL_MARKS = {
     "[add 40 and 2]": ("add_numbers", {"a": 40, "b": 2}, "SUM"),
     "[local mcp add 2 and 3]": ("calc__add", {"a": 2, "b": 3}, "LOCAL"),
     "[remote mcp add 4 and 5]": ("remote_calc__add", {"a": 4, "b": 5}, "REMOTE"),
+    # A tool run that lasts (tests/compose/faults.py kills the agent replica running it).
+    "[sleep in python]": ("python", {"code": "import time\ntime.sleep(45)\nprint('slept')"}, "SLEPT"),
 }
 
 

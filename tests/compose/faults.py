@@ -1,21 +1,34 @@
 """Faults on the compose topology (issue 19), run by scripts/compose-test.sh against the
-stack it brought up (two replicas of ingest-service and agent-service, MinIO or its stand-in
-as the blob store). Each fault prints what it checked and the figures; any violation fails
+stack it brought up (two replicas of ingest-, chat-, agent- and scheduler-service, MinIO or its
+stand-in as the blob store). Each fault prints what it checked and the figures; any violation fails
 the run. Bounded: every wait has a deadline.
 
   ingest-kill   kill -9 an ingest-service replica while 50 documents are being ingested:
                 every document completed exactly once, no duplicate chunks, no job left
                 running, the interrupted jobs re-run by the other replica.
-  broker        restart RabbitMQ while chat sessions are created and documents ingested:
-                every event arrives (the collection's sessions_count, the outboxes drained),
-                the services reconnect without a restart of their own.
   chat-kill     kill -9 the chat-service replica streaming a reply: the client gets an error
                 line or a closed stream, the question and the partial reply are stored (by
                 the other replica, once the reply's lease lapses), the user's concurrency slot
                 is free again, a new completion on the same session works.
+  agent-kill    kill -9 the agent-service replica (named by the run's lease row) while the
+                agent's python tool runs: the completion answers cleanly, the run's job ends
+                `stale` (no run left running, no lease left), a new agent completion on the
+                same session works.
+  scheduler-kill  24 once-tasks due at the same second with two replicas claiming: each
+                runs exactly once; then kill -9 the replica running a slow execution: it ends
+                failed (not doubled, not left running), the task idle, and the other replica
+                runs it again on demand.
+  broker        restart RabbitMQ while chat sessions are created and documents ingested:
+                every event arrives (the collection's sessions_count, the outboxes drained),
+                the services reconnect without a restart of their own.
   postgres      restart PostgreSQL under read load: every answer is 2xx or a 5xx with the
                 standard body within its timeout, never a hang; reads succeed again after,
                 without a restart of docchat.
+  sigterm       under a mixed load (reads, RAG and agent completions, uploads), `docker stop`
+                one replica of each service in turn (the gateway too): each exits 0 within
+                the grace period, no request in flight breaks, requests sent meanwhile are
+                answered (2xx, or a 5xx with the standard body) except, for the single
+                gateway, refused connections while it is down.
 
 Usage: faults.py <base_url> <api_key> <compose command, e.g. "docker compose -p X -f a.yml">
        [fault ...]   (default: all, in the order above)
@@ -23,7 +36,6 @@ Usage: faults.py <base_url> <api_key> <compose command, e.g. "docker compose -p 
 
 import concurrent.futures
 import json
-import shlex
 import subprocess
 import sys
 import time
@@ -31,55 +43,11 @@ import uuid
 
 import requests
 
-BASE, KEY = sys.argv[1].rstrip("/"), sys.argv[2]
-COMPOSE = shlex.split(sys.argv[3])
-WANTED = sys.argv[4:] or ["ingest-kill", "chat-kill", "broker", "postgres"]
-H = {"Authorization": f"Bearer {KEY}"}
-# Every request has a deadline: "never a hang past its timeout".
-TIMEOUT = 30
-failures = []
-figures = []
+import stack
+from stack import TIMEOUT, api, compose, containers, expect, figure, ok, sql, wait_for
 
-
-def api(method, path, **kw):
-    kw.setdefault("timeout", TIMEOUT)
-    return requests.request(method, f"{BASE}/api/v1{path}", headers=H, **kw)
-
-
-def ok(response):
-    if response.status_code >= 300:
-        raise RuntimeError(f"{response.request.method} {response.url}: {response.status_code} {response.text[:300]}")
-    return response.json() if response.content else None
-
-
-def compose(*args, check=True):
-    return subprocess.run(COMPOSE + list(args), check=check, capture_output=True, text=True, timeout=180)
-
-
-def sql(database, query):
-    out = compose("exec", "-T", "postgres", "psql", "-U", "docchat", "-d", database, "-tAc", query).stdout
-    return out.strip()
-
-
-def expect(what, got, want):
-    line = f"{what}: {got}" + ("" if got == want else f" (want {want})")
-    print(("    ok   " if got == want else "    FAIL ") + line, flush=True)
-    if got != want:
-        failures.append(line)
-
-
-def figure(fault, checked, value):
-    figures.append((fault, checked, value))
-
-
-def wait_for(what, predicate, deadline_s):
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise RuntimeError(f"timed out after {deadline_s}s waiting for {what}")
+stack.connect(sys.argv[1], sys.argv[2], sys.argv[3])
+WANTED = sys.argv[4:] or ["ingest-kill", "chat-kill", "agent-kill", "scheduler-kill", "broker", "postgres", "sigterm"]
 
 
 def document_text(i):
@@ -108,10 +76,6 @@ def jobs_of(collection_id):
     """The collection's ingestion jobs (not its description's)."""
     page = ok(api("GET", "/admin/jobs", params={"collection_id": collection_id, "kind": "ingest_upload", "limit": 200}))
     return page["jobs"]
-
-
-def containers(service):
-    return compose("ps", "-q", service).stdout.split()
 
 
 def check_collection(fault, collection_id, names):
@@ -161,9 +125,9 @@ def fault_ingest_kill():
     settled = time.monotonic() - started
     print(f"    jobs re-run after the kill: {reruns}; settled after {settled:.1f}s", flush=True)
     if reruns < 1:
-        failures.append("no job was interrupted by the kill (the fault did not hit a running job)")
+        stack.failures.append("no job was interrupted by the kill (the fault did not hit a running job)")
     figure("ingest-kill", "jobs re-run by the surviving replica / settle time", f"{reruns} / {settled:.0f} s")
-    subprocess.run(["docker", "start", victim], check=False, capture_output=True, timeout=60)
+    stack.restart_and_wait(victim)
 
 
 def ip_of(container):
@@ -172,10 +136,17 @@ def ip_of(container):
     return set(out.split())
 
 
-def gateway_peers(port):
-    """IPv4 peers the gateway holds established connections to on `port`."""
-    gateway = containers("gateway")[0]
-    table = subprocess.run(["docker", "exec", gateway, "cat", "/proc/net/tcp"], check=True,
+def gateway_peers(port, clients=("gateway",)):
+    """IPv4 peers the containers of `clients` (the gateway) hold established connections to on
+    `port`."""
+    peers = set()
+    for client in (c for service in clients for c in containers(service)):
+        peers |= connected_to(client, port)
+    return peers
+
+
+def connected_to(client, port):
+    table = subprocess.run(["docker", "exec", client, "cat", "/proc/net/tcp"], check=True,
                            capture_output=True, text=True, timeout=30).stdout
     peers = set()
     for line in table.splitlines()[1:]:
@@ -193,7 +164,7 @@ def fault_chat_kill():
     expect("chat-service replicas", len(replicas), 2)
     session = ok(api("POST", "/chats", json={}))["id"]
     question = "Tell me a long story [answer word by word]"
-    response = requests.post(f"{BASE}/api/v1/chats/{session}/completions", headers=H, stream=True, timeout=TIMEOUT,
+    response = requests.post(f"{BASE}/api/v1/chats/{session}/completions", headers=stack.H, stream=True, timeout=TIMEOUT,
                              json={"message": question, "llm": "scripted", "stream": True})
     expect("stream opened", response.status_code, 200)
     lines = response.iter_lines()
@@ -249,7 +220,132 @@ def fault_chat_kill():
     expect("attempts the new completion needed", attempts, 1)
     figure("chat-kill", "stream end / reply stored after / new completion",
            f"{ended} after {ended_after:.1f} s / {stored_after:.0f} s / {'ok' if answered else 'FAILED'} in {attempts} attempt(s)")
-    subprocess.run(["docker", "start", victim], check=False, capture_output=True, timeout=60)
+    stack.restart_and_wait(victim)
+
+
+def agent_jobs():
+    page = ok(api("GET", "/admin/jobs", params={"kind": "agent_run", "limit": 200}))
+    return {j["id"]: j for j in page["jobs"]}
+
+
+def fault_agent_kill():
+    print("\n--> fault: kill -9 the agent-service replica in a tool run", flush=True)
+    replicas = containers("agent-service")
+    expect("agent-service replicas", len(replicas), 2)
+    session = ok(api("POST", "/chats", json={}))["id"]
+    agent = {"use_agent": True, "agent_tools": ["python"]}
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        t0 = time.monotonic()
+        asked = pool.submit(api, "POST", f"/chats/{session}/completions", timeout=120,
+                            json={"message": "[sleep in python] Wait a while", "llm": "scripted", "llm_args": agent})
+        # The run's lease row names the replica (its hostname) from the run's start to its end.
+        lease = wait_for("the agent run's lease", lambda: sql(
+            "docchat_agent", "select job_id || ' ' || worker from run_leases limit 1"), 60)
+        job_id, worker = lease.split(" ", 1)
+        victim = stack.container_of(worker, "agent-service")
+        # The scripted model calls python at once; the code sleeps 45 s.
+        time.sleep(4)
+        expect("the run still running when killed", asked.done(), False)
+        subprocess.run(["docker", "kill", "--signal", "KILL", victim], check=True, capture_output=True, timeout=30)
+        killed = time.monotonic()
+        response = asked.result(timeout=150)
+    answered_after = time.monotonic() - killed
+    body = response.json() if response.content else {}
+    clean = response.status_code < 300 or (body.get("code") == response.status_code and isinstance(body.get("message"), str))
+    print(f"    killed {victim[:12]} ({worker}) {killed - t0:.1f}s into the run; the completion answered "
+          f"{response.status_code} after {answered_after:.1f}s: {json.dumps(body)[:160]}", flush=True)
+    expect("the completion answered (2xx or a 5xx with the standard body)", clean, True)
+    expect("the completion answered within its timeout", answered_after < TIMEOUT, True)
+    job = wait_for("the killed run's job to end", lambda: (lambda j: j if j and j["status"] not in ("queued", "running") else None)(
+        agent_jobs().get(job_id)), 120)
+    ended_after = time.monotonic() - killed
+    print(f"    the run's job ended {job['status']} after {ended_after:.0f}s: {job.get('errors')}", flush=True)
+    expect("the killed run's job status", job["status"], "stale")
+    running = [j for j in agent_jobs().values() if j["status"] in ("queued", "running")]
+    leases = int(sql("docchat_agent", "select count(*) from run_leases"))
+    expect("agent runs left running", len(running), 0)
+    expect("run leases left", leases, 0)
+    attempts, answered = 0, None
+    while attempts < 3 and answered is None:
+        attempts += 1
+        r = api("POST", f"/chats/{session}/completions", timeout=120,
+                json={"message": "And the capital of France?", "llm": "scripted", "llm_args": agent})
+        if r.status_code == 200 and "Paris" in r.json().get("body", ""):
+            answered = r.json()
+        else:
+            print(f"    new agent completion attempt {attempts}: {r.status_code} {r.text[:160]}", flush=True)
+            time.sleep(1)
+    expect("a new agent completion on the same session", answered is not None, True)
+    figure("agent-kill", "completion answered / run's job ended / runs left running / next agent completion",
+           f"{response.status_code} after {answered_after:.1f} s / {job['status']} after {ended_after:.0f} s / "
+           f"{len(running)} / {'ok' if answered else 'FAILED'} in {attempts} attempt(s)")
+    stack.restart_and_wait(victim)
+
+
+def executions(task_id):
+    return ok(api("GET", f"/scheduled_tasks/{task_id}/executions", params={"limit": 100}))["items"]
+
+
+def create_task(name, message, at):
+    return ok(api("POST", "/scheduled_tasks", json={
+        "name": name, "schedule_type": "once",
+        "schedule_expression": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)),
+        "task_type": "chat_completion", "task_config": {"message": message, "llm": "scripted"},
+    }))["id"]
+
+
+def fault_scheduler_kill():
+    print("\n--> fault: two scheduler replicas racing for due tasks, then kill -9 the one running an execution", flush=True)
+    replicas = containers("scheduler-service")
+    expect("scheduler-service replicas", len(replicas), 2)
+    tag = uuid.uuid4().hex[:6]
+    # Both replicas claim due tasks every tick: each of these runs once, on one replica.
+    due = time.time() + 8
+    racing = [create_task(f"faults-race-{tag}-{i}", "What is the capital of France?", due) for i in range(24)]
+    runs = wait_for("every racing task to have run", lambda: (lambda rs: rs if all(
+        r and all(e["status"] != "running" for e in r) for r in rs) else None)([executions(t) for t in racing]), 120)
+    time.sleep(3)  # a doubled claim would show up by now
+    runs = [executions(t) for t in racing]
+    doubled = sum(1 for r in runs if len(r) != 1)
+    completed = sum(1 for r in runs for e in r if e["status"] == "completed")
+    ids = "', '".join(racing)
+    workers = sql("docchat_scheduler", f"select count(distinct worker) from task_executions where task_id in ('{ids}')")
+    print(f"    {len(racing)} tasks due at once: {completed} executions completed, spread over {workers} replica(s)", flush=True)
+    expect("racing tasks run other than once", doubled, 0)
+    expect("racing executions completed", completed, len(racing))
+
+    task = create_task(f"faults-kill-{tag}", "[answer slowly] Summarise the day", time.time() + 2)
+    execution = wait_for("the slow execution to start", lambda: (lambda r: r[0] if r and r[0]["status"] == "running" else None)(
+        executions(task)), 60)
+    worker = sql("docchat_scheduler", f"select worker from task_executions where id = '{execution['id']}'")
+    victim = stack.container_of(worker.rsplit("-", 1)[0], "scheduler-service")
+    time.sleep(2)
+    subprocess.run(["docker", "kill", "--signal", "KILL", victim], check=True, capture_output=True, timeout=30)
+    killed = time.monotonic()
+    print(f"    killed {victim[:12]} ({worker}) running execution {execution['id']}", flush=True)
+    ended = wait_for("the killed execution to end", lambda: (lambda r: r if r and all(
+        e["status"] != "running" for e in r) else None)(executions(task)), 120)
+    ended_after = time.monotonic() - killed
+    error = sql("docchat_scheduler", f"select error_message from task_executions where id = '{execution['id']}'")
+    print(f"    the execution ended {ended[0]['status']} after {ended_after:.0f}s: {error!r}", flush=True)
+    expect("executions of the killed task (none doubled)", len(ended), 1)
+    expect("the killed execution's status", ended[0]["status"], "failed")
+    state = ok(api("GET", f"/scheduled_tasks/{task}"))
+    expect("the task's execution status", state["execution_status"], "idle")
+    running = int(sql("docchat_scheduler", "select count(*) from task_executions where status = 'running'"))
+    expect("executions left running", running, 0)
+    # The surviving replica runs the task on demand.
+    ok(api("PUT", f"/scheduled_tasks/{task}", json={"task_config_patch": {"message": "And quickly now?"}}))
+    ok(api("POST", f"/scheduled_tasks/{task}/trigger", json={}))
+    after = wait_for("the triggered execution to complete", lambda: (lambda r: r if len(r) == 2 and all(
+        e["status"] != "running" for e in r) else None)(executions(task)), 90)
+    statuses = sorted(e["status"] for e in after)
+    expect("executions after the trigger", statuses, ["completed", "failed"])
+    figure("scheduler-kill", "tasks due at once run other than once / killed execution ended / executions left running / next run",
+           f"{doubled} of {len(racing)} / {ended[0]['status']} after {ended_after:.0f} s / {running} / "
+           f"{'ok' if statuses == ['completed', 'failed'] else 'FAILED'}")
+    stack.restart_and_wait(victim)
+
 
 
 def fault_broker():
@@ -338,22 +434,142 @@ def fault_postgres():
            f"{len(results)} / {sum(v for k, v in codes.items() if k.startswith('5'))} / {len(bad)} / {slowest:.1f} s")
 
 
-FAULTS = {"ingest-kill": fault_ingest_kill, "chat-kill": fault_chat_kill, "broker": fault_broker,
-          "postgres": fault_postgres}
-
-for name in WANTED:
-    t = time.monotonic()
+def stream_reply(session):
+    """Streams a long reply (the scripted upstream's trickle, 40 s); how it ended, when, and
+    how many events (a word each, then the end) came."""
+    words, ended = 0, "closed"
     try:
-        FAULTS[name]()
-    except Exception as e:  # noqa: BLE001 - report and go on to the next fault
-        failures.append(f"{name}: {e}")
-        print(f"    FAIL {name}: {e}", flush=True)
-    print(f"    ({name} took {time.monotonic() - t:.0f}s)", flush=True)
+        with requests.post(f"{stack.BASE}/api/v1/chats/{session}/completions", headers=stack.H, stream=True, timeout=TIMEOUT,
+                           json={"message": "Tell me a long story [answer word by word]", "llm": "scripted", "stream": True}) as r:
+            for line in r.iter_lines():
+                if not line:
+                    continue
+                event = json.loads(line)
+                if event.get("error"):
+                    ended = "error line"
+                else:
+                    words += 1
+            else:
+                ended = "finished" if ended == "closed" and words >= 80 else ended
+    except requests.RequestException as e:
+        ended = f"broken ({type(e).__name__})"
+    return ended, time.monotonic(), words
 
-print("\nfault | checked | figure")
-for fault, checked, value in figures:
-    print(f"{fault} | {checked} | {value}")
-if failures:
-    print(f"\n{len(failures)} failure(s):\n  " + "\n  ".join(failures))
-    sys.exit(1)
-print("\nall faults passed")
+
+SERVICES = ["ingest-service", "chat-service", "agent-service", "scheduler-service", "admin-service", "gateway"]
+# How long a stopped service may take (docker-compose.yml's stop_grace_period: the services'
+# DOCCHAT_SHUTDOWN_GRACE_SECONDS of 20 plus room); past it Docker sends SIGKILL (exit 137).
+GRACE = 25
+
+
+def fault_sigterm():
+    print("\n--> fault: SIGTERM each service in turn under load", flush=True)
+    col = ok(api("POST", "/collections", json={"name": f"faults-sigterm-{uuid.uuid4().hex[:6]}", "description": ""}))
+    ingest(col["id"], 3, "sigterm-seed")
+    wait_for("the seed documents", lambda: ok(api("GET", f"/collections/{col['id']}"))["document_count"] >= 3, 120)
+    session = ok(api("POST", "/chats", params={"collection_id": col["id"]}, json={}))["id"]
+    agent_session = ok(api("POST", "/chats", json={}))["id"]
+    stream_session = ok(api("POST", "/chats", json={}))["id"]
+    results, stop = [], time.monotonic() + 10_000
+    counter = iter(range(1_000_000))
+
+    def call(route, method, path, **kw):
+        t = time.monotonic()
+        try:
+            r = api(method, path, **kw)
+            body = r.json() if r.content and r.headers.get("content-type", "").startswith("application/json") else {}
+            clean = r.status_code < 300 or (r.status_code >= 500 and isinstance(body, dict)
+                                            and body.get("code") == r.status_code and isinstance(body.get("message"), str))
+            results.append((route, t, time.monotonic(), r.status_code, clean))
+            return r
+        except requests.RequestException as e:
+            results.append((route, t, time.monotonic(), type(e).__name__, False))
+            return None
+
+    def loop(step):
+        while time.monotonic() < stop:
+            step()
+            time.sleep(0.05)
+
+    def reads():
+        call("collections", "GET", "/collections", params={"limit": 5})
+        call("scheduled_tasks", "GET", "/scheduled_tasks", params={"limit": 5})
+        call("admin_jobs", "GET", "/admin/jobs", params={"limit": 5})
+
+    def rag():
+        call("rag", "POST", f"/chats/{session}/completions", json={"message": "What do the surveys say?", "llm": "scripted"})
+
+    def agent():
+        call("agent", "POST", f"/chats/{agent_session}/completions", timeout=60,
+             json={"message": "What is the capital of France?", "llm": "scripted", "llm_args": {"use_agent": True}})
+
+    def upload():
+        n = next(counter)
+        r = call("upload", "PUT", "/uploads", files={"file": (f"sigterm-{n}.txt", document_text(n), "text/plain")})
+        if r is not None and r.status_code == 200:
+            call("ingest", "POST", f"/uploads/{r.json()['id']}/ingest", params={"collection_id": col["id"]})
+
+    stops, streamed = [], None
+    with concurrent.futures.ThreadPoolExecutor(5) as pool:
+        load = [pool.submit(loop, f) for f in (reads, rag, agent, upload)]
+        time.sleep(3)
+        for service in SERVICES:
+            # The replica the callers (the gateway; for agent-service, chat-service) hold their
+            # connection to: the one the load reaches.
+            used = gateway_peers(50051, ("gateway", "chat-service"))
+            replicas = containers(service)
+            victim = next((c for c in replicas if ip_of(c) & used), replicas[0])
+            stream = pool.submit(stream_reply, stream_session) if service == "chat-service" else None
+            if stream:
+                time.sleep(3)  # the reply is streaming
+            t0 = time.monotonic()
+            subprocess.run(["docker", "stop", "-t", str(GRACE), victim], check=True, capture_output=True, timeout=GRACE + 30)
+            exited = time.monotonic()
+            if stream:
+                ended, after, words = stream.result(timeout=120)
+                streamed = (ended, after - t0, words)
+                print(f"    a reply streaming through the stopped chat replica: {ended} {after - t0:.1f}s after SIGTERM, "
+                      f"{words} events received", flush=True)
+                expect("the streamed reply ended within the grace period", after - t0 < GRACE, True)
+                expect("the streamed reply ended with an error line or its end (not a broken stream)",
+                       ended in ("error line", "finished"), True)
+            code = int(stack.docker("inspect", "-f", "{{.State.ExitCode}}", victim))
+            print(f"    {service} {victim[:12]}: exit {code} {exited - t0:.1f}s after SIGTERM", flush=True)
+            stack.restart_and_wait(victim)
+            stops.append((service, t0, exited, code, time.monotonic()))
+            time.sleep(2)
+        stop = time.monotonic()
+        for f in load:
+            f.result(timeout=120)
+    for service, t0, exited, code, back in stops:
+        in_flight = [r for r in results if r[1] < t0 < r[2]]
+        during = [r for r in results if t0 <= r[1] <= exited]
+        broken = [r for r in in_flight if not r[4]]
+        # With one gateway, what is sent while it is down is refused (Kubernetes runs two).
+        refused = [r for r in results if service == "gateway" and t0 <= r[1] <= back and not r[4]]
+        failed = [r for r in during if not r[4] and service != "gateway"]
+        expect(f"{service}: exit code after SIGTERM (0: drained, 137: killed at the grace)", code, 0)
+        expect(f"{service}: stopped within the grace period", exited - t0 < GRACE, True)
+        expect(f"{service}: requests in flight at SIGTERM that broke", [f"{r[0]}: {r[3]}" for r in broken], [])
+        expect(f"{service}: requests sent while it stopped that failed uncleanly", [f"{r[0]}: {r[3]}" for r in failed], [])
+        errors = sum(1 for r in in_flight + during if r[4] and isinstance(r[3], int) and r[3] >= 500)
+        figure("sigterm", f"{service}: exit / time to stop / in flight (broke) / sent while stopping (5xx with body, refused)",
+               f"{code} / {exited - t0:.1f} s / {len(in_flight)} ({len(broken)}) / {len(during)} ({errors}, {len(refused)})")
+    if streamed:
+        figure("sigterm", "chat-service: a reply streaming at SIGTERM ended / after / events received", f"{streamed[0]} / {streamed[1]:.1f} s / {streamed[2]}")
+        messages = ok(api("GET", f"/chats/{stream_session}/messages"))
+        trickled = [m for m in messages if m.get("reply_to") and "word0" in m.get("content", "")]
+        expect("the streamed reply stored (partial)", len(trickled), 1)
+    total = len(results)
+    bad = [r for r in results if not r[4] and not any(
+        s == "gateway" and t0 <= r[1] <= back for s, t0, _, _, back in stops)]
+    print(f"    {total} requests under load; {len(bad)} failed uncleanly outside the gateway's own stop", flush=True)
+    expect("requests under load that failed uncleanly (outside the gateway's stop)", [f"{r[0]}: {r[3]}" for r in bad], [])
+
+
+
+FAULTS = {"ingest-kill": fault_ingest_kill, "chat-kill": fault_chat_kill, "agent-kill": fault_agent_kill,
+          "scheduler-kill": fault_scheduler_kill, "broker": fault_broker, "postgres": fault_postgres,
+          "sigterm": fault_sigterm}
+
+stack.run_all(FAULTS, WANTED, "fault")

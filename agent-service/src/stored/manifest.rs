@@ -1,6 +1,8 @@
 //! The workspace manifest (table workspace_files): path → the document holding it, with the
 //! stored bytes' SHA-256 and size, and the question whose run stored them.
 
+use std::collections::HashMap;
+
 use docchat_common::error::{ApiError, ApiResult};
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 
@@ -23,32 +25,62 @@ pub struct Entry {
     pub stored_at: i64,
 }
 
+impl From<Entry> for crate::files::StoredFile {
+    fn from(e: Entry) -> Self {
+        crate::files::StoredFile {
+            path: e.path,
+            size: e.size,
+            stored_at: e.stored_at,
+        }
+    }
+}
+
 /// The session's stored files, by path.
 pub async fn entries(db: &DatabaseConnection, session_id: &str) -> ApiResult<Vec<Entry>> {
+    Ok(entries_of(db, &[session_id.to_owned()])
+        .await?
+        .remove(session_id)
+        .unwrap_or_default())
+}
+
+/// The stored files of several sessions in one query, by session (sessions without any are
+/// left out), each list by path.
+pub async fn entries_of(
+    db: &DatabaseConnection,
+    session_ids: &[String],
+) -> ApiResult<HashMap<String, Vec<Entry>>> {
+    let mut by_session: HashMap<String, Vec<Entry>> = HashMap::new();
+    if session_ids.is_empty() {
+        return Ok(by_session);
+    }
+    let marks = vec!["?"; session_ids.len()].join(", ");
     let rows = db
         .query_all(stmt(
             db,
-            "SELECT path, document_id, sha256, size, question_id, updated_at FROM workspace_files \
-             WHERE session_id = ? ORDER BY path",
-            vec![session_id.into()],
+            &format!(
+                "SELECT session_id, path, document_id, sha256, size, question_id, updated_at \
+                 FROM workspace_files WHERE session_id IN ({marks}) ORDER BY session_id, path"
+            ),
+            session_ids.iter().map(|id| id.clone().into()).collect(),
         ))
         .await
         .map_err(db_error)?;
-    rows.into_iter()
-        .map(|r| {
-            Ok(Entry {
-                path: r.try_get("", "path").map_err(db_error)?,
-                document_id: r.try_get("", "document_id").map_err(db_error)?,
-                sha256: r.try_get("", "sha256").map_err(db_error)?,
-                size: r.try_get("", "size").map_err(db_error)?,
-                question_id: r.try_get("", "question_id").map_err(db_error)?,
-                stored_at: r
-                    .try_get::<chrono::DateTime<chrono::Utc>>("", "updated_at")
-                    .map_err(db_error)?
-                    .timestamp(),
-            })
-        })
-        .collect()
+    for r in rows {
+        let session_id: String = r.try_get("", "session_id").map_err(db_error)?;
+        let entry = Entry {
+            path: r.try_get("", "path").map_err(db_error)?,
+            document_id: r.try_get("", "document_id").map_err(db_error)?,
+            sha256: r.try_get("", "sha256").map_err(db_error)?,
+            size: r.try_get("", "size").map_err(db_error)?,
+            question_id: r.try_get("", "question_id").map_err(db_error)?,
+            stored_at: r
+                .try_get::<chrono::DateTime<chrono::Utc>>("", "updated_at")
+                .map_err(db_error)?
+                .timestamp(),
+        };
+        by_session.entry(session_id).or_default().push(entry);
+    }
+    Ok(by_session)
 }
 
 /// Records (or updates) where a file is stored.

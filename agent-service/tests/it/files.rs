@@ -190,6 +190,19 @@ docchat_common::backend_tests! {
         let folder = stats_on_b(Some("out")).await;
         assert_eq!((folder.file_count, folder.size_bytes), (1, 20), "{}: {folder:?}", backend.name);
         assert_eq!(folder.top_level_contents, ["report.md"]);
+        // And so do its global stats (the manifests of a page of sessions, read at once).
+        let mut client = AgentServiceClient::new(replica_b.channel());
+        let global = client
+            .global_directory_stats(agents.req(&alice, Service::Agent, pb::GlobalDirectoryStatsRequest::default()))
+            .await
+            .unwrap()
+            .into_inner();
+        let listed: Vec<_> = global
+            .sessions
+            .iter()
+            .map(|s| (s.session_id.as_str(), s.stats[0].file_count, s.stats[0].size_bytes))
+            .collect();
+        assert_eq!(listed, [(session.as_str(), 1, 20)], "{}: {global:?}", backend.name);
 
         // Run 2 on replica B: its disk never saw the file, the run reads it all the same,
         // and the rewritten file keeps its document.

@@ -181,6 +181,9 @@ impl ApiError {
             let code = match status.code() {
                 // tonic's answer to a message over the configured size.
                 Code::OutOfRange => ErrorCode::PayloadTooLarge,
+                // The peer went away in the middle of the call (killed, restarted, its
+                // connection reset): a transient failure the caller may retry, not a bug.
+                Code::Unknown | Code::Cancelled if peer_went_away(status) => ErrorCode::Unavailable,
                 other => ErrorCode::from_grpc(other),
             };
             tracing::warn!(
@@ -200,6 +203,17 @@ impl ApiError {
         };
         ApiError { code, message }
     }
+}
+
+/// Whether a status that tonic made itself (no [`ErrorDetail`]) says the connection to the
+/// peer broke mid-call: HTTP/2 stream or connection errors, the transport, a reset stream.
+fn peer_went_away(status: &Status) -> bool {
+    let message = status.message();
+    status.code() == Code::Cancelled
+        || message.starts_with("h2 protocol error")
+        || message.starts_with("transport error")
+        || message.contains("connection reset")
+        || message.contains("error reading a body from connection")
 }
 
 impl From<ApiError> for Status {
@@ -307,6 +321,23 @@ mod tests {
         let bad = ApiError::from_status(&Status::invalid_argument("h2 protocol error: xyz"));
         assert_eq!(bad.code.http_status(), 400);
         assert!(!bad.message.contains("h2"), "{}", bad.message);
+    }
+
+    /// A peer killed mid-call (what tonic reports when agent-service's replica died during a
+    /// run, tests/compose/faults.py agent-kill) is a 503 the caller may retry, not a 500.
+    #[test]
+    fn a_peer_gone_mid_call_is_unavailable() {
+        for status in [
+            Status::unknown("h2 protocol error: error reading a body from connection"),
+            Status::unknown("transport error"),
+            Status::cancelled("operation was canceled"),
+        ] {
+            let err = ApiError::from_status(&status);
+            assert_eq!(err.code.http_status(), 503, "{status:?}");
+            assert_eq!(err.message, "service unavailable");
+        }
+        let bug = ApiError::from_status(&Status::unknown("something else"));
+        assert_eq!(bug.code.http_status(), 500);
     }
 
     #[test]
