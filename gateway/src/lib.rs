@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod error;
 pub mod mcp_limits;
+pub mod nul;
 pub mod openapi;
 pub mod routes;
 pub mod standalone;
@@ -53,6 +54,12 @@ fn json_error(err: actix_web::error::JsonPayloadError) -> HttpError {
             ErrorCode::PayloadTooLarge,
             "the request body is larger than this server accepts",
         )),
+        // What the edge refused while the body streamed in (nul.rs).
+        JsonPayloadError::Payload(PayloadError::Io(e))
+            if e.kind() == std::io::ErrorKind::InvalidData =>
+        {
+            bad_request(e.to_string())
+        }
         other => bad_request(format!("invalid JSON body: {other}")),
     }
 }
@@ -95,6 +102,7 @@ fn app(
     let path = web::PathConfig::default()
         .error_handler(|err, _| bad_request(format!("invalid path: {err}")).into());
     let app = App::new()
+        .wrap(actix_web::middleware::from_fn(nul::refuse))
         .app_data(state)
         .app_data(json)
         .app_data(query)

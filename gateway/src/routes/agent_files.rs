@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
+use super::{PageQuery, page};
+
 use crate::auth::Api;
 use crate::error::{ErrorBody, HttpResult};
 
@@ -91,13 +93,6 @@ pub struct AgentServerDirectoryStatsPerSession {
 pub struct DetailQuery {
     /// 1 adds per-file metadata.
     pub detail_level: Option<u32>,
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-pub struct PageQuery {
-    pub offset: Option<u64>,
-    /// At most 1000; default 100.
-    pub limit: Option<u64>,
 }
 
 /// `1.5 KB` style.
@@ -320,18 +315,20 @@ pub async fn get_agent_server_directory_stats(
 }
 
 #[utoipa::path(tag = "Agents", params(PageQuery),
-    responses((status = 200, body = Vec<AgentServerDirectoryStatsPerSession>), (status = 401, body = ErrorBody)),
+    responses((status = 200, body = Vec<AgentServerDirectoryStatsPerSession>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 #[get("/agents/directory_stats")]
 pub async fn list_all_agent_server_directory_stats(
     api: Api,
     query: web::Query<PageQuery>,
 ) -> HttpResult<web::Json<Vec<AgentServerDirectoryStatsPerSession>>> {
+    // Out-of-range values are a 400 here; a limit of 0 is the service's default (100).
+    let (offset, limit) = page(query.offset, query.limit)?;
     let sessions = api
         .agent()
         .global_directory_stats(pb::GlobalDirectoryStatsRequest {
-            offset: query.offset.unwrap_or(0),
-            limit: query.limit.unwrap_or(100),
+            offset,
+            limit,
             filter_text: String::new(),
         })
         .await?

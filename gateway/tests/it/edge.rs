@@ -28,6 +28,7 @@ docchat_common::backend_tests! {
             ("/api/v1/chats".to_owned(), &alice),
             (format!("/api/v1/chats/{sid}/messages"), &alice),
             ("/api/v1/extractors".to_owned(), &alice),
+            ("/api/v1/agents/directory_stats".to_owned(), &alice),
             ("/api/v1/users".to_owned(), &ADMIN_KEY.to_owned()),
             ("/api/v1/admin/api_keys".to_owned(), &ADMIN_KEY.to_owned()),
         ];
@@ -188,4 +189,63 @@ async fn an_upload_body_one_byte_over_the_limit_is_413_when_streamed() {
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["filename"], "f.txt");
     app.stop().await;
+}
+
+docchat_common::backend_tests! {
+    /// Text with NUL (U+0000) is a 400 on both backends, refused before anything changes:
+    /// PostgreSQL cannot store it (schemathesis's PATCH of a collection name was a 500 there,
+    /// and stored on SQLite). In JSON bodies (any piece size), URLs and the compat API.
+    async fn text_with_nul_is_refused_at_the_edge(backend) {
+        let app = Stack::docchat(&backend).await;
+        let (_, alice) = app.user("alice").await;
+        let (s, c) = app
+            .call(Method::POST, "/api/v1/collections", &alice, Some(json!({"name": "kept"})))
+            .await;
+        assert_eq!(s, 201, "{c}");
+        let cid = c["id"].as_str().unwrap();
+        let refused = "text may not contain the NUL character (\\u0000)";
+        for (method, path, body) in [
+            (Method::PATCH, format!("/api/v1/collections/{cid}"), json!({"name": "a\u{0}b"})),
+            (Method::POST, "/api/v1/collections".to_owned(), json!({"name": "n", "description": "\u{0}"})),
+            (Method::POST, "/api/v1/memory_blocks".to_owned(), json!({"name": "m", "content": "x\u{0}"})),
+        ] {
+            let (s, b) = app.call(method.clone(), &path, &alice, Some(body)).await;
+            assert_error(s, &b, 400);
+            assert_eq!(b["message"], refused, "{method} {path}");
+        }
+        // Streamed one byte at a time, the escape split across pieces.
+        let body = br#"{"name": "split\u0000"}"#.to_vec();
+        let chunks = futures::stream::iter(body.into_iter().map(|b| Ok::<_, std::io::Error>(vec![b])));
+        let response = app
+            .http(Method::PATCH, &format!("/api/v1/collections/{cid}"), Some(&alice))
+            .header("content-type", "application/json")
+            .body(reqwest::Body::wrap_stream(chunks))
+            .send()
+            .await
+            .unwrap();
+        let (s, b) = read(response).await;
+        assert_error(s, &b, 400);
+        for path in [format!("/api/v1/collections/{cid}%00"), "/api/v1/collections?name_filter=a%00".to_owned()] {
+            let (s, b) = app.call(Method::GET, &path, &alice, None).await;
+            assert_error(s, &b, 400);
+            assert_eq!(b["message"], refused, "{path}");
+        }
+        let (s, b) = app
+            .call(
+                Method::POST,
+                "/compat_api/v1/chat/completions",
+                &alice,
+                Some(json!({"model": "auto", "messages": [{"role": "user", "content": "hi\u{0}"}]})),
+            )
+            .await;
+        assert_eq!(s, 400, "{b}");
+        // Nothing changed; an escaped backslash before u0000 is ordinary text.
+        let (s, b) = app.call(Method::GET, &format!("/api/v1/collections/{cid}"), &alice, None).await;
+        assert_eq!((s, b["name"].as_str()), (200, Some("kept")), "{b}");
+        let (s, b) = app
+            .call(Method::PATCH, &format!("/api/v1/collections/{cid}"), &alice, Some(json!({"name": "a\\u0000b"})))
+            .await;
+        assert_eq!((s, b["name"].as_str()), (200, Some("a\\u0000b")), "{b}");
+        app.stop().await;
+    }
 }

@@ -164,7 +164,13 @@ impl ApiError {
     }
 
     /// Logs the cause with context and answers an opaque 500: internals never reach a caller.
+    /// One cause is the request's, not a fault: PostgreSQL refuses text holding NUL (SQLSTATE
+    /// 22021), which the gateway refuses at the edge but a multipart field could still carry.
     pub fn internal(context: &str, cause: impl std::fmt::Display) -> Self {
+        let cause = cause.to_string();
+        if cause.contains("invalid byte sequence for encoding \"UTF8\": 0x00") {
+            return Self::bad_request("text may not contain the NUL character (\\u0000)");
+        }
         tracing::error!(error = %cause, "{context}");
         Self::new(ErrorCode::Internal, "internal error")
     }
@@ -321,6 +327,20 @@ mod tests {
         let bad = ApiError::from_status(&Status::invalid_argument("h2 protocol error: xyz"));
         assert_eq!(bad.code.http_status(), 400);
         assert!(!bad.message.contains("h2"), "{}", bad.message);
+    }
+
+    #[test]
+    fn text_postgres_cannot_store_is_the_callers_error() {
+        let err = ApiError::internal(
+            "database error",
+            "Query Error: error returned from database: invalid byte sequence for encoding \"UTF8\": 0x00",
+        );
+        assert_eq!(err.code.http_status(), 400);
+        assert_eq!(
+            err.message,
+            "text may not contain the NUL character (\\u0000)"
+        );
+        assert_eq!(ApiError::internal("x", "disk full").code.http_status(), 500);
     }
 
     /// A peer killed mid-call (what tonic reports when agent-service's replica died during a
