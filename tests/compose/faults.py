@@ -164,7 +164,7 @@ def fault_chat_kill():
     expect("chat-service replicas", len(replicas), 2)
     session = ok(api("POST", "/chats", json={}))["id"]
     question = "Tell me a long story [answer word by word]"
-    response = requests.post(f"{BASE}/api/v1/chats/{session}/completions", headers=stack.H, stream=True, timeout=TIMEOUT,
+    response = requests.post(f"{stack.BASE}/api/v1/chats/{session}/completions", headers=stack.H, stream=True, timeout=TIMEOUT,
                              json={"message": question, "llm": "scripted", "stream": True})
     expect("stream opened", response.status_code, 200)
     lines = response.iter_lines()
