@@ -513,32 +513,35 @@ def fault_sigterm():
     with concurrent.futures.ThreadPoolExecutor(5) as pool:
         load = [pool.submit(loop, f) for f in (reads, rag, agent, upload)]
         time.sleep(3)
-        for service in SERVICES:
-            # The replica the callers (the gateway; for agent-service, chat-service) hold their
-            # connection to: the one the load reaches.
-            used = gateway_peers(50051, ("gateway", "chat-service"))
-            replicas = containers(service)
-            victim = next((c for c in replicas if ip_of(c) & used), replicas[0])
-            stream = pool.submit(stream_reply, stream_session) if service == "chat-service" else None
-            if stream:
-                time.sleep(3)  # the reply is streaming
-            t0 = time.monotonic()
-            subprocess.run(["docker", "stop", "-t", str(GRACE), victim], check=True, capture_output=True, timeout=GRACE + 30)
-            exited = time.monotonic()
-            if stream:
-                ended, after, words = stream.result(timeout=120)
-                streamed = (ended, after - t0, words)
-                print(f"    a reply streaming through the stopped chat replica: {ended} {after - t0:.1f}s after SIGTERM, "
-                      f"{words} events received", flush=True)
-                expect("the streamed reply ended within the grace period", after - t0 < GRACE, True)
-                expect("the streamed reply ended with an error line or its end (not a broken stream)",
-                       ended in ("error line", "finished"), True)
-            code = int(stack.docker("inspect", "-f", "{{.State.ExitCode}}", victim))
-            print(f"    {service} {victim[:12]}: exit {code} {exited - t0:.1f}s after SIGTERM", flush=True)
-            stack.restart_and_wait(victim)
-            stops.append((service, t0, exited, code, time.monotonic()))
-            time.sleep(2)
-        stop = time.monotonic()
+        try:
+            for service in SERVICES:
+                # The replica the callers (the gateway; for agent-service, chat-service) hold their
+                # connection to: the one the load reaches.
+                used = gateway_peers(50051, ("gateway", "chat-service"))
+                replicas = containers(service)
+                victim = next((c for c in replicas if ip_of(c) & used), replicas[0])
+                stream = pool.submit(stream_reply, stream_session) if service == "chat-service" else None
+                if stream:
+                    time.sleep(3)  # the reply is streaming
+                t0 = time.monotonic()
+                subprocess.run(["docker", "stop", "-t", str(GRACE), victim], check=True, capture_output=True, timeout=GRACE + 30)
+                exited = time.monotonic()
+                if stream:
+                    ended, after, words = stream.result(timeout=120)
+                    streamed = (ended, after - t0, words)
+                    print(f"    a reply streaming through the stopped chat replica: {ended} {after - t0:.1f}s after SIGTERM, "
+                          f"{words} events received", flush=True)
+                    expect("the streamed reply ended within the grace period", after - t0 < GRACE, True)
+                    expect("the streamed reply ended with an error line or its end (not a broken stream)",
+                           ended in ("error line", "finished"), True)
+                code = int(stack.docker("inspect", "-f", "{{.State.ExitCode}}", victim))
+                print(f"    {service} {victim[:12]}: exit {code} {exited - t0:.1f}s after SIGTERM", flush=True)
+                stack.restart_and_wait(victim)
+                stops.append((service, t0, exited, code, time.monotonic()))
+                time.sleep(2)
+        finally:
+            # The load ends whatever happened (a failed stop must not leave it running).
+            stop = time.monotonic()
         for f in load:
             f.result(timeout=120)
     for service, t0, exited, code, back in stops:

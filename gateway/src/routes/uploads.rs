@@ -110,9 +110,12 @@ pub async fn upload_file(
             }
             Ok::<(), HttpError>(())
         };
-        let (sent, answer) = futures::join!(send, client.upload(chunks));
-        sent?;
-        let uploaded = answer?.into_inner();
+        // A refused body (over the limit, malformed) ends the call at once: dropping the
+        // upload resets its stream, so ingest-service keeps nothing of what it received
+        // (closing the channel instead would have ended the upload as a complete, shorter file).
+        let upload = async move { client.upload(chunks).await.map_err(HttpError::from) };
+        let ((), answer) = futures::future::try_join(send, upload).await?;
+        let uploaded = answer.into_inner();
         return Ok(HttpResponse::Ok().json(UploadedFile {
             id: uploaded.id,
             filename: uploaded.filename,

@@ -1,8 +1,10 @@
 //! What the gateway refuses before any service sees it: list offsets and limits storage
 //! cannot hold, and bodies over the size limit.
 
+use docchat_common::config::Service;
 use docchat_common::testing::Backend;
 use reqwest::Method;
+use sea_orm::{ConnectionTrait, Statement};
 use serde_json::json;
 
 use crate::harness::{ADMIN_KEY, Stack, assert_error, read};
@@ -185,9 +187,35 @@ async fn an_upload_body_one_byte_over_the_limit_is_413_when_streamed() {
     };
     let (s, b) = read(send(MAX + 1).await.unwrap()).await;
     assert_error(s, &b, 413);
+    // A refused upload leaves nothing behind: no row, no blob.
+    let stored = || async {
+        let db = app.database(Service::Ingest).await;
+        let rows = db
+            .query_one(Statement::from_string(
+                db.get_database_backend(),
+                "SELECT COUNT(*) AS n FROM uploads",
+            ))
+            .await
+            .unwrap()
+            .unwrap()
+            .try_get::<i64>("", "n")
+            .unwrap();
+        db.close().await.unwrap();
+        let blobs = std::fs::read_dir(app.data_dir().join("blobs"))
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| e.path().is_file())
+                    .count()
+            })
+            .unwrap_or(0);
+        (rows, blobs)
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(stored().await, (0, 0), "the refused upload was kept");
     let (s, b) = read(send(MAX).await.unwrap()).await;
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["filename"], "f.txt");
+    assert_eq!(stored().await, (1, 1));
     app.stop().await;
 }
 
