@@ -251,7 +251,7 @@ def fault_agent_kill():
         response = asked.result(timeout=150)
     answered_after = time.monotonic() - killed
     body = response.json() if response.content else {}
-    clean = response.status_code < 300 or (body.get("code") == response.status_code and isinstance(body.get("message"), str))
+    clean = response.status_code < 300 or stack.standard_error(response)
     print(f"    killed {victim[:12]} ({worker}) {killed - t0:.1f}s into the run; the completion answered "
           f"{response.status_code} after {answered_after:.1f}s: {json.dumps(body)[:160]}", flush=True)
     expect("the completion answered (2xx or a 5xx with the standard body)", clean, True)
@@ -403,10 +403,7 @@ def fault_postgres():
             t = time.monotonic()
             try:
                 r = api("GET", "/collections", params={"limit": 5}, timeout=TIMEOUT)
-                body_ok = True
-                if r.status_code >= 500:
-                    body = r.json()
-                    body_ok = body.get("code") == r.status_code and isinstance(body.get("message"), str)
+                body_ok = r.status_code < 500 or stack.standard_error(r)
                 results.append((r.status_code, time.monotonic() - t, body_ok))
             except requests.RequestException as e:
                 results.append((type(e).__name__, time.monotonic() - t, False))
@@ -477,9 +474,7 @@ def fault_sigterm():
         t = time.monotonic()
         try:
             r = api(method, path, **kw)
-            body = r.json() if r.content and r.headers.get("content-type", "").startswith("application/json") else {}
-            clean = r.status_code < 300 or (r.status_code >= 500 and isinstance(body, dict)
-                                            and body.get("code") == r.status_code and isinstance(body.get("message"), str))
+            clean = r.status_code < 300 or (r.status_code >= 500 and stack.standard_error(r))
             results.append((route, t, time.monotonic(), r.status_code, clean))
             return r
         except requests.RequestException as e:

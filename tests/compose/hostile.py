@@ -1,5 +1,5 @@
 """Hostile and malformed input against the compose stack (issue 19, part 3), run by
-scripts/compose-test.sh after the faults. Each check prints what it tried and its figures; any
+scripts/compose-test.sh before the faults. Each check prints what it tried and its figures; any
 violation fails the run.
 
   cross-user    user A owns one of each resource (collection, document, pending upload, chat
@@ -40,7 +40,7 @@ import requests
 import yaml
 
 import stack
-from stack import api, containers, expect, figure, ok, wait_for
+from stack import api, containers, expect, figure, ok, standard_error, wait_for
 
 stack.connect(sys.argv[1], sys.argv[2], sys.argv[3])
 WANTED = sys.argv[4:] or ["cross-user", "uploads", "requests", "alive"]
@@ -50,14 +50,6 @@ RESTARTS = {}
 
 def restart_counts():
     return {c: stack.docker("inspect", "-f", "{{.RestartCount}}", c) for s in SERVICES for c in containers(s)}
-
-
-def standard_error(response):
-    try:
-        body = response.json()
-    except ValueError:
-        return False
-    return isinstance(body, dict) and body.get("code") == response.status_code and isinstance(body.get("message"), str)
 
 
 # --- users and A's resources -----------------------------------------------------------------

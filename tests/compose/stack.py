@@ -42,6 +42,15 @@ def ok(response):
     return response.json() if response.content else None
 
 
+def standard_error(response):
+    """Whether an answer carries the API's error body: {"code": <its status>, "message": "..."}."""
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("code") == response.status_code and isinstance(body.get("message"), str)
+
+
 def compose(*args, check=True):
     return subprocess.run(COMPOSE + list(args), check=check, capture_output=True, text=True, timeout=180)
 
