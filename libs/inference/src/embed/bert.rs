@@ -13,7 +13,7 @@
 //! Matrix products are faer's (AVX-512 / AVX2 kernels chosen at run time), except that with
 //! [`Precision::Auto`] on CPUs with AVX-512 VNNI the linear layers run in int8
 //! ([`super::int8`]: about twice the throughput at 256 tokens, embeddings within cosine 0.99
-//! of f32's). In f32, results equal Hugging Face's `BertModel` with an attention mask up to
+//! of f32's), on AMX tiles where the CPU has them ([`super::amx`], the same sums). In f32, results equal Hugging Face's `BertModel` with an attention mask up to
 //! float rounding.
 //!
 //! Why not candle-transformers' `BertModel`: measured with `bench/embeddings` texts on the
@@ -133,12 +133,12 @@ impl Linear {
         Linear::F32 { w, inp, out }
     }
 
-    /// The arithmetic in use, for logs and tests: `"f32"` or `"int8"`.
+    /// The arithmetic in use, for logs and tests: `"f32"`, `"int8"` or `"int8-amx"`.
     fn kind(&self) -> &'static str {
         match self {
             Linear::F32 { .. } => "f32",
             #[cfg(target_arch = "x86_64")]
-            Linear::Int8(_) => "int8",
+            Linear::Int8(q) => q.kind(),
         }
     }
 
@@ -331,7 +331,7 @@ impl Bert {
         self.cfg.max_position_embeddings
     }
 
-    /// The arithmetic of the linear layers: `"f32"` or `"int8"`.
+    /// The arithmetic of the linear layers: `"f32"`, `"int8"` or `"int8-amx"`.
     pub(crate) fn linear_kind(&self) -> &'static str {
         self.layers.first().map_or("f32", |l| l.qkv_w.kind())
     }

@@ -39,6 +39,8 @@ use std::arch::x86_64::{
 
 use rayon::prelude::*;
 
+use super::amx;
+
 /// zmm registers of accumulators per tile row: 16 i32 columns each.
 const NV: usize = 4;
 /// Columns of a packed panel and of a register tile.
@@ -70,6 +72,9 @@ pub(crate) struct Int8Linear {
     scale: Vec<f32>,
     /// Per-column `Σ_k q[k][o]`, for the activations' zero points.
     wsum: Vec<i32>,
+    /// Whether the products run on AMX tiles ([`super::amx`]) rather than `vpdpbusd`;
+    /// then `kp` is a multiple of [`amx::K_STEP`].
+    amx: bool,
 }
 
 impl Int8Linear {
@@ -79,7 +84,12 @@ impl Int8Linear {
         if !available() || w.len() != k * n || k == 0 || n == 0 {
             return None;
         }
-        let kp = k.div_ceil(4) * 4;
+        Some(Self::with_kernel(w, k, n, amx::available()))
+    }
+
+    /// [`Int8Linear::new`] with the kernel chosen: AMX tiles or `vpdpbusd`.
+    fn with_kernel(w: &[f32], k: usize, n: usize, amx: bool) -> Int8Linear {
+        let kp = k.div_ceil(if amx { amx::K_STEP } else { 4 }) * if amx { amx::K_STEP } else { 4 };
         let panels = n.div_ceil(NR);
         let mut scale = vec![0f32; panels * NR];
         for row in w.chunks_exact(n) {
@@ -105,14 +115,20 @@ impl Int8Linear {
                 wsum[o] += i32::from(q);
             }
         }
-        Some(Int8Linear {
+        Int8Linear {
             k,
             n,
             kp,
             packed,
             scale,
             wsum,
-        })
+            amx,
+        }
+    }
+
+    /// The kernel in use, for logs and tests: `"int8-amx"` or `"int8"` (VNNI).
+    pub(crate) fn kind(&self) -> &'static str {
+        if self.amx { "int8-amx" } else { "int8" }
     }
 
     /// `y = x W` for `x` with `m` rows (`m × k`), into `y` (`m × n`), on the current rayon
@@ -123,13 +139,22 @@ impl Int8Linear {
         if x.len() != m * self.k || y.len() != m * self.n || !available() {
             return false;
         }
-        y.par_chunks_mut(MC * self.n)
-            .zip(x.par_chunks(MC * self.k))
+        // Row blocks: whole AMX blocks of rows on that path.
+        let mc = if self.amx { 2 * amx::ROWS } else { MC };
+        y.par_chunks_mut(mc * self.n)
+            .zip(x.par_chunks(mc * self.k))
             .for_each_init(
                 || (Vec::<u8>::new(), Vec::<f32>::new(), Vec::<i32>::new()),
                 |(xq, xs, xz), (y, x)| {
                     let rows = x.len() / self.k;
-                    xq.resize(rows * self.kp, 0);
+                    // AMX reads whole blocks of 32 rows: the rows past `rows` hold stale
+                    // bytes whose products land in rows of the tile that are not stored.
+                    let tile_rows = if self.amx {
+                        rows.next_multiple_of(amx::ROWS)
+                    } else {
+                        rows
+                    };
+                    xq.resize(tile_rows * self.kp, 0);
                     xs.resize(rows, 0.0);
                     xz.resize(rows, 0);
                     // The features were checked at the top of `matmul`; checking again
@@ -158,7 +183,7 @@ impl Int8Linear {
         let (k, kp, n) = (self.k, self.kp, self.n);
         assert!(
             x.len() == rows * k
-                && xq.len() == rows * kp
+                && xq.len() >= rows * kp
                 && xs.len() == rows
                 && xz.len() == rows
                 && y.len() == rows * n
@@ -166,7 +191,12 @@ impl Int8Linear {
                 && self.scale.len() == n.div_ceil(NR) * NR
                 && self.wsum.len() == self.scale.len()
         );
-        quantize_rows(x, k, xq, kp, xs, xz);
+        quantize_rows(x, k, &mut xq[..rows * kp], kp, xs, xz);
+        if self.amx
+            && let Some(tiles) = amx::Tiles::configure()
+        {
+            return self.products_on_tiles(&tiles, rows, xq, xs, xz, y);
+        }
         for (panel, b) in self.packed.chunks_exact(kp * NR).enumerate() {
             let col = panel * NR;
             let cols = (n - col).min(NR);
@@ -185,6 +215,50 @@ impl Int8Linear {
                     2 => tile::<2>(a, kp, b, s, z, scale, wsum, out, n, cols),
                     _ => tile::<1>(a, kp, b, s, z, scale, wsum, out, n, cols),
                 };
+            }
+        }
+    }
+}
+
+impl Int8Linear {
+    /// [`Int8Linear::block`]'s products on AMX tiles: each block of 32 quantized rows (`xq`
+    /// holds whole groups) times each panel, then the same dequantization as the VNNI
+    /// kernel's.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    fn products_on_tiles(
+        &self,
+        tiles: &amx::Tiles,
+        rows: usize,
+        xq: &[u8],
+        xs: &[f32],
+        xz: &[i32],
+        y: &mut [f32],
+    ) {
+        let (kp, n) = (self.kp, self.n);
+        assert!(xq.len() >= rows.next_multiple_of(amx::ROWS) * kp && NR == amx::COLS);
+        let mut c = [0i32; amx::ROWS * NR];
+        for first in (0..rows).step_by(amx::ROWS) {
+            let live = (rows - first).min(amx::ROWS);
+            let a = &xq[first * kp..];
+            for (panel, b) in self.packed.chunks_exact(kp * NR).enumerate() {
+                let col = panel * NR;
+                let cols = (n - col).min(NR);
+                tiles.panel(a, kp, kp, b, &mut c);
+                for (r, sums) in c.chunks_exact(NR).take(live).enumerate() {
+                    // SAFETY: `sums` is NR = 64 i32 long, four vectors of 16.
+                    let acc: [__m512i; NV] = std::array::from_fn(|v| unsafe {
+                        _mm512_loadu_si512(sums.as_ptr().add(v * 16).cast())
+                    });
+                    let row = first + r;
+                    dequantize_row(
+                        &acc,
+                        xs[row],
+                        xz[row],
+                        &self.scale[col..col + NR],
+                        &self.wsum[col..col + NR],
+                        &mut y[row * n + col..row * n + col + cols],
+                    );
+                }
             }
         }
     }
@@ -289,36 +363,59 @@ fn tile<const R: usize>(
         }
     }
     for (r, acc) in acc.iter().enumerate() {
-        let sa = _mm512_set1_ps(a_scale[r]);
-        let za = _mm512_set1_epi32(a_zero[r]);
-        for (v, &acc) in acc.iter().enumerate() {
-            let first = v * 16;
-            if first >= cols {
-                break;
-            }
-            // SAFETY: `first + 16 <= NR`, the length of `wsum` and `w_scale`.
-            let (ws, sw) = unsafe {
-                (
-                    _mm512_loadu_si512(wsum.as_ptr().add(first).cast()),
-                    _mm512_loadu_ps(w_scale.as_ptr().add(first)),
-                )
-            };
-            // Σ (q - z) w = Σ q w - z Σ w, exact in i32.
-            let exact = _mm512_sub_epi32(acc, _mm512_mullo_epi32(za, ws));
-            let val = _mm512_mul_ps(_mm512_cvtepi32_ps(exact), _mm512_mul_ps(sa, sw));
-            let dst = out[r * ldo + first..].as_mut_ptr();
-            let live = cols - first;
-            if live >= 16 {
-                // SAFETY: `r * ldo + first + 16 <= r * ldo + cols <= out.len()`.
-                unsafe { _mm512_storeu_ps(dst, val) }
-            } else {
-                // SAFETY: the mask writes only the `live` lanes, and
-                // `r * ldo + first + live = r * ldo + cols <= out.len()`.
-                unsafe { _mm512_mask_storeu_ps(dst, (1u16 << live) - 1, val) }
-            }
-        }
+        dequantize_row(
+            acc,
+            a_scale[r],
+            a_zero[r],
+            w_scale,
+            wsum,
+            &mut out[r * ldo..r * ldo + cols],
+        );
     }
     R
+}
+
+/// One row of exact i32 sums for a panel's columns (`NV` vectors of 16) back to f32 into
+/// `out` (the panel's live columns of the row): `(Σ q w − z Σ w) · s_row · s_column`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+fn dequantize_row(
+    acc: &[__m512i; NV],
+    a_scale: f32,
+    a_zero: i32,
+    w_scale: &[f32],
+    wsum: &[i32],
+    out: &mut [f32],
+) {
+    let cols = out.len();
+    assert!(w_scale.len() == NR && wsum.len() == NR && cols <= NR);
+    let sa = _mm512_set1_ps(a_scale);
+    let za = _mm512_set1_epi32(a_zero);
+    for (v, &acc) in acc.iter().enumerate() {
+        let first = v * 16;
+        if first >= cols {
+            break;
+        }
+        // SAFETY: `first + 16 <= NR`, the length of `wsum` and `w_scale`.
+        let (ws, sw) = unsafe {
+            (
+                _mm512_loadu_si512(wsum.as_ptr().add(first).cast()),
+                _mm512_loadu_ps(w_scale.as_ptr().add(first)),
+            )
+        };
+        // Σ (q - z) w = Σ q w - z Σ w, exact in i32.
+        let exact = _mm512_sub_epi32(acc, _mm512_mullo_epi32(za, ws));
+        let val = _mm512_mul_ps(_mm512_cvtepi32_ps(exact), _mm512_mul_ps(sa, sw));
+        let dst = out[first..].as_mut_ptr();
+        let live = cols - first;
+        if live >= 16 {
+            // SAFETY: `first + 16 <= cols = out.len()`.
+            unsafe { _mm512_storeu_ps(dst, val) }
+        } else {
+            // SAFETY: the mask writes only the `live` lanes, and `first + live = cols`.
+            unsafe { _mm512_mask_storeu_ps(dst, (1u16 << live) - 1, val) }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -371,6 +468,43 @@ mod tests {
             for (i, (g, e)) in y.iter().zip(&want).enumerate() {
                 assert!((g - e).abs() <= tol, "({m},{k},{n})[{i}]: {g} vs {e}");
             }
+        }
+    }
+
+    #[test]
+    fn amx_tiles_give_the_vnni_kernels_exact_results() {
+        if !available() || !amx::available() {
+            eprintln!("no AMX-INT8 here (or DOCCHAT_EMBED_AMX=0): the tile path is not tested");
+            assert!(
+                std::env::var_os("DOCCHAT_REQUIRE_AMX").is_none(),
+                "DOCCHAT_REQUIRE_AMX is set but the AMX path is not available"
+            );
+            return;
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        // Row counts below, at and past a tile's 16 and a task's MC; k below a tile's 64 and
+        // not a multiple of 4; partial panels.
+        for (m, k, n) in [
+            (1, 4, 16),
+            (7, 13, 70),
+            (16, 384, 64),
+            (MC + 11, 96, 150),
+            (200, 1536, 384),
+        ] {
+            let x = pseudo_random(m * k, 3 + m as u32);
+            let w = pseudo_random(k * n, 5 + n as u32);
+            let (tiles, vnni) = (
+                Int8Linear::with_kernel(&w, k, n, true),
+                Int8Linear::with_kernel(&w, k, n, false),
+            );
+            assert_eq!((tiles.kind(), vnni.kind()), ("int8-amx", "int8"));
+            let (mut a, mut b) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
+            assert!(pool.install(|| tiles.matmul(&x, m, &mut a)));
+            assert!(pool.install(|| vnni.matmul(&x, m, &mut b)));
+            assert_eq!(a, b, "({m},{k},{n})");
         }
     }
 

@@ -218,7 +218,8 @@ impl MiniLmEmbedder {
         self
     }
 
-    /// The arithmetic of the model's linear layers: `"int8"` (AVX-512 VNNI) or `"f32"`.
+    /// The arithmetic of the model's linear layers: `"int8-amx"` (AMX tiles), `"int8"`
+    /// (AVX-512 VNNI) or `"f32"`.
     pub fn linear_arithmetic(&self) -> &'static str {
         self.inner.model.linear_kind()
     }

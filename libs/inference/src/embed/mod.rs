@@ -2,6 +2,8 @@
 //! [`OpenAiEmbedder`] for OpenAI-compatible upstreams, and [`Embedders`], every embedder
 //! docchat can use by name.
 
+#[cfg(target_arch = "x86_64")]
+mod amx;
 mod bert;
 #[cfg(target_arch = "x86_64")]
 mod int8;
