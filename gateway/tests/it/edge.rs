@@ -1,13 +1,11 @@
 //! What the gateway refuses before any service sees it: list offsets and limits storage
 //! cannot hold, and bodies over the size limit.
 
-use docchat_common::config::Service;
 use docchat_common::testing::Backend;
 use reqwest::Method;
-use sea_orm::{ConnectionTrait, Statement};
 use serde_json::json;
 
-use crate::harness::{ADMIN_KEY, Stack, assert_error, read};
+use crate::harness::{ADMIN_KEY, Stack, assert_error, count_rows, read};
 
 docchat_common::backend_tests! {
     /// `offset`/`limit` of 2^63 and more, negative or not numbers: 400 with the error
@@ -189,18 +187,7 @@ async fn an_upload_body_one_byte_over_the_limit_is_413_when_streamed() {
     assert_error(s, &b, 413);
     // A refused upload leaves nothing behind: no row, no blob.
     let stored = || async {
-        let db = app.database(Service::Ingest).await;
-        let rows = db
-            .query_one(Statement::from_string(
-                db.get_database_backend(),
-                "SELECT COUNT(*) AS n FROM uploads",
-            ))
-            .await
-            .unwrap()
-            .unwrap()
-            .try_get::<i64>("", "n")
-            .unwrap();
-        db.close().await.unwrap();
+        let rows = count_rows(&app, "uploads").await;
         let blobs = std::fs::read_dir(app.data_dir().join("blobs"))
             .map(|d| {
                 d.filter_map(Result::ok)

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::completions::{collection_with, session, stream};
 use crate::documents::upload;
-use crate::harness::{ADMIN_KEY, Stack, assert_error, eventually};
+use crate::harness::{ADMIN_KEY, Stack, assert_error, count_rows, eventually};
 
 /// SPEC.md's job history row, every field.
 const FIELDS: [&str; 23] = [
@@ -325,21 +325,6 @@ async fn history_row_when(
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-async fn count_rows(app: &Stack, table: &str) -> i64 {
-    let db = app.database(Service::Ingest).await;
-    let row = db
-        .query_one(Statement::from_string(
-            db.get_database_backend(),
-            format!("SELECT COUNT(*) AS n FROM {table}"),
-        ))
-        .await
-        .unwrap()
-        .unwrap();
-    let n: i64 = row.try_get("", "n").unwrap();
-    db.close().await.unwrap();
-    n
 }
 
 docchat_common::backend_tests! {

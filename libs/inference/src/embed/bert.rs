@@ -13,8 +13,8 @@
 //! Matrix products are faer's (AVX-512 / AVX2 kernels chosen at run time), except that with
 //! [`Precision::Auto`] on CPUs with AVX-512 VNNI the linear layers run in int8
 //! ([`super::int8`]: about twice the throughput at 256 tokens, embeddings within cosine 0.99
-//! of f32's), on AMX tiles where the CPU has them ([`super::amx`], the same sums). In f32, results equal Hugging Face's `BertModel` with an attention mask up to
-//! float rounding.
+//! of f32's), on AMX tiles where the CPU has them ([`super::amx`], the same sums). In f32,
+//! results equal Hugging Face's `BertModel` with an attention mask up to float rounding.
 //!
 //! Why not candle-transformers' `BertModel`: measured with `bench/embeddings` texts on the
 //! 2-core development machine, candle 0.11.1 ran 39 sentences/s at 64 tokens and 7.4 at 256

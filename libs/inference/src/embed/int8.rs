@@ -75,6 +75,9 @@ pub(crate) struct Int8Linear {
     /// Whether the products run on AMX tiles ([`super::amx`]) rather than `vpdpbusd`;
     /// then `kp` is a multiple of [`amx::K_STEP`].
     amx: bool,
+    /// Blocks of rows multiplied on the tiles: the tests' proof that an AMX layer used them.
+    #[cfg(test)]
+    tile_blocks: std::sync::atomic::AtomicUsize,
 }
 
 impl Int8Linear {
@@ -89,7 +92,8 @@ impl Int8Linear {
 
     /// [`Int8Linear::new`] with the kernel chosen: AMX tiles or `vpdpbusd`.
     fn with_kernel(w: &[f32], k: usize, n: usize, amx: bool) -> Int8Linear {
-        let kp = k.div_ceil(if amx { amx::K_STEP } else { 4 }) * if amx { amx::K_STEP } else { 4 };
+        // `vpdpbusd` takes k four at a time, a tile row 64 at a time.
+        let kp = k.next_multiple_of(if amx { amx::K_STEP } else { 4 });
         let panels = n.div_ceil(NR);
         let mut scale = vec![0f32; panels * NR];
         for row in w.chunks_exact(n) {
@@ -123,6 +127,8 @@ impl Int8Linear {
             scale,
             wsum,
             amx,
+            #[cfg(test)]
+            tile_blocks: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -192,6 +198,9 @@ impl Int8Linear {
                 && self.wsum.len() == self.scale.len()
         );
         quantize_rows(x, k, &mut xq[..rows * kp], kp, xs, xz);
+        // `amx` is only set where `amx::available()` held, so the tiles configure; were they
+        // refused, the VNNI loop below computes the same sums (its `kp` need only be a
+        // multiple of 4).
         if self.amx
             && let Some(tiles) = amx::Tiles::configure()
         {
@@ -218,11 +227,9 @@ impl Int8Linear {
             }
         }
     }
-}
 
-impl Int8Linear {
     /// [`Int8Linear::block`]'s products on AMX tiles: each block of 32 quantized rows (`xq`
-    /// holds whole groups) times each panel, then the same dequantization as the VNNI
+    /// holds whole blocks) times each panel, then the same dequantization as the VNNI
     /// kernel's.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     fn products_on_tiles(
@@ -237,6 +244,11 @@ impl Int8Linear {
         let (kp, n) = (self.kp, self.n);
         assert!(xq.len() >= rows.next_multiple_of(amx::ROWS) * kp && NR == amx::COLS);
         let mut c = [0i32; amx::ROWS * NR];
+        #[cfg(test)]
+        self.tile_blocks.fetch_add(
+            rows.div_ceil(amx::ROWS),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         for first in (0..rows).step_by(amx::ROWS) {
             let live = (rows - first).min(amx::ROWS);
             let a = &xq[first * kp..];
@@ -485,8 +497,8 @@ mod tests {
             .num_threads(2)
             .build()
             .unwrap();
-        // Row counts below, at and past a tile's 16 and a task's MC; k below a tile's 64 and
-        // not a multiple of 4; partial panels.
+        // Row counts below, at and past a block's 32 and a task's 64; k below a tile row's 64
+        // and not a multiple of 4; partial panels.
         for (m, k, n) in [
             (1, 4, 16),
             (7, 13, 70),
@@ -505,6 +517,15 @@ mod tests {
             assert!(pool.install(|| tiles.matmul(&x, m, &mut a)));
             assert!(pool.install(|| vnni.matmul(&x, m, &mut b)));
             assert_eq!(a, b, "({m},{k},{n})");
+            use std::sync::atomic::Ordering::Relaxed;
+            assert_eq!(
+                (
+                    tiles.tile_blocks.load(Relaxed),
+                    vnni.tile_blocks.load(Relaxed)
+                ),
+                (m.div_ceil(amx::ROWS), 0),
+                "({m},{k},{n}): every block of rows on the tiles, none of the VNNI layer's"
+            );
         }
     }
 
