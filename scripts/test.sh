@@ -98,13 +98,19 @@ fi
 # The interface description against the server it describes: generated requests (valid and
 # invalid) to every operation; no answer may be a 5xx or disagree with the document (status,
 # content type, headers, body schema). About a minute; its caches stay in the scratch dir.
+# Deleting API keys goes last, alone: with a key it created itself, the stateful phase can
+# delete the very key it runs with (a correct answer, 204), and every later request would be
+# a 401 that tests nothing.
 step "schemathesis over /api-spec.yaml"
 schemathesis="$(dirname "$python")/schemathesis"
-if ! (cd "$data" && "$schemathesis" run "http://127.0.0.1:$port/api-spec.yaml" \
-    -H "Authorization: Bearer $key" --max-examples 50 --request-timeout 30 --no-color \
-    --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance); then
-  cat "$data/gateway.log"; exit 1
-fi
+delete_key='DELETE /api/v1/admin/api_keys/{key_id}'
+for only in "--exclude-name=$delete_key" "--include-name=$delete_key"; do
+  if ! (cd "$data" && "$schemathesis" run "http://127.0.0.1:$port/api-spec.yaml" "$only" \
+      -H "Authorization: Bearer $key" --max-examples 50 --request-timeout 30 --no-color \
+      --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance); then
+    cat "$data/gateway.log"; exit 1
+  fi
+done
 kill -TERM $gw; wait $gw || { echo "gateway did not shut down cleanly"; cat "$data/gateway.log"; exit 1; }
 
 # Retrieval quality on a small part of the benchmark (bench/quality: 16 documents, 35 dev
