@@ -164,13 +164,7 @@ impl ApiError {
     }
 
     /// Logs the cause with context and answers an opaque 500: internals never reach a caller.
-    /// One cause is the request's, not a fault: PostgreSQL refuses text holding NUL (SQLSTATE
-    /// 22021), which the gateway refuses at the edge but a multipart field could still carry.
     pub fn internal(context: &str, cause: impl std::fmt::Display) -> Self {
-        let cause = cause.to_string();
-        if cause.contains("invalid byte sequence for encoding \"UTF8\": 0x00") {
-            return Self::bad_request("text may not contain the NUL character (\\u0000)");
-        }
         tracing::error!(error = %cause, "{context}");
         Self::new(ErrorCode::Internal, "internal error")
     }
@@ -243,9 +237,30 @@ impl From<Status> for ApiError {
     }
 }
 
+/// A database error is a fault (logged, an opaque 500) but for one cause that is the
+/// request's: PostgreSQL refuses text holding NUL, as `text` (SQLSTATE 22021, "invalid byte
+/// sequence") and inside `jsonb` (22P05, "unsupported Unicode escape sequence"). The gateway
+/// refuses NUL at the edge, but a multipart field or a compressed body could still carry it.
+/// Told by the SQLSTATE, not the message, which the server's `lc_messages` may translate.
 impl From<sea_orm::DbErr> for ApiError {
     fn from(err: sea_orm::DbErr) -> Self {
+        if matches!(sqlstate(&err).as_deref(), Some("22021" | "22P05")) {
+            return ApiError::bad_request("text may not contain the NUL character (\\u0000)");
+        }
         ApiError::internal("database error", err)
+    }
+}
+
+/// The SQLSTATE of an error the database server returned, if that is what `err` is.
+fn sqlstate(err: &sea_orm::DbErr) -> Option<String> {
+    use sea_orm::{DbErr, RuntimeErr};
+    match err {
+        DbErr::Query(RuntimeErr::SqlxError(e))
+        | DbErr::Exec(RuntimeErr::SqlxError(e))
+        | DbErr::Conn(RuntimeErr::SqlxError(e)) => {
+            Some(e.as_database_error()?.code()?.into_owned())
+        }
+        _ => None,
     }
 }
 
@@ -330,17 +345,10 @@ mod tests {
     }
 
     #[test]
-    fn text_postgres_cannot_store_is_the_callers_error() {
-        let err = ApiError::internal(
-            "database error",
-            "Query Error: error returned from database: invalid byte sequence for encoding \"UTF8\": 0x00",
-        );
-        assert_eq!(err.code.http_status(), 400);
-        assert_eq!(
-            err.message,
-            "text may not contain the NUL character (\\u0000)"
-        );
-        assert_eq!(ApiError::internal("x", "disk full").code.http_status(), 500);
+    fn internal_errors_keep_their_cause_to_themselves() {
+        let err = ApiError::internal("database error", "disk full at /var/lib/postgresql");
+        assert_eq!(err.code.http_status(), 500);
+        assert_eq!(err.message, "internal error");
     }
 
     /// A peer killed mid-call (what tonic reports when agent-service's replica died during a

@@ -9,4 +9,5 @@
 )] // test code: fail loudly; its tasks end with the test's runtime
 
 mod bus;
+mod errors;
 mod outbox;
