@@ -13,7 +13,7 @@ use rand::distr::Alphanumeric;
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set, TransactionTrait,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
 use sha2::{Digest, Sha256};
 
@@ -139,7 +139,7 @@ pub async fn bootstrap(
     db: &DatabaseConnection,
     bootstrap_key: Option<&str>,
 ) -> ApiResult<Option<String>> {
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     let admin_role =
         ensure_role(&txn, ADMIN_ROLE, "administrators: every permission", 1000).await?;
     ensure_role(&txn, USER_ROLE, "regular users", 0).await?;
@@ -364,7 +364,7 @@ pub async fn create_user(
             "group ids must be 1 to 255 characters",
         ));
     }
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     if users::Entity::find()
         .filter(users::Column::Username.eq(username))
         .one(&txn)
@@ -551,7 +551,7 @@ async fn an_administrator_can_sign_in<C: ConnectionTrait>(db: &C) -> ApiResult<b
 /// Deletes a key, unless it is the caller's last usable one or the last usable key of any
 /// administrator (409): either would lock someone out until a restart.
 pub async fn delete_key(db: &DatabaseConnection, caller: &Caller, key_id: &str) -> ApiResult<()> {
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     db::serialize_on(&txn, SIGN_IN_LOCK).await?;
     let key = api_keys::Entity::find_by_id(key_id.to_owned())
         .one(&txn)
@@ -683,7 +683,7 @@ pub async fn set_user_roles(
     add: bool,
 ) -> ApiResult<()> {
     find_user(db, user_id).await?;
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     for name in names
         .iter()
         .flat_map(|n| n.split(','))

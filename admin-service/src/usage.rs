@@ -12,7 +12,6 @@ use prost::Message;
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QuerySelect, Set,
-    TransactionTrait,
 };
 
 use crate::entities::{llm_usage, llm_usage_totals};
@@ -51,7 +50,7 @@ pub async fn record(
     } else {
         0.0
     };
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     let inserted = llm_usage::Entity::insert(llm_usage::ActiveModel {
         event_id: Set(event_id.to_owned()),
         user_id: Set(usage.user_id.clone()),

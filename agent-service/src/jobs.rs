@@ -13,7 +13,7 @@ use docchat_common::outbox::{self, OutboxRelay};
 use docchat_common::time::{now, to_proto};
 use docchat_proto::agent::v1 as pb;
 use docchat_proto::events::v1::JobChanged;
-use sea_orm::{DatabaseConnection, DbErr, TransactionTrait};
+use sea_orm::{DatabaseConnection, DbErr};
 
 use crate::run::{STOPPED_BY_USER, TIME_BUDGET_RAN_OUT};
 use crate::run_leases::Leases;
@@ -70,7 +70,7 @@ impl RunJobs {
 
     /// The event with the lease taken (`starts`) or given back, in one transaction.
     async fn write(&self, job: &JobChanged, starts: bool) -> Result<(), DbErr> {
-        let txn = self.db.begin().await?;
+        let txn = docchat_common::db::begin(&self.db).await?;
         if starts {
             self.leases.take(&txn, job).await?;
         } else {

@@ -16,7 +16,7 @@ use docchat_common::jobs::KIND_AGENT_RUN;
 use docchat_common::outbox::{self, OutboxRelay};
 use docchat_common::time::{from_proto, now, to_proto};
 use docchat_proto::events::v1::JobChanged;
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, TransactionTrait};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr};
 use tokio_util::sync::CancellationToken;
 
 use crate::preferences::stmt;
@@ -134,7 +134,7 @@ impl Leases {
         for row in rows {
             let job_id: String = row.try_get("", "job_id")?;
             let created: DateTime<Utc> = row.try_get("", "created_at")?;
-            let txn = db.begin().await?;
+            let txn = docchat_common::db::begin(db).await?;
             let gone = txn
                 .execute(stmt(
                     &txn,

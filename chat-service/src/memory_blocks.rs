@@ -16,7 +16,7 @@ use docchat_common::time::now;
 use sea_orm::sea_query::{Alias, BinOper, Expr, Func, LikeExpr, OnConflict};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, DatabaseConnection, EntityTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect, Set, SqlErr, TransactionTrait, Unchanged,
+    QueryFilter, QueryOrder, QuerySelect, Set, SqlErr, Unchanged,
 };
 
 use crate::entities::{memory_block_defaults, memory_block_shares, memory_blocks};
@@ -428,7 +428,7 @@ pub async fn append(
 /// Owner only: the block, its shares and the defaults naming it.
 pub async fn delete(db: &DatabaseConnection, caller: &Caller, id: &str) -> ApiResult<()> {
     find_for(db, caller, id, Access::Own).await?;
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     memory_block_shares::Entity::delete_many()
         .filter(memory_block_shares::Column::BlockId.eq(id))
         .exec(&txn)

@@ -17,7 +17,6 @@ use docchat_common::time::now;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    TransactionTrait,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -78,7 +77,7 @@ pub async fn recover_once(db: &DatabaseConnection, controls: &Controls) -> ApiRe
 /// first, its lease was renewed, or its question is gone (deleted with its session).
 async fn recover(db: &DatabaseConnection, row: active_completions::Model) -> ApiResult<bool> {
     let at = now();
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     let claimed = active_completions::Entity::delete_many()
         .filter(active_completions::Column::QuestionId.eq(row.question_id.clone()))
         .filter(active_completions::Column::LeaseUntil.lt(at))

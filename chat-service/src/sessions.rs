@@ -10,7 +10,7 @@ use docchat_common::time::now;
 use docchat_proto::events::v1::{ChatSessionCreated, ChatSessionDeleted};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set, TransactionTrait,
+    QuerySelect, Set,
 };
 
 use crate::entities::{chat_sessions, messages};
@@ -42,7 +42,7 @@ pub async fn create(
     collection: Option<LinkedCollection>,
 ) -> ApiResult<chat_sessions::Model> {
     let at = now();
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     let (collection_id, collection_name) = match collection {
         Some(c) => (Some(c.id), Some(c.name)),
         None => (None, None),
@@ -133,7 +133,7 @@ pub async fn delete(
     caller: &Caller,
     id: &str,
 ) -> ApiResult<chat_sessions::Model> {
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     let session = chat_sessions::Entity::find_by_id(id.to_owned())
         .filter(chat_sessions::Column::OwnerId.eq(caller.user_id.clone()))
         .one(&txn)

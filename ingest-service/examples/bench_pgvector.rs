@@ -100,7 +100,7 @@ async fn load(
                 ..Default::default()
             })
             .collect();
-        let txn = sea_orm::TransactionTrait::begin(db).await.unwrap();
+        let txn = docchat_common::db::begin(db).await.unwrap();
         chunks::Entity::insert_many(rows).exec(&txn).await.unwrap();
         store
             .write_document(&txn, &format!("col-{collection}"), &document_id, doc)
@@ -116,7 +116,7 @@ async fn load(
         collection_of.extend(std::iter::repeat_n(collection, doc.len()));
     }
     let started = Instant::now();
-    let txn = sea_orm::TransactionTrait::begin(db).await.unwrap();
+    let txn = docchat_common::db::begin(db).await.unwrap();
     txn.execute_unprepared("SET LOCAL maintenance_work_mem = '2GB'")
         .await
         .unwrap();

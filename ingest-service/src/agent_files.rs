@@ -20,7 +20,7 @@ use docchat_proto::ingest::v1::{AgentFileChunk, AgentFileMeta};
 use futures::{Stream, StreamExt};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait,
-    PaginatorTrait, QueryFilter, QuerySelect, Set, TransactionTrait,
+    PaginatorTrait, QueryFilter, QuerySelect, Set,
 };
 
 use crate::blobs::BlobStore;
@@ -198,7 +198,7 @@ impl AgentFiles<'_> {
         blob: &Received,
         limit: Option<i64>,
     ) -> ApiResult<rows::Model> {
-        let txn = self.db.begin().await?;
+        let txn = docchat_common::db::begin(self.db).await?;
         if limit.is_some() {
             db::serialize_on(&txn, &format!("ingest.agent-documents:{}", caller.user_id)).await?;
         }
@@ -255,7 +255,7 @@ impl AgentFiles<'_> {
         id: &str,
         blob: &Received,
     ) -> ApiResult<(rows::Model, Option<String>)> {
-        let txn = self.db.begin().await?;
+        let txn = docchat_common::db::begin(self.db).await?;
         let doc = session_document(&txn, caller, &file.session, id).await?;
         received::row(caller, file.path.clone(), blob)
             .insert(&txn)

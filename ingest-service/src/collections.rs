@@ -13,7 +13,7 @@ use docchat_proto::events::v1::CollectionDeleted;
 use sea_orm::sea_query::{Expr, Order};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, DatabaseConnection, EntityTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect, Set, TransactionTrait,
+    QueryFilter, QueryOrder, QuerySelect, Set,
 };
 
 use crate::entities::{chunks, collection_sessions, collections, documents};
@@ -123,7 +123,7 @@ pub async fn create(
     // The insert and the counts are one step: on PostgreSQL creates under a limit take
     // one lock, on SQLite the insert's write lock keeps every other writer out until the
     // commit. Past a limit the transaction rolls back, insert and all.
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     if limits != Limits::default() {
         db::serialize_on(&txn, "ingest.collections").await?;
     }
@@ -233,7 +233,7 @@ pub async fn get(db: &DatabaseConnection, caller: &Caller, id: &str) -> ApiResul
 /// Deletes an owned collection and announces it (`ingest.collection.deleted`) in the same
 /// transaction.
 pub async fn delete(db: &DatabaseConnection, caller: &Caller, id: &str) -> ApiResult<()> {
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     let deleted = collections::Entity::delete_many()
         .filter(collections::Column::Id.eq(id))
         .filter(collections::Column::OwnerId.eq(caller.user_id.clone()))

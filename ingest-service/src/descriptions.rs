@@ -19,7 +19,6 @@ use docchat_proto::events::v1::{Envelope, JobChanged};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
-    TransactionTrait,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -189,7 +188,7 @@ async fn generate(
         completion.prompt_tokens,
         completion.completion_tokens,
     );
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     outbox::enqueue_all(&txn, &costs::events(&[usage])).await?;
     if completion.text.is_empty() {
         txn.commit().await?;

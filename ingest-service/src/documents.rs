@@ -10,7 +10,7 @@ use docchat_proto::events::v1::DocumentChanged;
 use sea_orm::sea_query::{Expr, Order as SqlOrder};
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect, TransactionTrait,
+    QueryFilter, QueryOrder, QuerySelect,
 };
 use serde::{Deserialize, Serialize};
 
@@ -211,7 +211,7 @@ pub async fn delete(
     caller: &Caller,
     id: &str,
 ) -> ApiResult<documents::Model> {
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     let doc = documents::Entity::find_by_id(id.to_owned())
         .filter(documents::Column::OwnerId.eq(caller.user_id.clone()))
         .one(&txn)

@@ -7,7 +7,7 @@ use docchat_common::error::{ApiError, ApiResult, ErrorCode};
 use docchat_common::settings::Resolved;
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait, QueryFilter,
-    Statement, TransactionTrait,
+    Statement,
 };
 
 use crate::collections::limit_reached;
@@ -69,7 +69,7 @@ pub async fn start(
     // owner orders that owner's ingestions, on SQLite the insert's write lock keeps every
     // other writer out until the commit. Past the limit the job is rolled back.
     let limit = resolved.limit("document_limit_per_user");
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     if limit.is_some() {
         db::serialize_on(&txn, &format!("ingest.documents:{}", caller.user_id)).await?;
     }

@@ -15,7 +15,7 @@ use docchat_proto::events::v1::{JobChanged, WorkAvailable};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set, Statement, TransactionTrait,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set, Statement,
 };
 use serde::{Deserialize, Serialize};
 
@@ -184,7 +184,7 @@ pub async fn try_claim(
     let until = at + lease;
     let backend = db.get_database_backend();
     let cap = cap.unwrap_or(i64::MAX);
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     let sql = match backend {
         DbBackend::Postgres => {
             txn.execute(Statement::from_sql_and_values(
@@ -293,7 +293,7 @@ pub async fn recover_stale(db: &DatabaseConnection) -> ApiResult<u64> {
         .await?;
     let mut n = 0;
     for job in stale {
-        let txn = db.begin().await?;
+        let txn = docchat_common::db::begin(db).await?;
         let give_up = job.attempts >= MAX_ATTEMPTS;
         let mut active: jobs::ActiveModel = job.clone().into();
         active.lease_until = Set(None);
@@ -368,7 +368,7 @@ async fn end(
     reason: &str,
     usage: &[docchat_proto::events::v1::Envelope],
 ) -> ApiResult<()> {
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     outbox::enqueue_all(&txn, usage).await?;
     let Some(job) = jobs::Entity::find_by_id(job_id.to_owned())
         .one(&txn)
@@ -433,7 +433,7 @@ pub async fn cancel(db: &DatabaseConnection, id: &str, who: &Cancel<'_>) -> ApiR
     let job = find.one(db).await?.ok_or_else(not_found)?;
     let reason = error_line(who.reason);
     let at = now();
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     let updated = jobs::Entity::update_many()
         .col_expr(jobs::Column::Status, Expr::value(CANCELED))
         .col_expr(jobs::Column::FinishedAt, Expr::value(Some(at)))

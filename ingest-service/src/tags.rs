@@ -11,7 +11,7 @@ use docchat_common::time::now;
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set, TransactionTrait,
+    QueryOrder, QuerySelect, Set,
 };
 
 use crate::entities::{collections, document_tags, documents, tags};
@@ -190,7 +190,7 @@ pub async fn delete(
     name: &str,
 ) -> ApiResult<tags::Model> {
     let tag = owned(db, caller, name).await?;
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     document_tags::Entity::delete_many()
         .filter(document_tags::Column::TagId.eq(tag.id.clone()))
         .exec(&txn)
@@ -223,7 +223,7 @@ pub async fn tag_document(
 ) -> ApiResult<tags::Model> {
     let name = check_name(name)?;
     owned_document(db, caller, document_id).await?;
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     insert_new(&txn, &new_tag(caller, name, None, None)).await?;
     let tag = own(&txn, caller, name)
         .await?

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use docchat_common::config::Config;
 use docchat_common::error::{ApiError, ApiResult};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait, Value};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, Value};
 
 use crate::index::VectorIndex;
 use crate::sql::placeholders;
@@ -150,7 +150,7 @@ impl PgVector {
     /// Creates the extension, the table and the known dimensions' indexes (idempotent, safe
     /// from several replicas at once), then backfills vectors of older chunks.
     pub async fn prepare(db: &DatabaseConnection, ef_search: u32) -> anyhow::Result<PgVector> {
-        let txn = db.begin().await?;
+        let txn = docchat_common::db::begin(db).await?;
         // Replicas starting together would race on CREATE EXTENSION / CREATE TABLE.
         txn.execute_unprepared("SELECT pg_advisory_xact_lock(7412903321)")
             .await?;
@@ -247,7 +247,7 @@ impl PgVector {
         {
             return Ok(());
         }
-        let txn = self.db.begin().await?;
+        let txn = docchat_common::db::begin(&self.db).await?;
         txn.execute_unprepared("SELECT pg_advisory_xact_lock(7412903322)")
             .await?;
         txn.execute_unprepared(&hnsw_index_sql(dim)).await?;
@@ -331,7 +331,7 @@ impl PgVector {
             .chain(only_documents.unwrap_or_default())
             .map(|v| Value::from(v.clone()))
             .collect();
-        let txn = db.begin().await?;
+        let txn = docchat_common::db::begin(db).await?;
         // A filter that keeps few rows is searched exactly: a graph walk that discards most
         // of what it visits loses recall (0.91 recall@10 for 10k of 100k rows here), while
         // scanning that many vectors takes milliseconds.

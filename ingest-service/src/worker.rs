@@ -17,10 +17,7 @@ use docchat_common::time::now;
 use docchat_inference::{ChatMessage, Embedder, Embedders, OpenAiChat, Transcriber};
 use docchat_parsers::{AudioSegment, ChunkOptions, ParsedDocument};
 use docchat_proto::events::v1::{DocumentChanged, Envelope, LlmUsage};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set,
-    TransactionTrait,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -469,7 +466,7 @@ impl Workers {
         .await;
 
         // One transaction: document, chunks, counters, job completion, events.
-        let txn = self.db.begin().await?;
+        let txn = docchat_common::db::begin(&self.db).await?;
         let at = now();
         let document_id = uuid::Uuid::new_v4().to_string();
         let segments: Vec<Segment> = parsed
@@ -698,7 +695,7 @@ async fn embed_all(
 
 /// Hands a running job back to the queue (graceful shutdown).
 async fn requeue(db: &DatabaseConnection, job: &jobs::Model) -> ApiResult<()> {
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     let updated = jobs::Entity::update_many()
         .col_expr(
             jobs::Column::Status,

@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::time::now;
-use sea_orm::{ActiveModelTrait, DatabaseConnection, ModelTrait, TransactionTrait};
+use sea_orm::{ActiveModelTrait, DatabaseConnection, ModelTrait};
 use serde_json::Value;
 
 use crate::entities::scheduled_tasks::{self, Column as C};
@@ -96,7 +96,7 @@ pub async fn update(
     id: &str,
     f: Fields,
 ) -> ApiResult<scheduled_tasks::Model> {
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     let Some(old) = lock_task(&txn, id)
         .await?
         .filter(|t| t.user_id == caller.user_id)

@@ -3,7 +3,7 @@
 //! tool does not exist for the caller.
 
 use docchat_common::error::{ApiError, ApiResult};
-use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult, TransactionTrait, Value};
+use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult, Value};
 use sha2::{Digest, Sha256};
 
 use crate::preferences::stmt;
@@ -55,7 +55,7 @@ pub async fn insert(
     owner_email: &str,
     tools: Vec<NewTool>,
 ) -> ApiResult<Vec<String>> {
-    let tx = db.begin().await.map_err(db_error)?;
+    let tx = docchat_common::db::begin(db).await.map_err(db_error)?;
     let now = chrono::Utc::now();
     let mut ids = Vec::with_capacity(tools.len());
     for (i, t) in tools.into_iter().enumerate() {

@@ -12,7 +12,7 @@ use docchat_proto::ingest::v1::SearchHit;
 use sea_orm::sea_query::{Expr, Func};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, FromQueryResult, QueryFilter,
-    QueryOrder, QuerySelect, QueryTrait, Set, TransactionTrait,
+    QueryOrder, QuerySelect, QueryTrait, Set,
 };
 
 use super::Job;
@@ -119,7 +119,7 @@ pub(super) async fn store_question<T>(
         error: None,
         created_at: at,
     };
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     let mut batch = Batch::new(txn.get_database_backend());
     batch.push(
         &chat_sessions::Entity::find_by_id(asked.session_id.to_owned())
@@ -270,7 +270,7 @@ async fn write_reply(
             })
         })
         .collect();
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     let mut batch = Batch::new(txn.get_database_backend());
     if let Some(insert) = outbox::insert_statement(&events) {
         batch.push(&insert);

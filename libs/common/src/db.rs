@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use sea_orm::{
-    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement,
-    TransactionTrait,
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbBackend,
+    DbErr, Statement, TransactionTrait,
 };
 use sea_orm_migration::MigratorTrait;
 
@@ -144,6 +144,32 @@ pub async fn serialize_on<C: ConnectionTrait>(txn: &C, key: &str) -> Result<(), 
     Ok(())
 }
 
+/// Starts a transaction that a cancelled caller cannot leave open.
+///
+/// sqlx 0.8 (and 0.9.0) counts a PostgreSQL transaction only once `BEGIN` has been answered:
+/// a future dropped while `BEGIN` is on the wire (a client that went away, a timeout) leaves
+/// the server inside a transaction that nothing rolls back, and the pool hands that
+/// connection on. The next borrower's autocommit writes then stay uncommitted, invisible to
+/// every other connection, and are lost at the next rollback on it (transact-rs/sqlx#4393,
+/// fixed upstream in #4394, not in a release sea-orm 1.1 can use). Seen here: an upload's
+/// row that another ingest-service replica could not find. So `BEGIN` runs on a task of its
+/// own: a caller that is dropped drops only the handle, the task finishes the round trip,
+/// and the transaction it returns is dropped with it, which rolls it back properly.
+/// Every transaction starts here (clippy's `disallowed-methods` holds the rest to it).
+pub async fn begin(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr> {
+    let db = db.clone();
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "one BEGIN round trip that must not be cut short; it needs no shutdown wait"
+    )]
+    let task = tokio::task::spawn(async move {
+        #[expect(clippy::disallowed_methods, reason = "the one place that begins")]
+        db.begin().await
+    });
+    task.await
+        .map_err(|e| DbErr::Custom(format!("starting a transaction: {e}")))?
+}
+
 /// Applies pending migrations, one migrator at a time: on PostgreSQL an advisory lock keeps
 /// replicas that start together apart, on SQLite a lock of this process.
 pub async fn migrate<M: MigratorTrait>(
@@ -153,7 +179,7 @@ pub async fn migrate<M: MigratorTrait>(
     if db.get_database_backend() == DbBackend::Postgres {
         let key = lock_key(lock_name);
         // The lock is per session: hold it on one dedicated connection.
-        let conn = db.begin().await?;
+        let conn = begin(db).await?;
         conn.execute(Statement::from_string(
             DbBackend::Postgres,
             format!("SELECT pg_advisory_xact_lock({key})"),

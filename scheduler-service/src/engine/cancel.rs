@@ -6,7 +6,7 @@
 
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, TransactionTrait};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
 use super::status::RUNNING;
 use super::{Engine, events, store};
@@ -27,7 +27,7 @@ impl Engine {
         any_owner: bool,
     ) -> ApiResult<executions::Model> {
         let inner = &self.0;
-        let txn = inner.db.begin().await?;
+        let txn = docchat_common::db::begin(&inner.db).await?;
         let execution = executions::Entity::find_by_id(id.to_owned())
             .one(&txn)
             .await?
@@ -56,7 +56,7 @@ impl Engine {
         if ids.is_empty() {
             return Ok(0);
         }
-        let txn = inner.db.begin().await?;
+        let txn = docchat_common::db::begin(&inner.db).await?;
         let mut stopped = Vec::new();
         for id in &ids {
             let Some(task) = store::lock_task(&txn, id).await? else {

@@ -19,7 +19,6 @@ use docchat_common::time::now;
 use sea_orm::sea_query::{Expr, LockBehavior, LockType, OnConflict};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
-    TransactionTrait,
 };
 
 use super::status::{ACTIVE, COMPLETED, EXPIRED, RUNNING, SCHEDULED};
@@ -91,7 +90,7 @@ fn next_time(task: &tasks::Model, after: DateTime<Utc>) -> Option<DateTime<Utc>>
 pub(super) async fn claim_one(
     inner: &Inner,
 ) -> ApiResult<Option<Option<(executions::Model, tasks::Model)>>> {
-    let txn = inner.db.begin().await?;
+    let txn = docchat_common::db::begin(&inner.db).await?;
     let at = now();
     let mut q = tasks::Entity::find()
         .filter(tasks::Column::Status.eq(ACTIVE))

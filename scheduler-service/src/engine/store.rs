@@ -9,7 +9,7 @@ use docchat_common::time::now;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, PaginatorTrait,
-    QueryFilter, TransactionTrait,
+    QueryFilter,
 };
 
 pub(super) use crate::tasks::lock_task;
@@ -99,7 +99,7 @@ pub(super) async fn finish(
     outcome: Outcome,
     lapsed_before: Option<DateTime<Utc>>,
 ) -> ApiResult<Option<(executions::Model, String)>> {
-    let txn = db.begin().await?;
+    let txn = docchat_common::db::begin(db).await?;
     let Some(execution) = executions::Entity::find_by_id(execution_id.to_owned())
         .one(&txn)
         .await?

@@ -7,7 +7,7 @@ use docchat_common::error::ApiResult;
 use docchat_common::time::now;
 use docchat_proto::scheduler::v1 as pb;
 use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, TransactionTrait};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter};
 
 use super::status::{FAILED, MANUAL, RUNNING};
 use super::store::{self, Outcome};
@@ -22,7 +22,7 @@ impl Engine {
         task: tasks::Model,
     ) -> ApiResult<pb::TriggerResult> {
         let inner = &self.0;
-        let txn = inner.db.begin().await?;
+        let txn = docchat_common::db::begin(&inner.db).await?;
         let Some(task) = store::lock_task(&txn, &task.id).await? else {
             return Err(crate::tasks::not_found(&task.id));
         };

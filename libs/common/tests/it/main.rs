@@ -11,3 +11,4 @@
 mod bus;
 mod errors;
 mod outbox;
+mod transactions;
