@@ -25,7 +25,7 @@ pub(crate) fn stmt(db: &impl ConnectionTrait, sql: &str, values: Vec<Value>) -> 
 }
 
 fn db_error(e: sea_orm::DbErr) -> ApiError {
-    ApiError::internal("tool preferences", e)
+    ApiError::database("tool preferences", e)
 }
 
 /// The user's preference; `None` when they have none.

@@ -23,7 +23,7 @@ pub fn session_dir(root: &std::path::Path, session_id: &str) -> ApiResult<std::p
 }
 
 fn db_error(e: sea_orm::DbErr) -> ApiError {
-    ApiError::internal("session workspaces", e)
+    ApiError::database("session workspaces", e)
 }
 
 /// Records that `user_id`'s session has a workspace (its preview refreshed). A session

@@ -23,5 +23,5 @@ pub mod view;
 use docchat_common::error::ApiError;
 
 fn db_error(e: sea_orm::DbErr) -> ApiError {
-    ApiError::internal("custom agents", e)
+    ApiError::database("custom agents", e)
 }

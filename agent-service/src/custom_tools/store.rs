@@ -10,7 +10,7 @@ use crate::preferences::stmt;
 use crate::tools::custom::{ToolRecord, ToolType};
 
 fn db_error(e: sea_orm::DbErr) -> ApiError {
-    ApiError::internal("custom tools", e)
+    ApiError::database("custom tools", e)
 }
 
 /// A tool about to be stored.

@@ -9,7 +9,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection};
 use crate::preferences::stmt;
 
 fn db_error(e: sea_orm::DbErr) -> ApiError {
-    ApiError::internal("workspace files", e)
+    ApiError::database("workspace files", e)
 }
 
 /// One stored file of a session's workspace.

@@ -244,10 +244,17 @@ impl From<Status> for ApiError {
 /// Told by the SQLSTATE, not the message, which the server's `lc_messages` may translate.
 impl From<sea_orm::DbErr> for ApiError {
     fn from(err: sea_orm::DbErr) -> Self {
+        ApiError::database("database error", err)
+    }
+}
+
+impl ApiError {
+    /// A database error, logged with `context` where it is a fault (see the `From` above).
+    pub fn database(context: &str, err: sea_orm::DbErr) -> Self {
         if matches!(sqlstate(&err).as_deref(), Some("22021" | "22P05")) {
             return ApiError::bad_request("text may not contain the NUL character (\\u0000)");
         }
-        ApiError::internal("database error", err)
+        ApiError::internal(context, err)
     }
 }
 

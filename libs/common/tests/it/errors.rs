@@ -33,7 +33,7 @@ docchat_common::backend_tests! {
                 .execute_unprepared(r#"SELECT '{"a": "\u0000"}'::jsonb"#)
                 .await
                 .unwrap_err();
-            assert_eq!(ApiError::from(json).code.http_status(), 400);
+            assert_eq!(ApiError::database("notes", json).code.http_status(), 400);
         } else {
             // SQLite stores it as it is.
             nul.unwrap();
@@ -43,7 +43,7 @@ docchat_common::backend_tests! {
             .execute_unprepared("INSERT INTO no_such_table VALUES (1)")
             .await
             .unwrap_err();
-        let err = ApiError::from(missing);
+        let err = ApiError::database("notes", missing);
         assert_eq!((err.code.http_status(), err.message.as_str()), (500, "internal error"));
         let count = db
             .query_one(Statement::from_string(kind, "SELECT COUNT(*) AS n FROM notes"))
