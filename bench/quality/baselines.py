@@ -96,7 +96,8 @@ class MiniLM:
         shape = x.shape
         return (x.reshape(-1, shape[-1]) @ w + b).reshape(*shape[:-1], w.shape[1])
 
-    def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    def hidden(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """The last layer's token vectors, (batch, tokens, 384)."""
         w = self.w
         bsz, n = ids.shape
         x = (w["embeddings.word_embeddings.weight"][ids]
@@ -126,6 +127,10 @@ class MiniLM:
             h = _gelu(self._lin(x, p + "intermediate.dense"))
             x = _layer_norm(x + self._lin(h, p + "output.dense"),
                             w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])
+        return x
+
+    def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        x = self.hidden(ids, mask)
         m = mask[..., None].astype(np.float32)
         pooled = (x * m).sum(1) / np.maximum(m.sum(1), 1e-9)
         return pooled / np.maximum(np.linalg.norm(pooled, axis=-1, keepdims=True), 1e-12)

@@ -71,24 +71,17 @@ def minmax(hits):
     return {i: (s - lo) / span for i, s in hits}
 
 
-def rrf(lists):
-    score = {}
-    for ranking in lists:
-        for rank, i in enumerate(ranking):
-            score[i] = score.get(i, 0.0) + 1.0 / (60.0 + rank + 1)
-    return sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))
-
-
 def order_within(corpus, fused, key):
-    out = [f[0] for f in fused[:TOP_K]]
+    """fusion.rs order_within_documents: `fused` ids, best first."""
+    out = list(fused[:TOP_K])
     seen = set()
-    for cid, _ in fused[:TOP_K]:
+    for cid in fused[:TOP_K]:
         d = corpus.doc[cid]
         if d in seen:
             continue
         seen.add(d)
-        places = [i for i in range(len(out)) if corpus.doc[fused[i][0]] == d]
-        ranked = sorted((f[0] for f in fused if corpus.doc[f[0]] == d), key=lambda c: (-key(c), c))
+        places = [i for i in range(len(out)) if corpus.doc[fused[i]] == d]
+        ranked = sorted((c for c in fused if corpus.doc[c] == d), key=lambda c: (-key(c), c))
         for place, c in zip(places, ranked):
             out[place] = c
     return out
@@ -136,28 +129,8 @@ class Variants:
         f = self.cache / f"tokens-{hashlib.sha256(text.encode()).hexdigest()}.npy"
         if f.exists():
             return np.load(f)
-        m, w = self.m, self.m.w
-        ids = np.array([m.tok.encode(text).ids])
-        n = ids.shape[1]
-        x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:n][None]
-             + w["embeddings.token_type_embeddings.weight"][0][None, None])
-        x = baselines._layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
-        d = x.shape[-1] // m.heads
-        for i in range(m.layers):
-            p = f"encoder.layer.{i}."
-            qkv = m._lin(x, p + "qkv").reshape(1, n, 3, m.heads, d)
-            ctx = np.empty((1, m.heads, n, d), dtype=np.float32)
-            for h in range(m.heads):
-                att = (qkv[0, :, 0, h] @ qkv[0, :, 1, h].T) / math.sqrt(d)
-                att = np.exp(att - att.max(-1, keepdims=True))
-                att /= att.sum(-1, keepdims=True)
-                ctx[0, h] = att @ qkv[0, :, 2, h]
-            ctx = ctx.transpose(0, 2, 1, 3).reshape(1, n, -1)
-            x = baselines._layer_norm(x + m._lin(ctx, p + "attention.output.dense"),
-                                      w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"])
-            hid = baselines._gelu(m._lin(x, p + "intermediate.dense"))
-            x = baselines._layer_norm(x + m._lin(hid, p + "output.dense"),
-                                      w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])
+        ids = np.array([self.m.tok.encode(text).ids])
+        x = self.m.hidden(ids, np.ones_like(ids))
         self.cache.mkdir(parents=True, exist_ok=True)
         np.save(f, x[0])
         return x[0]
@@ -167,7 +140,7 @@ class Variants:
         size/2); a chunk's dense score becomes mix·best window + (1 − mix)·chunk."""
         def variant(q, v, dense, lexical, fused):
             scores = []
-            for cid, _ in fused:
+            for cid in fused:
                 x = self.token_vectors(self.c.text[cid])[1:-1]
                 best = -1.0
                 for s in range(0, max(len(x) - size // 2, 1), size // 2):
@@ -188,8 +161,8 @@ class Variants:
         sentences, each embedded on its own (at query time)."""
         def variant(q, v, dense, lexical, fused):
             key = self.blend(dense, lexical)
-            first = self.c.doc[fused[0][0]]
-            best = sorted((f[0] for f in fused if self.c.doc[f[0]] == first), key=lambda c: -key(c))[:top]
+            first = self.c.doc[fused[0]]
+            best = sorted((c for c in fused if self.c.doc[c] == first), key=lambda c: -key(c))[:top]
             if len(best) < 2:
                 return key
             window = {}
@@ -205,7 +178,7 @@ class Variants:
         def variant(q, v, dense, lexical, fused):
             words = set(self.content_words(q["question"]))
             score = {}
-            for cid, _ in fused:
+            for cid in fused:
                 score[cid] = max(sum(self.idf.get(w, 0.0) for w in words & set(self.content_words(s)))
                                  for s in self.sentences(self.c.text[cid], per))
             top = max(score.values()) or 1.0
@@ -222,7 +195,7 @@ def evaluate(corpus, questions, vectors, variant):
         order = np.argsort(-sims, kind="stable")[:CANDIDATES]
         dense = [(corpus.ids[i], float(sims[i])) for i in order]
         lexical = corpus.lexical(q["question"])
-        fused = rrf([[h[0] for h in dense], [h[0] for h in lexical]])
+        fused = baselines.rrf([[h[0] for h in dense], [h[0] for h in lexical]], 2 * CANDIDATES)
         top = order_within(corpus, fused, variant(q, v, minmax(dense), minmax(lexical), fused))
         rank = next((i + 1 for i, c in enumerate(top) if corpus.doc[c] == q["document"]), None)
         r1 += rank == 1

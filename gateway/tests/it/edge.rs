@@ -1,11 +1,12 @@
 //! What the gateway refuses before any service sees it: list offsets and limits storage
 //! cannot hold, and bodies over the size limit.
 
+use docchat_common::config::Service;
 use docchat_common::testing::Backend;
 use reqwest::Method;
 use serde_json::json;
 
-use crate::harness::{ADMIN_KEY, Stack, assert_error, count_rows, read};
+use crate::harness::{ADMIN_KEY, Stack, assert_error, read};
 
 docchat_common::backend_tests! {
     /// `offset`/`limit` of 2^63 and more, negative or not numbers: 400 with the error
@@ -187,7 +188,7 @@ async fn an_upload_body_one_byte_over_the_limit_is_413_when_streamed() {
     assert_error(s, &b, 413);
     // A refused upload leaves nothing behind: no row, no blob.
     let stored = || async {
-        let rows = count_rows(&app, "uploads").await;
+        let rows = app.count_rows(Service::Ingest, "uploads").await;
         let blobs = std::fs::read_dir(app.data_dir().join("blobs"))
             .map(|d| {
                 d.filter_map(Result::ok)

@@ -4,9 +4,7 @@
 
 use std::time::Duration;
 
-use docchat_common::config::Service;
 pub use docchat_test_stack::{ADMIN_KEY, Stack, read};
-use sea_orm::{ConnectionTrait, Statement};
 use serde_json::{Value, json};
 
 /// The error body of SPEC.md, exactly.
@@ -30,20 +28,4 @@ where
         assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// The rows of an ingest-service table, read from its database.
-pub async fn count_rows(app: &Stack, table: &str) -> i64 {
-    let db = app.database(Service::Ingest).await;
-    let row = db
-        .query_one(Statement::from_string(
-            db.get_database_backend(),
-            format!("SELECT COUNT(*) AS n FROM {table}"),
-        ))
-        .await
-        .unwrap()
-        .unwrap();
-    let n: i64 = row.try_get("", "n").unwrap();
-    db.close().await.unwrap();
-    n
 }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::completions::{collection_with, session, stream};
 use crate::documents::upload;
-use crate::harness::{ADMIN_KEY, Stack, assert_error, count_rows, eventually};
+use crate::harness::{ADMIN_KEY, Stack, assert_error, eventually};
 
 /// SPEC.md's job history row, every field.
 const FIELDS: [&str; 23] = [
@@ -409,8 +409,8 @@ docchat_common::backend_tests! {
         let docs = format!("/api/v1/collections/{cid}/documents");
         let (_, listed) = app.call(Method::GET, &docs, &alice, None).await;
         assert_eq!(listed, json!([]), "{name}");
-        assert_eq!(count_rows(&app, "documents").await, 0);
-        assert_eq!(count_rows(&app, "chunks").await, 0);
+        assert_eq!(app.count_rows(Service::Ingest, "documents").await, 0);
+        assert_eq!(app.count_rows(Service::Ingest, "chunks").await, 0);
         start_ingest(&app, &alice, &cid, "after.md", false).await;
         let jobs = own_jobs_when(&app, &alice, "the new ingestion completed", |j| {
             j.len() == 3 && j[0]["status"] == "completed"
@@ -420,7 +420,7 @@ docchat_common::backend_tests! {
         let (_, listed) = app.call(Method::GET, &docs, &alice, None).await;
         let names: Vec<_> = listed.as_array().unwrap().iter().map(|d| d["name"].clone()).collect();
         assert_eq!(names, vec![json!("after.md")], "{name}");
-        assert!(count_rows(&app, "chunks").await > 0);
+        assert!(app.count_rows(Service::Ingest, "chunks").await > 0);
 
         // Deleting a finished job clears it from the user's list; the history keeps it.
         let (s, e) = app.call(Method::DELETE, &format!("/api/v1/jobs/{a}"), &alice, None).await;

@@ -30,21 +30,6 @@ fn new_session() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-/// Rows of `table` in ingest's database.
-async fn rows(s: &Stack, table: &str) -> i64 {
-    let db = s.database(Service::Ingest).await;
-    let row = db
-        .query_one(Statement::from_string(
-            db.get_database_backend(),
-            format!("SELECT COUNT(*) FROM {table}"),
-        ))
-        .await
-        .unwrap()
-        .unwrap();
-    db.close().await.unwrap();
-    row.try_get_by_index::<i64>(0).unwrap()
-}
-
 /// The stack's blob store (a directory, or the backend's S3 bucket).
 async fn blob_store(s: &Stack) -> BlobStore {
     BlobStore::open(&s.config).await.unwrap()
@@ -187,7 +172,7 @@ docchat_common::backend_tests! {
             .unwrap()
             .into_inner();
         assert_eq!(got, plan);
-        assert_eq!((blob_files(&s).await, rows(&s, "uploads").await), (2, 2));
+        assert_eq!((blob_files(&s).await, s.count_rows(Service::Ingest, "uploads").await), (2, 2));
 
         // Written again: the same document with new bytes; the old ones are gone.
         let again = s
@@ -201,7 +186,7 @@ docchat_common::backend_tests! {
         assert_eq!(bytes, b"step one\nstep two\n");
         assert_eq!(documents_of(&s, &alice, None).await.len(), 2);
         assert_eq!(
-            (blob_files(&s).await, rows(&s, "uploads").await),
+            (blob_files(&s).await, s.count_rows(Service::Ingest, "uploads").await),
             (2, 2),
             "{}: the replaced bytes are removed",
             backend.name
@@ -261,7 +246,7 @@ docchat_common::backend_tests! {
         assert_eq!(http(&too_big), 413);
         let (_, _, bytes) = s.read_document_bytes(&alice, &doc.id, true).await.unwrap();
         assert_eq!(bytes, b"alice's");
-        assert_eq!((blob_files(&s).await, rows(&s, "uploads").await), (1, 1));
+        assert_eq!((blob_files(&s).await, s.count_rows(Service::Ingest, "uploads").await), (1, 1));
         assert!(documents_of(&s, &bob, None).await.is_empty());
         s.stop().await;
     }
@@ -289,7 +274,7 @@ docchat_common::backend_tests! {
         );
         assert!(refused.message().contains("agent document limit reached (2)"), "{refused:?}");
         assert_eq!(documents_of(&s, &alice, None).await.len(), 2);
-        assert_eq!((blob_files(&s).await, rows(&s, "uploads").await), (2, 2), "nothing kept");
+        assert_eq!((blob_files(&s).await, s.count_rows(Service::Ingest, "uploads").await), (2, 2), "nothing kept");
         // Rewriting a file at the limit is no new document.
         let session = a.chat_session_id.clone().unwrap();
         s.put_agent_file(&alice, &session, "a.txt", &a.id, b"a2").await.unwrap();
@@ -419,7 +404,7 @@ docchat_common::backend_tests! {
             assert_eq!(status.code(), Code::NotFound);
         }
         assert_eq!(
-            (blob_files(&s).await, rows(&s, "uploads").await, rows(&s, "document_tags").await),
+            (blob_files(&s).await, s.count_rows(Service::Ingest, "uploads").await, s.count_rows(Service::Ingest, "document_tags").await),
             (2, 2, 0),
             "{}: their bytes and tags are gone",
             backend.name
@@ -433,7 +418,7 @@ docchat_common::backend_tests! {
             .delete_document(s.req(Service::Ingest, &alice, pb::DocumentRef { id: d.id.clone() }))
             .await
             .unwrap();
-        assert_eq!((blob_files(&s).await, rows(&s, "uploads").await), (1, 1));
+        assert_eq!((blob_files(&s).await, s.count_rows(Service::Ingest, "uploads").await), (1, 1));
         stop.cancel();
         s.stop().await;
     }

@@ -169,6 +169,19 @@ impl ApiError {
         Self::new(ErrorCode::Internal, "internal error")
     }
 
+    /// A database error: a fault ([`ApiError::internal`], logged with `context`) but for one
+    /// cause that is the request's. PostgreSQL refuses text holding NUL, as `text` (SQLSTATE
+    /// 22021, "invalid byte sequence") and inside `jsonb` (22P05, "unsupported Unicode escape
+    /// sequence"); the gateway refuses NUL at the edge, but a multipart field or a compressed
+    /// body could still carry it. Told by the SQLSTATE, not the message, which the server's
+    /// `lc_messages` may translate.
+    pub fn database(context: &str, err: sea_orm::DbErr) -> Self {
+        if matches!(sqlstate(&err).as_deref(), Some("22021" | "22P05")) {
+            return Self::bad_request("text may not contain the NUL character (\\u0000)");
+        }
+        Self::internal(context, err)
+    }
+
     /// Recovers the error from a gRPC status received from another service. A status
     /// without docchat's [`ErrorDetail`] did not come from a service's own error but from
     /// tonic, HTTP/2 or the transport (a message over the size limit, a refused connection):
@@ -237,24 +250,10 @@ impl From<Status> for ApiError {
     }
 }
 
-/// A database error is a fault (logged, an opaque 500) but for one cause that is the
-/// request's: PostgreSQL refuses text holding NUL, as `text` (SQLSTATE 22021, "invalid byte
-/// sequence") and inside `jsonb` (22P05, "unsupported Unicode escape sequence"). The gateway
-/// refuses NUL at the edge, but a multipart field or a compressed body could still carry it.
-/// Told by the SQLSTATE, not the message, which the server's `lc_messages` may translate.
+/// [`ApiError::database`] with a generic context.
 impl From<sea_orm::DbErr> for ApiError {
     fn from(err: sea_orm::DbErr) -> Self {
         ApiError::database("database error", err)
-    }
-}
-
-impl ApiError {
-    /// A database error, logged with `context` where it is a fault (see the `From` above).
-    pub fn database(context: &str, err: sea_orm::DbErr) -> Self {
-        if matches!(sqlstate(&err).as_deref(), Some("22021" | "22P05")) {
-            return ApiError::bad_request("text may not contain the NUL character (\\u0000)");
-        }
-        ApiError::internal(context, err)
     }
 }
 

@@ -350,6 +350,22 @@ impl Stack {
             .unwrap()
     }
 
+    /// The rows of `table` in `service`'s database.
+    pub async fn count_rows(&self, service: Service, table: &str) -> i64 {
+        use sea_orm::{ConnectionTrait, Statement};
+        let db = self.database(service).await;
+        let row = db
+            .query_one(Statement::from_string(
+                db.get_database_backend(),
+                format!("SELECT COUNT(*) FROM {table}"),
+            ))
+            .await
+            .unwrap()
+            .unwrap();
+        db.close().await.unwrap();
+        row.try_get_by_index::<i64>(0).unwrap()
+    }
+
     fn replica_context(
         &self,
         service: Service,
