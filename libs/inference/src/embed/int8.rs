@@ -18,9 +18,10 @@
 //! (`tests/it/minilm.rs`).
 //!
 //! The kernel is a register-blocked GEMM: a tile of [`MR`] rows × [`NR`] columns lives in
-//! 24 zmm accumulators while the whole reduction runs; row blocks of [`MC`] rows are spread
-//! over the rayon pool, and each one sweeps every column panel, so its quantized rows stay
-//! in L1/L2 and the packed weights (under 0.6 MB per layer for MiniLM) in L2.
+//! 24 zmm accumulators while the whole reduction runs; a block of [`MC`] rows sweeps every
+//! column panel, so its quantized rows stay in L1/L2 and the packed weights (under 0.6 MB
+//! per layer for MiniLM) in L2. A call runs on one thread: [`super::bert`] hands each
+//! thread blocks of rows, and runs a block through several layers in a row.
 //!
 //! `unsafe` is confined to this module: calling the `#[target_feature]` functions (after
 //! checking the CPU has the features) and the unaligned SIMD loads and stores, whose bounds
@@ -36,8 +37,6 @@ use std::arch::x86_64::{
     _mm512_set1_epi32, _mm512_set1_ps, _mm512_setzero_ps, _mm512_setzero_si512, _mm512_storeu_ps,
     _mm512_sub_epi32,
 };
-
-use rayon::prelude::*;
 
 use super::amx;
 
@@ -78,6 +77,15 @@ pub(crate) struct Int8Linear {
     /// Blocks of rows multiplied on the tiles: the tests' proof that an AMX layer used them.
     #[cfg(test)]
     tile_blocks: std::sync::atomic::AtomicUsize,
+}
+
+/// A thread's buffers for [`Int8Linear::matmul`]: the quantized rows of a block and their
+/// scales and zero points. Reused from call to call so the hot loop does not allocate.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    xq: Vec<u8>,
+    xs: Vec<f32>,
+    xz: Vec<i32>,
 }
 
 impl Int8Linear {
@@ -137,41 +145,33 @@ impl Int8Linear {
         if self.amx { "int8-amx" } else { "int8" }
     }
 
-    /// `y = x W` for `x` with `m` rows (`m × k`), into `y` (`m × n`), on the current rayon
-    /// pool. False (and `y` untouched) when the CPU lacks the instructions or the shapes
-    /// do not match; callers treat that as an internal error.
+    /// `y = x W` for `x` with `m` rows (`m × k`), into `y` (`m × n`), on the calling thread
+    /// (the caller spreads blocks of rows over its threads; [`super::bert`] does). False
+    /// (and `y` untouched) when the CPU lacks the instructions or the shapes do not match;
+    /// callers treat that as an internal error.
     #[must_use]
-    pub(crate) fn matmul(&self, x: &[f32], m: usize, y: &mut [f32]) -> bool {
+    pub(crate) fn matmul(&self, x: &[f32], m: usize, y: &mut [f32], s: &mut Scratch) -> bool {
         if x.len() != m * self.k || y.len() != m * self.n || !available() {
             return false;
         }
         // Row blocks: whole AMX blocks of rows on that path.
         let mc = if self.amx { 2 * amx::ROWS } else { MC };
-        y.par_chunks_mut(mc * self.n)
-            .zip(x.par_chunks(mc * self.k))
-            .for_each_init(
-                || (Vec::<u8>::new(), Vec::<f32>::new(), Vec::<i32>::new()),
-                |(xq, xs, xz), (y, x)| {
-                    let rows = x.len() / self.k;
-                    // AMX reads whole blocks of 32 rows: the rows past `rows` hold stale
-                    // bytes whose products land in rows of the tile that are not stored.
-                    let tile_rows = if self.amx {
-                        rows.next_multiple_of(amx::ROWS)
-                    } else {
-                        rows
-                    };
-                    xq.resize(tile_rows * self.kp, 0);
-                    xs.resize(rows, 0.0);
-                    xz.resize(rows, 0);
-                    // The features were checked at the top of `matmul`; checking again
-                    // per block costs an atomic load and keeps the check next to its use.
-                    if available() {
-                        // SAFETY: avx512f, avx512bw and avx512vnni are present (checked
-                        // just above); `block` checks its slice bounds itself.
-                        unsafe { self.block(x, rows, xq, xs, xz, y) }
-                    }
-                },
-            );
+        for (y, x) in y.chunks_mut(mc * self.n).zip(x.chunks(mc * self.k)) {
+            let rows = x.len() / self.k;
+            // AMX reads whole blocks of 32 rows: the rows past `rows` hold stale bytes
+            // whose products land in rows of the tile that are not stored.
+            let tile_rows = if self.amx {
+                rows.next_multiple_of(amx::ROWS)
+            } else {
+                rows
+            };
+            s.xq.resize(tile_rows * self.kp, 0);
+            s.xs.resize(rows, 0.0);
+            s.xz.resize(rows, 0);
+            // SAFETY: avx512f, avx512bw and avx512vnni are present (`available`, checked
+            // above); `block` checks its slice bounds itself.
+            unsafe { self.block(x, rows, &mut s.xq, &mut s.xs[..rows], &mut s.xz[..rows], y) }
+        }
         true
     }
 
@@ -468,11 +468,7 @@ mod tests {
             let w = pseudo_random(k * n, 11 + n as u32);
             let lin = Int8Linear::new(&w, k, n).unwrap();
             let mut y = vec![f32::NAN; m * n];
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(2)
-                .build()
-                .unwrap();
-            assert!(pool.install(|| lin.matmul(&x, m, &mut y)));
+            assert!(lin.matmul(&x, m, &mut y, &mut Scratch::default()));
             let want = reference(&x, &w, m, k, n);
             // Each operand is rounded by at most half a step of 1/127 of its row's or
             // column's largest magnitude (0.5 here).
@@ -493,10 +489,6 @@ mod tests {
             );
             return;
         }
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap();
         // Row counts below, at and past a block's 32 and a task's 64; k below a tile row's 64
         // and not a multiple of 4; partial panels.
         for (m, k, n) in [
@@ -514,8 +506,9 @@ mod tests {
             );
             assert_eq!((tiles.kind(), vnni.kind()), ("int8-amx", "int8"));
             let (mut a, mut b) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
-            assert!(pool.install(|| tiles.matmul(&x, m, &mut a)));
-            assert!(pool.install(|| vnni.matmul(&x, m, &mut b)));
+            let mut s = Scratch::default();
+            assert!(tiles.matmul(&x, m, &mut a, &mut s));
+            assert!(vnni.matmul(&x, m, &mut b, &mut s));
             assert_eq!(a, b, "({m},{k},{n})");
             use std::sync::atomic::Ordering::Relaxed;
             assert_eq!(
@@ -543,11 +536,12 @@ mod tests {
         x[k..2 * k].fill(0.0);
         let lin = Int8Linear::new(&w, k, n).unwrap();
         let mut y = vec![f32::NAN; m * n];
-        assert!(lin.matmul(&x, m, &mut y));
+        let mut s = Scratch::default();
+        assert!(lin.matmul(&x, m, &mut y, &mut s));
         assert!(y[n..2 * n].iter().all(|&v| v == 0.0));
         assert!((0..m).all(|r| y[r * n + 5] == 0.0));
         assert!(
-            !lin.matmul(&x, m + 1, &mut y),
+            !lin.matmul(&x, m + 1, &mut y, &mut s),
             "a shape mismatch is refused"
         );
     }
