@@ -226,6 +226,11 @@ struct Layer {
 }
 
 impl Layer {
+    /// The width of the layer's input and output rows.
+    fn hidden(&self) -> usize {
+        self.attn_out_b.len()
+    }
+
     /// `(x · Wq|Wk|Wv + b)` of a block of rows into `qkv`, queries scaled by `q_scale`.
     fn project_qkv(
         &self,
@@ -236,7 +241,7 @@ impl Layer {
         k: Kernels,
         par: Par,
     ) -> Result<(), EmbedError> {
-        let rows = x.len() / self.attn_out_b.len();
+        let rows = x.len() / self.hidden();
         self.qkv_w.forward(x, rows, qkv, scratch, par)?;
         k.qkv_bias_rows(qkv, &self.qkv_b, q_scale);
         Ok(())
@@ -256,7 +261,7 @@ impl Layer {
         k: Kernels,
         par: Par,
     ) -> Result<(), EmbedError> {
-        let rows = x.len() / self.attn_out_b.len();
+        let rows = x.len() / self.hidden();
         s.tmp.resize(x.len(), 0.0);
         s.mid.resize(rows * self.inter_b.len(), 0.0);
         self.attn_out_w
