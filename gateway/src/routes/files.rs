@@ -70,7 +70,7 @@ pub(crate) fn attachment(name: &str) -> ContentDisposition {
 #[utoipa::path(tag = "Agent Files", params(FileQuery),
     responses(
         (status = 200, description = "the file's bytes, as an attachment named after the file; Content-Type from its extension (application/octet-stream when unknown)",
-            content_type = "application/octet-stream"),
+            content_type = "*/*"),
         (status = 400, description = "no id, or an empty one", body = ErrorBody),
         (status = 401, body = ErrorBody),
         (status = 404, description = "no file with this id that the caller owns", body = ErrorBody),
