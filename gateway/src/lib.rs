@@ -151,15 +151,16 @@ fn app(
     (app, api)
 }
 
-/// Serves REST on `listener` until `shutdown`; also serves the probe listener when
-/// `DOCCHAT_PROBE_ADDR` is set.
+/// Serves REST on `listener` until `shutdown`, then for `shutdown_delay_seconds` more with
+/// readiness saying not ready, then drains for up to `shutdown_grace_seconds`; also serves
+/// the probe listener when `DOCCHAT_PROBE_ADDR` is set.
 pub async fn serve_http(
     config: Arc<Config>,
     keys: Arc<JwtKeys>,
     listener: std::net::TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let state = web::Data::new(AppState::new(config.clone(), keys)?);
+    let state = web::Data::new(AppState::new(config.clone(), keys, shutdown.clone())?);
     let spec = web::Data::new(ApiSpec(
         app(state.clone())
             .1
@@ -215,12 +216,20 @@ pub async fn serve_http(
     };
     let probe_handle = probe.as_ref().map(|p| p.handle());
 
+    let delay = Duration::from_secs(config.shutdown_delay_seconds);
     #[expect(
         clippy::disallowed_methods,
         reason = "owned by this function, which aborts it when the servers end"
     )]
     let stopper = tokio::spawn(async move {
         shutdown.cancelled().await;
+        if !delay.is_zero() {
+            tracing::info!(
+                ?delay,
+                "stopping: not ready, still serving until the delay ends"
+            );
+            tokio::time::sleep(delay).await;
+        }
         if let Some(p) = probe_handle {
             p.stop(true).await;
         }

@@ -20,7 +20,8 @@ pub fn configure(cfg: &mut ServiceConfig) {
 pub struct Health {
     /// `ok`, `ready` or `not_ready`.
     pub status: String,
-    /// Services that do not answer their health check.
+    /// Services that do not answer their health check; `gateway (stopping)` from the
+    /// gateway's SIGTERM until it exits (`DOCCHAT_SHUTDOWN_DELAY_SECONDS`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unavailable: Vec<String>,
     /// What works only in part, and why (readiness): e.g. the agent's code sandbox, without
@@ -61,6 +62,14 @@ pub async fn unavailable(state: &AppState) -> Vec<String> {
 }
 
 pub async fn readiness_response(state: &AppState) -> HttpResponse {
+    if state.stopping.is_cancelled() {
+        // Lame duck: still serving, but whatever routes requests should stop sending them.
+        return HttpResponse::ServiceUnavailable().json(Health {
+            status: "not_ready".into(),
+            unavailable: vec!["gateway (stopping)".into()],
+            degraded: Vec::new(),
+        });
+    }
     let down = unavailable(state).await;
     let degraded = degraded(state, &down).await;
     if down.is_empty() {

@@ -1,7 +1,8 @@
 //! The README's run command on a fresh machine: `gateway --standalone` without an embedder
 //! refuses to start (exit 2) and names the command that fetches it, instead of serving and
 //! failing every ingestion later; with an embedder (here an embedding upstream in the models
-//! file, so the test needs no model files) it starts and serves.
+//! file, so the test needs no model files) it starts and serves. On SIGTERM it keeps serving
+//! for `DOCCHAT_SHUTDOWN_DELAY_SECONDS` with readiness 503, then exits 0.
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -108,14 +109,15 @@ fn standalone_without_the_embedder_refuses_to_start_and_names_the_fetch_command(
     assert!(std::net::TcpStream::connect(format!("127.0.0.1:{port}")).is_err());
 }
 
-#[test]
-fn standalone_with_an_embedding_upstream_starts_without_model_files() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let models = dir.path().join("models");
+/// Starts `gateway --standalone` with an embedding upstream in its models file (named,
+/// never called at start, so no model files are needed) and the bootstrap key `KEY`; waits
+/// until it answers ready on its REST port, or fails the test. The child and its address.
+fn start_serving(dir: &Path, envs: &[(&str, &str)]) -> (Child, String) {
+    let data = dir.join("data");
+    let models = dir.join("models");
     std::fs::create_dir_all(&models).unwrap();
-    let models_file = dir.path().join("models.toml");
-    // Nothing listens there: the upstream is only named, never called, at start.
+    let models_file = dir.join("models.toml");
+    // Nothing listens there.
     std::fs::write(
         &models_file,
         "[[models]]\nname = \"remote-embedder\"\nbase_url = \"http://127.0.0.1:9/v1\"\nkind = \"embedding\"\ndimensions = 8\n",
@@ -131,27 +133,82 @@ fn standalone_with_an_embedding_upstream_starts_without_model_files() {
             ("DOCCHAT_BOOTSTRAP_ADMIN_KEY", KEY),
         ],
     )
+    .envs(envs.iter().copied())
     .spawn()
     .unwrap();
     // The listener is bound before the services start, so a connect alone proves nothing:
     // wait for an HTTP answer, which comes only once every service is ready.
     let start = Instant::now();
-    let mut serving = false;
     while start.elapsed() < Duration::from_secs(120) {
         if child.try_wait().unwrap().is_some() {
             break;
         }
         if http_get(&addr, "/rpc/health/readiness").starts_with("HTTP/1.1 200") {
-            serving = true;
-            break;
+            return (child, addr);
         }
         std::thread::sleep(Duration::from_millis(100));
     }
     let _ = child.kill();
     let out = child.wait_with_output().unwrap();
-    assert!(
-        serving,
+    panic!(
         "the gateway did not serve; stderr:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn standalone_with_an_embedding_upstream_starts_without_model_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, _) = start_serving(dir.path(), &[]);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn sigterm_keeps_serving_through_the_shutdown_delay_then_exits_cleanly() {
+    const DELAY: Duration = Duration::from_secs(3);
+    let dir = tempfile::tempdir().unwrap();
+    let probe = format!("127.0.0.1:{}", free_port());
+    let (child, addr) = start_serving(
+        dir.path(),
+        &[
+            ("DOCCHAT_PROBE_ADDR", &probe),
+            ("DOCCHAT_SHUTDOWN_DELAY_SECONDS", "3"),
+        ],
+    );
+    assert!(http_get(&probe, "/readyz").starts_with("HTTP/1.1 200"));
+    let signalled = Instant::now();
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    // Readiness turns at once, so whatever routes requests stops sending them here...
+    let mut ready = String::new();
+    while signalled.elapsed() < Duration::from_secs(2) {
+        ready = http_get(&probe, "/readyz");
+        if ready.starts_with("HTTP/1.1 503") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(ready.starts_with("HTTP/1.1 503"), "{ready:?}");
+    assert!(ready.contains("gateway (stopping)"), "{ready}");
+    // ...while a request that still reaches it, on a new connection, is served.
+    let answer = http_get(&addr, "/rpc/health/liveness");
+    assert!(
+        signalled.elapsed() < DELAY,
+        "the checks took the whole delay"
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    // Then it stops listening and exits cleanly, not before the delay.
+    let out = exit_within(child, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}; stderr:\n{stderr}", out.status);
+    assert!(
+        signalled.elapsed() >= DELAY,
+        "exited {:?} after SIGTERM",
+        signalled.elapsed()
+    );
+    assert!(std::net::TcpStream::connect(&addr).is_err());
 }

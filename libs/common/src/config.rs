@@ -82,6 +82,11 @@ pub struct Config {
     pub log_format: String,
     /// Grace period for draining on shutdown.
     pub shutdown_grace_seconds: u64,
+    /// The gateway's lame-duck time: after SIGTERM it reports not ready on /readyz but keeps
+    /// accepting and serving for this long before it closes its listener and drains, so a
+    /// request routed to it as the stop begins (a load balancer that has not yet seen the
+    /// readiness change, a connection in the accept queue) is served rather than reset.
+    pub shutdown_delay_seconds: u64,
     /// Upper bound of any HTTP request body (SPEC: 140 MB).
     pub max_body_bytes: usize,
     /// Ingestion workers per ingest-service replica.
@@ -181,6 +186,7 @@ impl Default for Config {
             internal_jwt_ttl_seconds: 120,
             log_format: "text".into(),
             shutdown_grace_seconds: 20,
+            shutdown_delay_seconds: 0,
             max_body_bytes: 140 * 1000 * 1000,
             ingest_workers: 2,
             job_lease_seconds: 30,
