@@ -13,9 +13,10 @@
 //!   bias, activation, residual and layer norm are vectorized passes ([`super::kernels`]).
 //!
 //! Matrix products are faer's (AVX-512 / AVX2 kernels chosen at run time), except that with
-//! [`Precision::Auto`] on CPUs with AVX-512 VNNI the linear layers run in int8
-//! ([`super::int8`]: about twice the throughput at 256 tokens, embeddings within cosine 0.99
-//! of f32's), on AMX tiles where the CPU has them ([`super::amx`], the same sums). In f32,
+//! [`Precision::Auto`] on x86-64 CPUs with AVX-512 VNNI or AVX2 the linear layers run in int8
+//! ([`super::int8`]: about twice the throughput at 256 tokens with VNNI, embeddings within
+//! cosine 0.99 of f32's), on AMX tiles where the CPU has them ([`super::amx`]) and with
+//! `vpmaddwd` where it has only AVX2 ([`super::avx2`]), all three the same sums. In f32,
 //! results equal Hugging Face's `BertModel` with an attention mask up to float rounding.
 //!
 //! Why not candle-transformers' `BertModel`: measured with `bench/embeddings` texts on the
@@ -104,7 +105,8 @@ impl BertConfig {
 pub enum Precision {
     /// The fastest arithmetic this CPU has that keeps embeddings within cosine 0.99 of
     /// [`Precision::F32`]'s: int8 weights and activations with exact i32 sums where the CPU
-    /// has AVX-512 VNNI (x86-64 since Ice Lake / Zen 4), f32 elsewhere.
+    /// has AVX-512 VNNI (x86-64 since Ice Lake / Zen 4) or AVX2 and FMA (since Haswell /
+    /// Zen 1), f32 elsewhere.
     #[default]
     Auto,
     /// f32 throughout (faer's matrix products).
@@ -135,7 +137,7 @@ impl Linear {
         Linear::F32 { w, inp, out }
     }
 
-    /// The arithmetic in use, for logs and tests: `"f32"`, `"int8"` or `"int8-amx"`.
+    /// The arithmetic in use, for logs and tests: `"f32"`, `"int8"`, `"int8-amx"` or `"int8-avx2"`.
     fn kind(&self) -> &'static str {
         match self {
             Linear::F32 { .. } => "f32",
@@ -429,7 +431,7 @@ impl Bert {
         self.cfg.max_position_embeddings
     }
 
-    /// The arithmetic of the linear layers: `"f32"`, `"int8"` or `"int8-amx"`.
+    /// The arithmetic of the linear layers: `"f32"`, `"int8"`, `"int8-amx"` or `"int8-avx2"`.
     pub(crate) fn linear_kind(&self) -> &'static str {
         self.layers.first().map_or("f32", |l| l.qkv_w.kind())
     }

@@ -1,9 +1,12 @@
-//! Int8 linear layers for x86-64 CPUs with AVX-512 VNNI: the fast path of [`super::bert`].
+//! Int8 linear layers for x86-64 CPUs with AVX-512 VNNI or AVX2: the fast path of
+//! [`super::bert`].
 //!
 //! The dense layers (query/key/value, attention output, feed-forward up and down) are
 //! almost all of a BERT forward pass's arithmetic. On the CPUs that have `vpdpbusd`
 //! (u8 × i8 products summed four at a time into i32 lanes) they run here with 8-bit
-//! operands, which does four times the multiply-adds per instruction of an f32 FMA:
+//! operands, which does four times the multiply-adds per instruction of an f32 FMA; on
+//! AMX tiles ([`super::amx`]) many more; on CPUs with only AVX2, `vpmaddwd`
+//! ([`super::avx2`]) twice as many. All three kernels compute the same exact sums:
 //! - weights are quantized once at load time, symmetrically per output channel
 //!   (`w ≈ s_o · q`, `q ∈ [-127, 127]`), and packed in the order the kernel reads them;
 //! - activations are quantized per row (token) at run time to the unsigned operand
@@ -17,13 +20,13 @@
 //! Measured on real text, the pooled embeddings stay within cosine 0.99 of the f32 path's
 //! (`tests/it/minilm.rs`).
 //!
-//! The kernel is a register-blocked GEMM: a tile of [`MR`] rows × [`NR`] columns lives in
-//! 24 zmm accumulators while the whole reduction runs; a block of [`MC`] rows sweeps every
+//! The VNNI kernel is a register-blocked GEMM (the AVX2 one the same in 16 ymm registers):
+//! a tile of [`MR`] rows × [`NR`] columns lives in 24 zmm accumulators while the whole reduction runs; a block of [`MC`] rows sweeps every
 //! column panel, so its quantized rows stay in L1/L2 and the packed weights (under 0.6 MB
 //! per layer for MiniLM) in L2. A call runs on one thread: [`super::bert`] hands each
 //! thread blocks of rows, and runs a block through several layers in a row.
 //!
-//! `unsafe` is confined to this module: calling the `#[target_feature]` functions (after
+//! `unsafe` is confined to this module and its kernels' (`amx.rs`, `avx2.rs`): calling the `#[target_feature]` functions (after
 //! checking the CPU has the features) and the unaligned SIMD loads and stores, whose bounds
 //! are checked once per block before the loops.
 
@@ -38,7 +41,7 @@ use std::arch::x86_64::{
     _mm512_sub_epi32,
 };
 
-use super::amx;
+use super::{amx, avx2};
 
 /// zmm registers of accumulators per tile row: 16 i32 columns each.
 const NV: usize = 4;
@@ -50,30 +53,105 @@ const MR: usize = 6;
 /// Rows per parallel task (a multiple of [`MR`]).
 const MC: usize = 8 * MR;
 
-/// Whether this CPU can run the int8 kernels.
-pub(crate) fn available() -> bool {
+/// Whether this CPU can run the VNNI kernel (and the AMX one, which dequantizes with it).
+fn vnni() -> bool {
     is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
         && is_x86_feature_detected!("avx512vnni")
 }
 
-/// A linear layer's weight (`y = x W`, `W` being `k × n`), quantized and packed for the
-/// VNNI kernel. Only built when [`available`] holds.
+/// The instructions a layer's products run on; the packing of its weights follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kernel {
+    /// AMX tiles, dequantized by the VNNI code.
+    Amx,
+    /// AVX-512 `vpdpbusd`.
+    Vnni,
+    /// AVX2 `vpmaddwd` ([`super::avx2`]).
+    Avx2,
+}
+
+impl Kernel {
+    /// The fastest kernel this CPU runs, if any.
+    fn detect() -> Option<Kernel> {
+        if vnni() {
+            Some(if amx::available() {
+                Kernel::Amx
+            } else {
+                Kernel::Vnni
+            })
+        } else if avx2::available() {
+            Some(Kernel::Avx2)
+        } else {
+            None
+        }
+    }
+
+    fn available(self) -> bool {
+        match self {
+            Kernel::Amx => vnni() && amx::available(),
+            Kernel::Vnni => vnni(),
+            Kernel::Avx2 => avx2::available(),
+        }
+    }
+
+    /// Columns of a packed panel.
+    fn panel_cols(self) -> usize {
+        match self {
+            Kernel::Amx | Kernel::Vnni => NR,
+            Kernel::Avx2 => avx2::NR,
+        }
+    }
+
+    /// Consecutive `k` of one column side by side in a panel.
+    fn k_group(self) -> usize {
+        match self {
+            Kernel::Amx | Kernel::Vnni => 4,
+            Kernel::Avx2 => avx2::K_STEP,
+        }
+    }
+
+    /// What `k` is rounded up to: the reduction step, or a tile row on AMX.
+    fn k_multiple(self) -> usize {
+        match self {
+            Kernel::Amx => amx::K_STEP,
+            Kernel::Vnni | Kernel::Avx2 => self.k_group(),
+        }
+    }
+
+    /// Rows quantized and multiplied at a time: whole AMX blocks on that path.
+    fn block_rows(self) -> usize {
+        match self {
+            Kernel::Amx => 2 * amx::ROWS,
+            Kernel::Vnni | Kernel::Avx2 => MC,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kernel::Amx => "int8-amx",
+            Kernel::Vnni => "int8",
+            Kernel::Avx2 => "int8-avx2",
+        }
+    }
+}
+
+/// A linear layer's weight (`y = x W`, `W` being `k × n`), quantized and packed for one
+/// kernel. Only built where the CPU has one.
 pub(crate) struct Int8Linear {
     k: usize,
     n: usize,
-    /// `k` rounded up to a multiple of 4 (the reduction step of `vpdpbusd`).
+    /// `k` rounded up to the kernel's [`Kernel::k_multiple`].
     kp: usize,
-    /// Panels of [`NR`] columns, each `[kp / 4][NR][4]` (four consecutive `k` of one
-    /// column side by side); columns past `n` are zero.
+    /// Panels of [`Kernel::panel_cols`] columns, each `[kp / g][cols][g]` (`g` =
+    /// [`Kernel::k_group`] consecutive `k` of one column side by side); columns past `n`
+    /// are zero.
     packed: Vec<i8>,
     /// Per-column dequantization scale, padded with zeros to whole panels.
     scale: Vec<f32>,
     /// Per-column `Σ_k q[k][o]`, for the activations' zero points.
     wsum: Vec<i32>,
-    /// Whether the products run on AMX tiles ([`super::amx`]) rather than `vpdpbusd`;
-    /// then `kp` is a multiple of [`amx::K_STEP`].
-    amx: bool,
+    kernel: Kernel,
     /// Blocks of rows multiplied on the tiles: the tests' proof that an AMX layer used them.
     #[cfg(test)]
     tile_blocks: std::sync::atomic::AtomicUsize,
@@ -84,6 +162,8 @@ pub(crate) struct Int8Linear {
 #[derive(Default)]
 pub(crate) struct Scratch {
     xq: Vec<u8>,
+    /// The AVX2 kernel's quantized rows, widened to i16.
+    xw: Vec<i16>,
     xs: Vec<f32>,
     xz: Vec<i32>,
 }
@@ -92,18 +172,18 @@ impl Int8Linear {
     /// Quantizes `w`, a row-major `k × n` matrix (input features × output features).
     /// None when the CPU lacks the instructions.
     pub(crate) fn new(w: &[f32], k: usize, n: usize) -> Option<Int8Linear> {
-        if !available() || w.len() != k * n || k == 0 || n == 0 {
+        if w.len() != k * n || k == 0 || n == 0 {
             return None;
         }
-        Some(Self::with_kernel(w, k, n, amx::available()))
+        Some(Self::with_kernel(w, k, n, Kernel::detect()?))
     }
 
-    /// [`Int8Linear::new`] with the kernel chosen: AMX tiles or `vpdpbusd`.
-    fn with_kernel(w: &[f32], k: usize, n: usize, amx: bool) -> Int8Linear {
-        // `vpdpbusd` takes k four at a time, a tile row 64 at a time.
-        let kp = k.next_multiple_of(if amx { amx::K_STEP } else { 4 });
-        let panels = n.div_ceil(NR);
-        let mut scale = vec![0f32; panels * NR];
+    /// [`Int8Linear::new`] with the kernel chosen.
+    fn with_kernel(w: &[f32], k: usize, n: usize, kernel: Kernel) -> Int8Linear {
+        let (nr, g) = (kernel.panel_cols(), kernel.k_group());
+        let kp = k.next_multiple_of(kernel.k_multiple());
+        let panels = n.div_ceil(nr);
+        let mut scale = vec![0f32; panels * nr];
         for row in w.chunks_exact(n) {
             for (s, &v) in scale.iter_mut().zip(row) {
                 *s = s.max(v.abs());
@@ -112,8 +192,8 @@ impl Int8Linear {
         for s in &mut scale {
             *s /= 127.0;
         }
-        let mut packed = vec![0i8; panels * kp * NR];
-        let mut wsum = vec![0i32; panels * NR];
+        let mut packed = vec![0i8; panels * kp * nr];
+        let mut wsum = vec![0i32; panels * nr];
         for (kk, row) in w.chunks_exact(n).enumerate() {
             for (o, &v) in row.iter().enumerate() {
                 let s = scale[o];
@@ -122,8 +202,8 @@ impl Int8Linear {
                 } else {
                     0
                 };
-                let (panel, col) = (o / NR, o % NR);
-                packed[panel * kp * NR + (kk / 4) * NR * 4 + col * 4 + kk % 4] = q;
+                let (panel, col) = (o / nr, o % nr);
+                packed[panel * kp * nr + (kk / g) * nr * g + col * g + kk % g] = q;
                 wsum[o] += i32::from(q);
             }
         }
@@ -134,15 +214,16 @@ impl Int8Linear {
             packed,
             scale,
             wsum,
-            amx,
+            kernel,
             #[cfg(test)]
             tile_blocks: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
-    /// The kernel in use, for logs and tests: `"int8-amx"` or `"int8"` (VNNI).
+    /// The kernel in use, for logs and tests: `"int8-amx"`, `"int8"` (VNNI) or
+    /// `"int8-avx2"`.
     pub(crate) fn kind(&self) -> &'static str {
-        if self.amx { "int8-amx" } else { "int8" }
+        self.kernel.name()
     }
 
     /// `y = x W` for `x` with `m` rows (`m × k`), into `y` (`m × n`), on the calling thread
@@ -151,26 +232,41 @@ impl Int8Linear {
     /// callers treat that as an internal error.
     #[must_use]
     pub(crate) fn matmul(&self, x: &[f32], m: usize, y: &mut [f32], s: &mut Scratch) -> bool {
-        if x.len() != m * self.k || y.len() != m * self.n || !available() {
+        if x.len() != m * self.k || y.len() != m * self.n || !self.kernel.available() {
             return false;
         }
-        // Row blocks: whole AMX blocks of rows on that path.
-        let mc = if self.amx { 2 * amx::ROWS } else { MC };
+        let mc = self.kernel.block_rows();
         for (y, x) in y.chunks_mut(mc * self.n).zip(x.chunks(mc * self.k)) {
             let rows = x.len() / self.k;
+            s.xs.resize(rows, 0.0);
+            s.xz.resize(rows, 0);
+            let (xs, xz) = (&mut s.xs[..rows], &mut s.xz[..rows]);
+            if self.kernel == Kernel::Avx2 {
+                s.xw.resize(rows * self.kp, 0);
+                let panels = avx2::Panels {
+                    k: self.k,
+                    kp: self.kp,
+                    n: self.n,
+                    packed: &self.packed,
+                    scale: &self.scale,
+                    wsum: &self.wsum,
+                };
+                // SAFETY: avx2 and fma are present (`Kernel::available`, checked above);
+                // `block` checks its slice bounds itself.
+                unsafe { avx2::block(&panels, x, rows, &mut s.xw, xs, xz, y) }
+                continue;
+            }
             // AMX reads whole blocks of 32 rows: the rows past `rows` hold stale bytes
             // whose products land in rows of the tile that are not stored.
-            let tile_rows = if self.amx {
+            let tile_rows = if self.kernel == Kernel::Amx {
                 rows.next_multiple_of(amx::ROWS)
             } else {
                 rows
             };
             s.xq.resize(tile_rows * self.kp, 0);
-            s.xs.resize(rows, 0.0);
-            s.xz.resize(rows, 0);
-            // SAFETY: avx512f, avx512bw and avx512vnni are present (`available`, checked
-            // above); `block` checks its slice bounds itself.
-            unsafe { self.block(x, rows, &mut s.xq, &mut s.xs[..rows], &mut s.xz[..rows], y) }
+            // SAFETY: avx512f, avx512bw and avx512vnni are present (`Kernel::available`,
+            // checked above); `block` checks its slice bounds itself.
+            unsafe { self.block(x, rows, &mut s.xq, xs, xz, y) }
         }
         true
     }
@@ -198,10 +294,10 @@ impl Int8Linear {
                 && self.wsum.len() == self.scale.len()
         );
         quantize_rows(x, k, &mut xq[..rows * kp], kp, xs, xz);
-        // `amx` is only set where `amx::available()` held, so the tiles configure; were they
-        // refused, the VNNI loop below computes the same sums (its `kp` need only be a
-        // multiple of 4).
-        if self.amx
+        // `Kernel::Amx` is only chosen where `amx::available()` held, so the tiles
+        // configure; were they refused, the VNNI loop below computes the same sums (its `kp`
+        // need only be a multiple of 4).
+        if self.kernel == Kernel::Amx
             && let Some(tiles) = amx::Tiles::configure()
         {
             return self.products_on_tiles(&tiles, rows, xq, xs, xz, y);
@@ -455,33 +551,91 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn matches_f32_product_for_odd_shapes() {
-        if !available() {
-            eprintln!("no AVX-512 VNNI on this CPU; the int8 kernel is not tested");
-            return;
+    /// The kernels this CPU runs.
+    fn kernels() -> Vec<Kernel> {
+        let all = [Kernel::Amx, Kernel::Vnni, Kernel::Avx2];
+        let here: Vec<Kernel> = all.into_iter().filter(|k| k.available()).collect();
+        if here.len() < all.len() {
+            eprintln!("int8 kernels not tested on this CPU: all but {here:?}");
         }
-        // Shapes that cover partial panels, partial 16-lane groups, k not a multiple of
-        // 4, row tails of every size and more than one row block.
-        for (m, k, n) in [(1, 4, 16), (7, 13, 70), (5, 384, 64), (MC + 11, 96, 150)] {
-            let x = pseudo_random(m * k, 7 + m as u32);
-            let w = pseudo_random(k * n, 11 + n as u32);
-            let lin = Int8Linear::new(&w, k, n).unwrap();
-            let mut y = vec![f32::NAN; m * n];
-            assert!(lin.matmul(&x, m, &mut y, &mut Scratch::default()));
-            let want = reference(&x, &w, m, k, n);
-            // Each operand is rounded by at most half a step of 1/127 of its row's or
-            // column's largest magnitude (0.5 here).
-            let tol = (k as f32).sqrt() * 0.5 * 0.5 / 127.0 * 2.0 + 1e-5;
-            for (i, (g, e)) in y.iter().zip(&want).enumerate() {
-                assert!((g - e).abs() <= tol, "({m},{k},{n})[{i}]: {g} vs {e}");
+        here
+    }
+
+    /// What every kernel computes, in scalar code: the same quantization of the rows, the
+    /// exact i32 sums with the layer's quantized weights, the same dequantization.
+    fn scalar(lin: &Int8Linear, x: &[f32], m: usize) -> Vec<f32> {
+        let (k, n, kp) = (lin.k, lin.n, lin.kp);
+        let (nr, g) = (lin.kernel.panel_cols(), lin.kernel.k_group());
+        let q = |kk: usize, o: usize| {
+            i32::from(lin.packed[(o / nr) * kp * nr + (kk / g) * nr * g + (o % nr) * g + kk % g])
+        };
+        let mut y = vec![0f32; m * n];
+        for (row, out) in x.chunks_exact(k).zip(y.chunks_exact_mut(n)) {
+            let lo = row.iter().fold(0f32, |a, &v| a.min(v));
+            let hi = row.iter().fold(0f32, |a, &v| a.max(v));
+            let s = (hi - lo) / 255.0;
+            let (inv, z) = if s > 0.0 {
+                (1.0 / s, (-lo / s).round_ties_even().clamp(0.0, 255.0))
+            } else {
+                (0.0, 0.0)
+            };
+            let xq: Vec<i32> = row
+                .iter()
+                .map(|&v| v.mul_add(inv, z).round_ties_even().clamp(0.0, 255.0) as i32)
+                .collect();
+            for (o, y) in out.iter_mut().enumerate() {
+                let sum: i32 = xq.iter().enumerate().map(|(kk, &a)| a * q(kk, o)).sum();
+                *y = (sum - z as i32 * lin.wsum[o]) as f32 * (s * lin.scale[o]);
+            }
+        }
+        y
+    }
+
+    #[test]
+    fn every_kernel_computes_the_exact_sums_and_stays_near_the_f32_product() {
+        // Shapes that cover partial panels, partial vector groups, k not a multiple of 2 or
+        // 4, row tails of every size, more than one row block, and MiniLM's widest layer.
+        for kernel in kernels() {
+            for (m, k, n) in [
+                (1, 4, 16),
+                (7, 13, 70),
+                (5, 384, 64),
+                (MC + 11, 96, 150),
+                (70, 1536, 40),
+            ] {
+                let x = pseudo_random(m * k, 7 + m as u32);
+                let w = pseudo_random(k * n, 11 + n as u32);
+                let lin = Int8Linear::with_kernel(&w, k, n, kernel);
+                assert_eq!(lin.kind(), kernel.name());
+                let mut y = vec![f32::NAN; m * n];
+                assert!(lin.matmul(&x, m, &mut y, &mut Scratch::default()));
+                assert!(
+                    y == scalar(&lin, &x, m),
+                    "{kernel:?} ({m},{k},{n}): not the scalar model's sums"
+                );
+                let want = reference(&x, &w, m, k, n);
+                // Each operand is rounded by at most half a step of 1/127 of its row's or
+                // column's largest magnitude (0.5 here).
+                let tol = (k as f32).sqrt() * 0.5 * 0.5 / 127.0 * 2.0 + 1e-5;
+                for (i, (g, e)) in y.iter().zip(&want).enumerate() {
+                    assert!(
+                        (g - e).abs() <= tol,
+                        "{kernel:?} ({m},{k},{n})[{i}]: {g} vs {e}"
+                    );
+                }
             }
         }
     }
 
     #[test]
+    fn new_picks_the_fastest_kernel_here() {
+        let lin = Int8Linear::new(&pseudo_random(8 * 16, 1), 8, 16);
+        assert_eq!(lin.map(|l| l.kernel), kernels().first().copied());
+    }
+
+    #[test]
     fn amx_tiles_give_the_vnni_kernels_exact_results() {
-        if !available() || !amx::available() {
+        if !Kernel::Amx.available() {
             eprintln!("no AMX-INT8 here (or DOCCHAT_EMBED_AMX=0): the tile path is not tested");
             assert!(
                 std::env::var_os("DOCCHAT_REQUIRE_AMX").is_none(),
@@ -501,10 +655,9 @@ mod tests {
             let x = pseudo_random(m * k, 3 + m as u32);
             let w = pseudo_random(k * n, 5 + n as u32);
             let (tiles, vnni) = (
-                Int8Linear::with_kernel(&w, k, n, true),
-                Int8Linear::with_kernel(&w, k, n, false),
+                Int8Linear::with_kernel(&w, k, n, Kernel::Amx),
+                Int8Linear::with_kernel(&w, k, n, Kernel::Vnni),
             );
-            assert_eq!((tiles.kind(), vnni.kind()), ("int8-amx", "int8"));
             let (mut a, mut b) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
             let mut s = Scratch::default();
             assert!(tiles.matmul(&x, m, &mut a, &mut s));
@@ -524,7 +677,8 @@ mod tests {
 
     #[test]
     fn zero_rows_and_columns_give_zeros() {
-        if !available() {
+        if Kernel::detect().is_none() {
+            eprintln!("no int8 kernel runs on this CPU: not tested");
             return;
         }
         let (m, k, n) = (3, 8, 20);

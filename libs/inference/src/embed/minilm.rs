@@ -219,7 +219,7 @@ impl MiniLmEmbedder {
     }
 
     /// The arithmetic of the model's linear layers: `"int8-amx"` (AMX tiles), `"int8"`
-    /// (AVX-512 VNNI) or `"f32"`.
+    /// (AVX-512 VNNI), `"int8-avx2"` or `"f32"`.
     pub fn linear_arithmetic(&self) -> &'static str {
         self.inner.model.linear_kind()
     }

@@ -4,6 +4,8 @@
 
 #[cfg(target_arch = "x86_64")]
 mod amx;
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 mod bert;
 #[cfg(target_arch = "x86_64")]
 mod int8;

@@ -49,16 +49,19 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 /// What `Precision::Auto` should pick on this CPU.
 fn fast_arithmetic() -> &'static str {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx512f")
-        && std::is_x86_feature_detected!("avx512bw")
-        && std::is_x86_feature_detected!("avx512vnni")
     {
-        return "int8";
+        use std::is_x86_feature_detected as has;
+        if has!("avx512f") && has!("avx512bw") && has!("avx512vnni") {
+            return "int8";
+        }
+        if has!("avx2") && has!("fma") {
+            return "int8-avx2";
+        }
     }
     "f32"
 }
 
-/// `used` is the arithmetic `expected`; "int8" covers both int8 kernels, "int8-amx" being
+/// `used` is the arithmetic `expected`; "int8" covers both AVX-512 kernels, "int8-amx" being
 /// where the CPU has AMX tiles (the VNNI kernel's exact sums: the unit tests of
 /// `embed::int8`).
 fn assert_arithmetic(used: &str, expected: &str) {
