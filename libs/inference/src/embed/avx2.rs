@@ -26,6 +26,8 @@ use std::arch::x86_64::{
     _mm256_sub_epi32,
 };
 
+use super::int8::{level, row_levels};
+
 /// Columns of a packed panel and of a register tile: two vectors of 8 i32.
 pub(crate) const NR: usize = 16;
 /// Consecutive `k` of one column side by side in a panel: the two products `vpmaddwd`
@@ -127,15 +129,7 @@ fn quantize_rows(x: &[f32], k: usize, xq: &mut [i16], kp: usize, xs: &mut [f32],
         }
         let lo = lanes_lo.iter().chain(rest).fold(0f32, |m, &v| m.min(v));
         let hi = lanes_hi.iter().chain(rest).fold(0f32, |m, &v| m.max(v));
-        let scale = (hi - lo) / 255.0;
-        let (inv, zero) = if scale > 0.0 {
-            (
-                1.0 / scale,
-                (-lo / scale).round_ties_even().clamp(0.0, 255.0),
-            )
-        } else {
-            (0.0, 0.0)
-        };
+        let (scale, inv, zero) = row_levels(lo, hi);
         *s = scale;
         *z = zero as i32;
         let (vinv, vzero) = (_mm256_set1_ps(inv), _mm256_set1_ps(zero));
@@ -154,7 +148,7 @@ fn quantize_rows(x: &[f32], k: usize, xq: &mut [i16], kp: usize, xs: &mut [f32],
             unsafe { _mm_storeu_si128(d.as_mut_ptr().cast(), _mm256_castsi256_si128(packed)) }
         }
         for (d, &v) in q_rest.iter_mut().zip(rest) {
-            *d = v.mul_add(inv, zero).round_ties_even().clamp(0.0, 255.0) as i16;
+            *d = level(v, inv, zero) as i16;
         }
     }
 }

@@ -372,6 +372,28 @@ impl Int8Linear {
     }
 }
 
+/// A row's quantization from its extremes `lo <= 0 <= hi`: its scale `s = (hi - lo) / 255`,
+/// `1 / s` and the zero point `z = round(-lo / s)` (all zero for a row of zeros). Shared by
+/// every kernel's quantizer, so they give the same levels.
+pub(crate) fn row_levels(lo: f32, hi: f32) -> (f32, f32, f32) {
+    let scale = (hi - lo) / 255.0;
+    if scale > 0.0 {
+        (
+            scale,
+            1.0 / scale,
+            (-lo / scale).round_ties_even().clamp(0.0, 255.0),
+        )
+    } else {
+        (0.0, 0.0, 0.0)
+    }
+}
+
+/// One value's level, 0..=255, as the vector code computes it (one rounding of `v·inv + z`,
+/// ties to even): the quantizers' scalar tails.
+pub(crate) fn level(v: f32, inv: f32, zero: f32) -> f32 {
+    v.mul_add(inv, zero).round_ties_even().clamp(0.0, 255.0)
+}
+
 /// Quantizes each `k`-wide row of `x` to u8, asymmetrically: `v ≈ s (q - z)` with
 /// `s = (hi - lo) / 255` and `z = round(-lo / s)`, where `lo <= 0 <= hi` are the row's
 /// extremes (zero included, so it is exact). Rows of `xq` are `kp` wide (the padding meets
@@ -397,15 +419,7 @@ fn quantize_rows(x: &[f32], k: usize, xq: &mut [u8], kp: usize, xs: &mut [f32], 
         }
         let lo = rest.iter().fold(_mm512_reduce_min_ps(lo), |m, &v| m.min(v));
         let hi = rest.iter().fold(_mm512_reduce_max_ps(hi), |m, &v| m.max(v));
-        let scale = (hi - lo) / 255.0;
-        let (inv, zero) = if scale > 0.0 {
-            (
-                1.0 / scale,
-                (-lo / scale).round_ties_even().clamp(0.0, 255.0),
-            )
-        } else {
-            (0.0, 0.0)
-        };
+        let (scale, inv, zero) = row_levels(lo, hi);
         *s = scale;
         *z = zero as i32;
         let (vinv, vzero) = (_mm512_set1_ps(inv), _mm512_set1_ps(zero));
@@ -421,7 +435,7 @@ fn quantize_rows(x: &[f32], k: usize, xq: &mut [u8], kp: usize, xs: &mut [f32], 
             unsafe { _mm_storeu_si128(d.as_mut_ptr().cast(), _mm512_cvtepi32_epi8(i)) }
         }
         for (d, &v) in q_rest.iter_mut().zip(rest) {
-            *d = v.mul_add(inv, zero).round_ties_even().clamp(0.0, 255.0) as u8;
+            *d = level(v, inv, zero) as u8;
         }
     }
 }
