@@ -196,11 +196,15 @@ fn sigterm_keeps_serving_through_the_shutdown_delay_then_exits_cleanly() {
     assert!(ready.contains("gateway (stopping)"), "{ready}");
     // ...while a request that still reaches it, on a new connection, is served.
     let answer = http_get(&addr, "/rpc/health/liveness");
+    // The authenticated readiness route on the REST port says the same as the probe.
+    let rest_ready = http_get(&addr, "/rpc/health/readiness");
     assert!(
         signalled.elapsed() < DELAY,
         "the checks took the whole delay"
     );
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    assert!(rest_ready.starts_with("HTTP/1.1 503"), "{rest_ready:?}");
+    assert!(rest_ready.contains("gateway (stopping)"), "{rest_ready}");
     // Then it stops listening and exits cleanly, not before the delay.
     let out = exit_within(child, Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&out.stderr);
