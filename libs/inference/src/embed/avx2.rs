@@ -6,11 +6,14 @@
 //! The products are `vpmaddwd`: both operands widened to i16, two products summed into each
 //! i32 lane, 16 multiply-adds per instruction against an f32 FMA's 8. `vpmaddubsw` would
 //! take the u8 and i8 operands as they are, but its i16 sum of two products saturates
-//! (255 · 127 · 2 > 32 767), which would make the sums inexact; on the CPUs this path is
-//! for, both instructions go through the same two vector multipliers, so the exact one costs
-//! nothing in throughput. The activations are widened once, when they are quantized (a row
-//! of `kp` i16); the weights stay i8 in their panels and are widened as they are loaded
-//! (`vpmovsxbw`, off the multipliers' ports).
+//! (255 · 127 · 2 > 32 767), which would make the sums inexact. It is exact with weights on
+//! ±64 levels, and then about 1.35× faster on a Zen 3 (one `vpaddd` per 32 products instead
+//! of two: this loop is bound by its count of vector instructions, not by the multipliers),
+//! but that rounding lost two PDF pages of the quality benchmark's dev part, so this kernel
+//! keeps full 8-bit weights (`bench/ingest/RESULTS.md`, session 35). The activations are
+//! widened once, when they are quantized (a row of `kp` i16); the weights stay i8 in their
+//! panels and are widened as they are loaded (`vpmovsxbw`; panels stored as i16 instead
+//! measured no faster).
 //!
 //! Register tile: [`MR`] rows × [`NR`] columns in 12 of the 16 ymm registers, two for the
 //! weights and one for the broadcast pair of activations.
