@@ -394,9 +394,9 @@ pub(crate) fn level(v: f32, inv: f32, zero: f32) -> f32 {
     v.mul_add(inv, zero).round_ties_even().clamp(0.0, 255.0)
 }
 
-/// Quantizes each `k`-wide row of `x` to u8, asymmetrically: `v ≈ s (q - z)` with
-/// `s = (hi - lo) / 255` and `z = round(-lo / s)`, where `lo <= 0 <= hi` are the row's
-/// extremes (zero included, so it is exact). Rows of `xq` are `kp` wide (the padding meets
+/// Quantizes each `k`-wide row of `x` to u8, asymmetrically: `v ≈ s (q - z)` with `s` and
+/// `z` from [`row_levels`] of the row's extremes `lo <= 0 <= hi` (zero included, so it is
+/// exact). Rows of `xq` are `kp` wide (the padding meets
 /// zero weights, so its value does not matter); the scales and zero points go to `xs`, `xz`.
 ///
 /// Asymmetric because the feed-forward's second product reads GELU outputs, which are
