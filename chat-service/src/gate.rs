@@ -4,38 +4,56 @@
 //! suggested questions all go through it.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use docchat_common::Caller;
 use docchat_common::budget::CostGuard;
 use docchat_common::error::{ApiError, ApiResult, ErrorCode};
 use docchat_common::settings::{Resolved, SettingsClient};
-use docchat_inference::{ChatError, ChatModel, LocalOptions, ModelEntry, Registry};
+use docchat_inference::{Catalog, ChatError, ChatModel, LocalOptions, ModelEntry, Registry};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::fairness::{Fairness, Permit, Priority};
 use crate::rate::RateLimiter;
 use crate::usage::UsageBook;
 
-/// The chat models of the registry, each ready to call (or why it is not).
+/// The chat models of one registry, each ready to call (or why it is not).
 pub struct Models {
+    registry: Arc<Registry>,
     by_name: HashMap<String, Result<Arc<ChatModel>, String>>,
+    /// When this registry was built (Unix seconds).
+    loaded_at: i64,
 }
 
 impl Models {
-    pub fn new(registry: &Registry, local: &LocalOptions) -> Models {
+    /// The models of `registry`; a model `previous` already had with the same entry is kept
+    /// as it is (a local model keeps its loaded weights and worker across refreshes).
+    pub fn new(registry: Arc<Registry>, local: &LocalOptions, previous: Option<&Models>) -> Models {
         let by_name = registry
             .chat_models()
             .map(|entry| {
-                let model = ChatModel::from_entry(entry, local)
-                    .map(Arc::new)
-                    .map_err(|e| e.to_string());
+                let kept = previous.and_then(|p| {
+                    let same = p.registry.chat_models().any(|e| e == entry);
+                    p.by_name.get(&entry.name).filter(|_| same).cloned()
+                });
+                let model = kept.unwrap_or_else(|| {
+                    ChatModel::from_entry(entry, local)
+                        .map(Arc::new)
+                        .map_err(|e| e.to_string())
+                });
                 if let Err(e) = &model {
                     tracing::warn!(model = %entry.name, error = %e, "chat model unusable");
                 }
                 (entry.name.clone(), model)
             })
             .collect();
-        Models { by_name }
+        Models {
+            registry,
+            by_name,
+            loaded_at: docchat_common::time::now().timestamp(),
+        }
     }
 
     pub fn get(&self, name: &str) -> ApiResult<Arc<ChatModel>> {
@@ -46,6 +64,79 @@ impl Models {
                 format!("model {name} is not usable: {why}"),
             )),
             None => Err(ApiError::bad_request(format!("model {name} not found"))),
+        }
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// When the registry was built (Unix seconds).
+    pub fn loaded_at(&self) -> i64 {
+        self.loaded_at
+    }
+}
+
+/// The models of the live [`Catalog`]: rebuilt when a refresh of the upstreams' listings
+/// changes the registry.
+pub struct LiveModels {
+    catalog: Catalog,
+    local: LocalOptions,
+    current: RwLock<Arc<Models>>,
+}
+
+impl LiveModels {
+    pub fn new(catalog: Catalog, local: LocalOptions) -> LiveModels {
+        let current = Models::new(catalog.registry(), &local, None);
+        LiveModels {
+            catalog,
+            local,
+            current: RwLock::new(Arc::new(current)),
+        }
+    }
+
+    /// The models as of the last refresh.
+    pub fn current(&self) -> Arc<Models> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Lists the upstreams again; rebuilds the models when the registry changed.
+    pub async fn refresh(&self) {
+        if self.catalog.refresh().await {
+            let next = Models::new(self.catalog.registry(), &self.local, Some(&self.current()));
+            *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+        }
+    }
+
+    /// Whether every configured upstream answered its last listing.
+    pub fn upstreams_answer(&self) -> bool {
+        self.catalog.unreachable().is_empty()
+    }
+
+    /// Refreshes every `every` until `shutdown`, reporting whether the upstreams answer on
+    /// `status` (readiness's degraded entry). Does nothing without upstreams.
+    pub async fn run(
+        self: Arc<Self>,
+        every: Duration,
+        status: watch::Sender<bool>,
+        shutdown: CancellationToken,
+    ) {
+        if !self.catalog.has_upstreams() {
+            return;
+        }
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            self.refresh().await;
+            status.send_replace(self.upstreams_answer());
         }
     }
 }
@@ -61,8 +152,7 @@ pub struct Admitted {
 /// Admission and accounting of model calls; cheap to clone.
 #[derive(Clone)]
 pub struct ModelGate {
-    registry: Arc<Registry>,
-    models: Arc<Models>,
+    models: Arc<LiveModels>,
     settings: SettingsClient,
     costs: CostGuard,
     /// Priority queues and the shared rate limit, when chat fairness is on.
@@ -72,15 +162,13 @@ pub struct ModelGate {
 
 impl ModelGate {
     pub fn new(
-        registry: Arc<Registry>,
-        models: Arc<Models>,
+        models: Arc<LiveModels>,
         settings: SettingsClient,
         costs: CostGuard,
         fairness: Option<(Fairness, RateLimiter)>,
         usage: UsageBook,
     ) -> ModelGate {
         ModelGate {
-            registry,
             models,
             settings,
             costs,
@@ -119,14 +207,15 @@ impl ModelGate {
         requested: &str,
         unknown: impl FnOnce(&str) -> ApiError,
     ) -> ApiResult<Admitted> {
-        let entry = self.registry.resolve(requested).ok_or_else(|| {
+        let models = self.models.current();
+        let entry = models.registry().resolve(requested).ok_or_else(|| {
             if requested.is_empty() || requested == "auto" {
-                ApiError::new(ErrorCode::Unavailable, "no chat model is configured")
+                ApiError::new(ErrorCode::Unavailable, NO_CHAT_MODEL)
             } else {
                 unknown(requested)
             }
         })?;
-        let model = self.models.get(&entry.name)?;
+        let model = models.get(&entry.name)?;
         let settings = self.settings.resolve(caller).await?;
         self.costs.check(caller, &settings).await?;
         Ok(Admitted {
@@ -163,10 +252,14 @@ impl ModelGate {
         &self.usage
     }
 
-    pub fn registry(&self) -> &Registry {
-        &self.registry
+    /// The chat models as of the last refresh, with their registry.
+    pub fn models(&self) -> Arc<Models> {
+        self.models.current()
     }
 }
+
+/// Why `auto` has no model: what a user who reads the error can do about it.
+const NO_CHAT_MODEL: &str = "no chat model is configured: run scripts/fetch-models.sh --with-llm for the built-in one, set OPENAI_BASE_URL/OPENAI_API_KEY or OLLAMA_BASE_URL, or name models in DOCCHAT_MODELS_FILE";
 
 /// A failed model call as the caller sees it, with its cause: the upstream's rate limit
 /// (429), its timeout (504), an upstream that is down (503), or one that answered wrongly or

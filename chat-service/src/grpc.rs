@@ -8,7 +8,6 @@ use docchat_common::clients::Clients;
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::outbox::OutboxRelay;
 use docchat_common::time::to_proto;
-use docchat_inference::Registry;
 use docchat_proto::chat::v1 as pb;
 use docchat_proto::chat::v1::chat_service_server::ChatService;
 use docchat_proto::common::v1::{Empty, PageRequest};
@@ -30,12 +29,9 @@ pub struct ChatGrpc {
     pub relay: OutboxRelay,
     /// ingest-service on behalf of a caller (collections linked to sessions).
     pub clients: Clients,
-    pub registry: Arc<Registry>,
     pub completer: Completer,
     pub compat: Compat,
     pub bus: Arc<dyn EventBus>,
-    /// When the registry was loaded (Unix seconds).
-    pub models_loaded_at: i64,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -146,12 +142,12 @@ impl ChatService for ChatGrpc {
             ))
         })?;
         replies::question(&self.db, &me, &question_id).await?;
-        // Only a reply being generated (on any replica) can be controlled.
+        // Only a reply being generated (on any replica) can be controlled; on the caller's
+        // question whose reply is done, stopped or interrupted the call is a no-op that still
+        // answers 204 (SPEC: "Each control call answers 204"; stop pressed as the reply
+        // finishes is the everyday race, and the official client raises on a 404).
         if !limits::is_generating(&self.db, &question_id).await? {
-            return Err(ApiError::not_found(format!(
-                "question {question_id} is not being answered: its reply was already generated, stopped or interrupted"
-            ))
-            .into());
+            return Ok(Response::new(Empty {}));
         }
         // Here if this replica generates it; every other replica hears it on the bus.
         if !self.completer.controls.apply(&question_id, action) {
@@ -295,10 +291,11 @@ impl ChatService for ChatGrpc {
 
     async fn list_models(&self, request: Request<Empty>) -> Reply<pb::ModelList> {
         caller(&request)?;
-        let default = self.registry.default_chat_model().map(|m| m.name.clone());
+        let models = self.completer.gate.models();
+        let registry = models.registry();
+        let default = registry.default_chat_model().map(|m| m.name.clone());
         Ok(Response::new(pb::ModelList {
-            models: self
-                .registry
+            models: registry
                 .chat_models()
                 .map(|m| pb::Model {
                     id: m.name.clone(),
@@ -312,7 +309,7 @@ impl ChatService for ChatGrpc {
                     provider: m.provider.clone(),
                 })
                 .collect(),
-            loaded_at: self.models_loaded_at,
+            loaded_at: models.loaded_at(),
         }))
     }
 

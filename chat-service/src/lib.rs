@@ -30,7 +30,7 @@ use docchat_common::grpc::{Background, ServiceContext};
 use docchat_common::host::Host;
 use docchat_common::outbox::OutboxRelay;
 use docchat_common::settings::SettingsClient;
-use docchat_inference::Registry;
+use docchat_inference::Catalog;
 use docchat_proto::chat::v1::chat_service_server::ChatServiceServer;
 use docchat_proto::chat::v1::memory_block_service_server::MemoryBlockServiceServer;
 use tokio::net::TcpListener;
@@ -50,19 +50,21 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    // The models file, plus the local GGUF models found in the models directory.
-    let registry = Arc::new(
-        Registry::load(ctx.config.models_file.as_deref())?.with_local_models(
-            docchat_inference::find_local_models(
-                &ctx.config.models_dir,
-                docchat_inference::local::DEFAULT_CONTEXT,
-            ),
+    // The models file, the upstreams named in the environment (listed now and every
+    // upstream_refresh_seconds), and the local GGUF models found in the models directory.
+    let catalog = Catalog::load(
+        &ctx.config,
+        docchat_inference::find_local_models(
+            &ctx.config.models_dir,
+            docchat_inference::local::DEFAULT_CONTEXT,
         ),
-    );
+    )
+    .await?;
     let local = docchat_inference::LocalOptions {
         threads: ctx.config.llm_threads,
         ..docchat_inference::LocalOptions::default()
     };
+    let models = Arc::new(gate::LiveModels::new(catalog, local));
     let db = docchat_common::db::connect_serialized(&ctx.database_url(Service::Chat)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "chat").await?;
 
@@ -135,9 +137,16 @@ pub async fn serve(
         relay.clone(),
         background.token.clone(),
     ));
+    // Readiness: degraded while a configured upstream does not list its models.
+    let (upstreams_status, upstreams_answer) =
+        tokio::sync::watch::channel(models.upstreams_answer());
+    background.tracker.spawn(models.clone().run(
+        std::time::Duration::from_secs(ctx.config.upstream_refresh_seconds),
+        upstreams_status,
+        background.token.clone(),
+    ));
     let gate = gate::ModelGate::new(
-        registry.clone(),
-        Arc::new(gate::Models::new(&registry, &local)),
+        models,
         SettingsClient::new(admin.clone(), ctx.keys.clone()),
         CostGuard::new(admin, ctx.keys.clone()),
         fairness,
@@ -160,15 +169,14 @@ pub async fn serve(
             db: db.clone(),
             relay,
             clients,
-            registry,
             completer,
             compat: compat::Compat { gate },
             bus: ctx.bus.clone(),
-            models_loaded_at: docchat_common::time::now().timestamp(),
         }))
         .api(MemoryBlockServiceServer::new(memory_grpc::MemoryGrpc {
             db: db.clone(),
         }))
+        .live_status(docchat_common::grpc::UPSTREAMS_HEALTH, upstreams_answer)
         .serve(listener, shutdown, background, db)
         .await
 }

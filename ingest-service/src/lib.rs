@@ -103,7 +103,13 @@ pub async fn serve(
         .tracker
         .spawn(relay.clone().run(background.token.clone()));
 
-    let registry = docchat_inference::Registry::load(ctx.config.models_file.as_deref())?;
+    // The models file and the upstreams named in the environment, as listed at start (the
+    // default chat model writes descriptions, summaries and questions).
+    let registry = docchat_inference::Catalog::load(&ctx.config, Vec::new())
+        .await?
+        .registry()
+        .as_ref()
+        .clone();
     let threads = (ctx.config.embed_threads > 0).then_some(ctx.config.embed_threads);
     let embedders = Arc::new(docchat_inference::Embedders::load(
         &registry,

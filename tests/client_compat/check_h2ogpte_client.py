@@ -483,7 +483,9 @@ def _():
     assert len(created) == 1, created
     agent_id = created[0].agent_custom_agent_id
     detail = agents.get_custom_agent(agent_id)
-    assert detail.agent_name == "forecaster" and detail.agent_type == "openai", detail
+    # What was uploaded reads back (the client's name only in GET /agents items below).
+    assert detail.agent_name == "forecaster" and detail.agent_type == "framework_3", detail
+    assert [a.agent_type for a in agents.list_custom_agents()] == ["framework_3"]
     assert [m.tool_name for m in detail.mcp_servers] == ["weather"], detail.mcp_servers
     assert [a.id for a in agents.list_custom_agents()] == [agent_id]
     listed = next(a for a in agents.get_all_agents() if a.id == agent_id)

@@ -3,7 +3,10 @@ models.list, chat completions plain and streamed, responses plain and streamed, 
 error it raises for an unknown model. docchat must serve the model `scripted` backed by
 scripted_upstream.py (answer ANSWER, usage 11 + 7 tokens).
 
-Usage: check_openai_client.py <base_url> <api_key>
+With --local-model NAME it also asks that local model (the built-in one scripts/run.sh
+fetches) the newcomer's first question through the SDK and wants Paris in the answer.
+
+Usage: check_openai_client.py <base_url> <api_key> [--local-model NAME]
 """
 
 import sys
@@ -13,6 +16,7 @@ import openai
 
 ANSWER = "Paris is the capital of France."
 BASE, KEY = sys.argv[1].rstrip("/"), sys.argv[2]
+LOCAL = sys.argv[sys.argv.index("--local-model") + 1] if "--local-model" in sys.argv else None
 client = openai.OpenAI(base_url=f"{BASE}/compat_api/v1", api_key=KEY, max_retries=0)
 results = []
 
@@ -142,6 +146,19 @@ def _():
         assert e.status_code == 401
     else:
         raise AssertionError("no error for a wrong key")
+
+
+if LOCAL:
+    @check(f"the built-in local model ({LOCAL}) answers the first question a newcomer asks")
+    def _():
+        ids = [m.id for m in client.models.list().data]
+        assert LOCAL in ids, ids
+        r = client.chat.completions.create(
+            model=LOCAL, temperature=0, max_tokens=40,
+            messages=[{"role": "user", "content": "What is the capital of France? Answer in one sentence."}])
+        text = r.choices[0].message.content
+        assert "Paris" in text, text
+        assert r.usage.completion_tokens > 0, r.usage
 
 
 failed = [name for name, err in results if err]

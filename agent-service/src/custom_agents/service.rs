@@ -64,7 +64,7 @@ impl CustomAgentService for CustomAgentGrpc {
         if up.file.len() > MAX_UPLOAD {
             return Err(upload::too_large().into());
         }
-        let agent_type = upload::framework(&up.agent_type).ok_or_else(|| {
+        let agent_type = upload::stored_type(&up.agent_type).ok_or_else(|| {
             ApiError::bad_request(format!(
                 "agent_type must be one of framework_1, framework_2, framework_3, framework_4 (or langgraph, crewai, openai, claude), not {:?}",
                 up.agent_type

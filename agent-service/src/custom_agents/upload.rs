@@ -24,13 +24,30 @@ const FRAMEWORKS: [(&str, &str); 4] = [
     ("framework_4", "claude"),
 ];
 
-/// The client's name of an agent_type given either way.
-pub fn framework(t: &str) -> Option<&'static str> {
+/// The framework an agent_type names either way: its (stand-in, client name) pair.
+fn named(t: &str) -> Option<(&'static str, &'static str)> {
     let t = t.trim();
     FRAMEWORKS
         .iter()
         .find(|(stand_in, name)| t.eq_ignore_ascii_case(stand_in) || t.eq_ignore_ascii_case(name))
-        .map(|(_, name)| *name)
+        .copied()
+}
+
+/// The agent_type to store: the spelling the uploader used (a stand-in or a client name, in
+/// lower case), so that it reads back as given; `None` when it names no framework.
+pub fn stored_type(t: &str) -> Option<&'static str> {
+    let (stand_in, name) = named(t)?;
+    Some(if t.trim().eq_ignore_ascii_case(stand_in) {
+        stand_in
+    } else {
+        name
+    })
+}
+
+/// The client's name of an agent_type given either way (GET /agents items' `type`, which the
+/// client's model restricts to those names); a stored value naming no framework as it is.
+pub fn client_type(t: &str) -> &str {
+    named(t).map_or(t, |(_, name)| name)
 }
 
 /// A declared MCP server: its name and the declaration's arguments.
@@ -305,9 +322,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(one[0].name, "Renamed");
-        assert_eq!(framework("framework_3"), Some("openai"));
-        assert_eq!(framework("claude"), Some("claude"));
-        assert_eq!(framework("autogen"), None);
+        // Stored as given (either spelling), listed by the client's name.
+        assert_eq!(stored_type("framework_3"), Some("framework_3"));
+        assert_eq!(stored_type(" Framework_1 "), Some("framework_1"));
+        assert_eq!(stored_type("claude"), Some("claude"));
+        assert_eq!(stored_type("autogen"), None);
+        assert_eq!(client_type("framework_3"), "openai");
+        assert_eq!(client_type("claude"), "claude");
         assert!(
             check_extension("a.tar.gz")
                 .unwrap_err()

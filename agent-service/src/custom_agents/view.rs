@@ -7,7 +7,7 @@ use docchat_proto::agent::v1 as pb;
 use sea_orm::DatabaseConnection;
 
 use super::store::{self, AgentRow, KeyAssoc};
-use super::{keys, tools};
+use super::{keys, tools, upload};
 
 /// What an agent's wire forms are made of, read once per request.
 pub struct Context {
@@ -110,7 +110,7 @@ impl Context {
             value: a.agent_name.clone(),
             label: a.agent_name.clone(),
             enabled,
-            r#type: a.agent_type.clone(),
+            r#type: upload::client_type(&a.agent_type).to_owned(),
             owner: a.owner_email.clone(),
             description,
             api_keys,

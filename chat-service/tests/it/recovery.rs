@@ -10,7 +10,6 @@ use docchat_proto::chat::v1 as pb;
 use docchat_test_stack::{Stack, deltas};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use tokio_util::sync::CancellationToken;
-use tonic::Code;
 
 use crate::lifecycle::{WORDS, slow_upstream};
 
@@ -163,14 +162,18 @@ docchat_common::backend_tests! {
         assert!(words >= 10, "progress was written while streaming: {words} words");
         assert_eq!(stack.messages(&survivor, &alice, &session).await.len(), 2, "recovered once");
 
-        // The question is not being generated any more: control calls answer 404.
+        // The question is not being generated any more: control calls are no-ops that
+        // succeed (204 through REST) and leave the recovered reply as it is.
         for action in ["stop", "pause", "resume", "finish"] {
-            let refused = stack
+            stack
                 .control(&survivor, &alice, &question, action)
                 .await
-                .expect_err("no reply is being generated");
-            assert_eq!(refused.code(), Code::NotFound, "{action}: {refused:?}");
+                .unwrap_or_else(|e| panic!("{action} on an interrupted reply: {e:?}"));
         }
+        let after = stack.messages(&survivor, &alice, &session).await;
+        assert_eq!(after.len(), 2, "control stored nothing more");
+        let kept = after.iter().find(|m| m.reply_to.as_deref() == Some(question.as_str()));
+        assert_eq!(kept.map(|m| &m.content), Some(&reply.content), "control changed the reply");
         survivor.stop().await.unwrap();
         stack.stop().await;
     }

@@ -32,19 +32,30 @@ pub struct Health {
 
 /// Parts that work only in part, while their service is up.
 async fn degraded(state: &AppState, down: &[String]) -> Vec<String> {
-    let agent = format!("{}-service", Service::Agent.name());
-    if down.contains(&agent) {
-        return Vec::new();
-    }
-    let channel = state.clients.channel(Service::Agent).clone();
-    if docchat_common::grpc::check_status(channel, docchat_common::grpc::SANDBOX_HEALTH).await {
-        Vec::new()
-    } else {
-        vec![
+    let up = |service: Service| !down.contains(&format!("{}-service", service.name()));
+    let part = |service: Service, name: &'static str| async move {
+        let channel = state.clients.channel(service).clone();
+        docchat_common::grpc::check_status(channel, name).await
+    };
+    let (sandbox, upstreams) = futures::future::join(
+        part(Service::Agent, docchat_common::grpc::SANDBOX_HEALTH),
+        part(Service::Chat, docchat_common::grpc::UPSTREAMS_HEALTH),
+    )
+    .await;
+    let mut degraded = Vec::new();
+    if up(Service::Agent) && !sandbox {
+        degraded.push(
             "code sandbox: no sandbox backend works on agent-service's host, or DOCCHAT_SANDBOX=none (python and shell tools are refused or unconfined; agent-service's log says why)"
                 .into(),
-        ]
+        );
     }
+    if up(Service::Chat) && !upstreams {
+        degraded.push(
+            "model upstreams: an upstream named by OPENAI_BASE_URL/OPENAI_API_KEY or OLLAMA_BASE_URL did not list its models (chat-service's log says which and why; retried every DOCCHAT_UPSTREAM_REFRESH_SECONDS)"
+                .into(),
+        );
+    }
+    degraded
 }
 
 /// Services that are not serving.

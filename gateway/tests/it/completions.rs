@@ -360,11 +360,25 @@ docchat_common::backend_tests! {
             )
             .await;
         crate::harness::assert_error(s, &e, 404);
-        // Only a reply being generated can be controlled: a finished one is not found.
+        // Control of the caller's question whose reply is finished is a no-op that answers
+        // 204 (the stop-as-it-finishes race), and leaves the stored reply as it was.
+        for action in ["stop", "pause", "resume", "finish"] {
+            let (s, e) = app
+                .call(
+                    Method::POST,
+                    &format!("/api/v1/messages/{question}/{action}"),
+                    &alice,
+                    None,
+                )
+                .await;
+            assert_eq!(s, 204, "{action} on a finished reply: {e}");
+        }
+        assert_eq!(message_count(&app, &chat, &alice).await, before);
+        // An unknown question stays a 404.
         let (s, e) = app
             .call(
                 Method::POST,
-                &format!("/api/v1/messages/{question}/stop"),
+                &format!("/api/v1/messages/{}/stop", uuid::Uuid::now_v7()),
                 &alice,
                 None,
             )

@@ -147,7 +147,8 @@ docchat_common::backend_tests! {
         // Read back: the client's CustomAgentDetail.
         let (s, a) = app.call(Method::GET, &format!("/api/v1/agents/custom_agents/{id}"), &alice, None).await;
         assert_eq!(s, 200, "{a}");
-        assert_eq!((a["agent_name"].as_str(), a["agent_type"].as_str()), (Some("helper"), Some("openai")));
+        // agent_type reads back as it was given (framework_3), not as the client's name.
+        assert_eq!((a["agent_name"].as_str(), a["agent_type"].as_str()), (Some("helper"), Some("framework_3")));
         assert_eq!(a["agent_args"], json!({"description": "d"}));
         assert_eq!(a["owner_email"], "alice@example.com");
         assert_eq!(a["mcp_servers"], json!([{"tool_name": "weather", "tool_args": "{\"url\":\"x\"}", "associated_tool": null}]));
@@ -155,6 +156,8 @@ docchat_common::backend_tests! {
             .map(|k| (k["env_key_name"].as_str().unwrap(), k["requirement_type"].as_str().unwrap())).collect();
         assert_eq!(keys, [("API_KEY", "required"), ("MODE", "optional_with_default")]);
         let (_, names) = app.call(Method::GET, "/api/v1/agents/custom_agents", &alice, None).await;
+        let types: Vec<&str> = names.as_array().unwrap().iter().map(|a| a["agent_type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["framework_3"; 4]);
         let names: Vec<&str> = names.as_array().unwrap().iter().map(|a| a["agent_name"].as_str().unwrap()).collect();
         assert_eq!(names, ["Renamed", "helper", "one", "two"]);
 

@@ -36,3 +36,4 @@ mod startup;
 mod tags_extractors;
 mod tags_per_user;
 mod upstream_errors;
+mod upstreams;

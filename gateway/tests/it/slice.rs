@@ -317,12 +317,14 @@ docchat_common::backend_tests! {
         let gguf =
             docchat_common::testing::model_file(docchat_common::testing::SMOLLM2_GGUF).is_some();
         if gguf {
-            assert_eq!(models.as_array().unwrap().len(), 1, "{models}");
-            assert_eq!(models[0]["id"], "smollm2-135m-instruct");
+            // SmolLM2, the smallest local model, first and auto's target; a larger local
+            // model fetched beside it (Qwen) after it.
+            assert_eq!(models[0]["id"], "smollm2-135m-instruct", "{models}");
             assert_eq!(models[0]["base_model"], "HuggingFaceTB/SmolLM2-135M-Instruct");
-            assert_eq!(
-                models[0]["is_default"], true,
-                "the only model is auto's target"
+            assert_eq!(models[0]["is_default"], true, "the smallest model is auto's target");
+            assert!(
+                models.as_array().unwrap()[1..].iter().all(|m| m["is_default"] == false),
+                "{models}"
             );
         } else {
             assert_eq!(models, json!([]));

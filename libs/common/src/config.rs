@@ -56,6 +56,23 @@ pub struct Config {
     pub models_dir: PathBuf,
     /// TOML list of upstream models.
     pub models_file: Option<PathBuf>,
+    /// An OpenAI-compatible upstream whose models (its `GET /models`) are offered without a
+    /// models file: `DOCCHAT_OPENAI_BASE_URL`, else `OPENAI_BASE_URL`; unset with a key set,
+    /// OpenAI's own API.
+    pub openai_base_url: Option<String>,
+    /// Its key (`DOCCHAT_OPENAI_API_KEY`, else `OPENAI_API_KEY`).
+    pub openai_api_key: Option<SecretString>,
+    /// An Ollama server (`DOCCHAT_OLLAMA_BASE_URL`, else `OLLAMA_BASE_URL`; its root, e.g.
+    /// `http://127.0.0.1:11434`, or its `/v1`), whose models are offered the same way.
+    pub ollama_base_url: Option<String>,
+    /// The model `auto` routes to, by name (else the models file's default, else the first
+    /// model listed).
+    pub default_model: Option<String>,
+    /// How often chat-service lists the upstreams' models again (and retries one that did
+    /// not answer).
+    pub upstream_refresh_seconds: u64,
+    /// The context length of an upstream model whose listing does not state one.
+    pub upstream_context_length: u64,
     /// API key of the `admin` user created on first start.
     pub bootstrap_admin_key: Option<SecretString>,
     /// Database of this process's service; unset means SQLite under `data_dir`. In
@@ -171,6 +188,12 @@ impl Default for Config {
             data_dir: PathBuf::from("./data"),
             models_dir: PathBuf::from("./models"),
             models_file: None,
+            openai_base_url: None,
+            openai_api_key: None,
+            ollama_base_url: None,
+            default_model: None,
+            upstream_refresh_seconds: 60,
+            upstream_context_length: 8192,
             bootstrap_admin_key: None,
             database_url: None,
             amqp_url: None,
@@ -229,7 +252,10 @@ impl Config {
         if let Ok(file) = std::env::var("DOCCHAT_CONFIG_FILE") {
             figment = figment.merge(Toml::file_exact(file));
         }
+        // The conventions users know from Open WebUI and LiteLLM, under docchat's own names
+        // where both are set.
         let config: Config = figment
+            .merge(Env::raw().only(&["openai_base_url", "openai_api_key", "ollama_base_url"]))
             .merge(Env::prefixed("DOCCHAT_").ignore(&["config_file"]))
             .extract()?;
         config.validate()?;
@@ -279,6 +305,23 @@ impl Config {
         {
             anyhow::bail!(
                 "DOCCHAT_MCP_RATE_LIMIT, DOCCHAT_MCP_MAX_BODY_SIZE_MB and DOCCHAT_MCP_MAX_CONCURRENT_JOBS must be at least 1"
+            );
+        }
+        for (var, url) in [
+            ("OPENAI_BASE_URL", &self.openai_base_url),
+            ("OLLAMA_BASE_URL", &self.ollama_base_url),
+        ] {
+            if let Some(url) = url
+                && !(url.starts_with("http://") || url.starts_with("https://"))
+            {
+                anyhow::bail!("{var} must be an http(s) URL, got {url:?}");
+            }
+        }
+        if !(1..=86_400).contains(&self.upstream_refresh_seconds)
+            || self.upstream_context_length == 0
+        {
+            anyhow::bail!(
+                "DOCCHAT_UPSTREAM_REFRESH_SECONDS must be between 1 and 86400 and DOCCHAT_UPSTREAM_CONTEXT_LENGTH at least 1"
             );
         }
         if !(10..=60_000).contains(&self.scheduler_tick_ms) {

@@ -95,6 +95,9 @@ pub fn channel(url: &str) -> anyhow::Result<Channel> {
 /// (a sandbox backend works), NOT_SERVING when code tools are refused or DOCCHAT_SANDBOX=none.
 /// The gateway's readiness reads it.
 pub const SANDBOX_HEALTH: &str = "docchat.agent.v1.Sandbox";
+/// chat-service's gRPC health name of its model upstreams: not serving while one named in
+/// the environment (OPENAI_BASE_URL, OLLAMA_BASE_URL) does not list its models.
+pub const UPSTREAMS_HEALTH: &str = "docchat.chat.v1.Upstreams";
 
 pub async fn check_health(channel: Channel) -> bool {
     check_status(channel, "").await

@@ -29,6 +29,7 @@ use docchat_proto::scheduler::v1::scheduler_service_server::{
 };
 use sea_orm::DatabaseConnection;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tonic::service::Routes;
 use tonic::service::interceptor::InterceptedService;
@@ -90,6 +91,8 @@ pub struct Host {
     names: Vec<&'static str>,
     /// Further health names and whether they serve.
     statuses: Vec<(&'static str, bool)>,
+    /// Health names that follow a part's state as it changes.
+    live: Vec<(&'static str, watch::Receiver<bool>)>,
 }
 
 impl Host {
@@ -100,6 +103,7 @@ impl Host {
             routes: Routes::default(),
             names: Vec::new(),
             statuses: Vec::new(),
+            live: Vec::new(),
         }
     }
 
@@ -115,6 +119,13 @@ impl Host {
     /// unavailable while the service itself serves (agent-service's code sandbox).
     pub fn status(mut self, name: &'static str, serving: bool) -> Host {
         self.statuses.push((name, serving));
+        self
+    }
+
+    /// Reports `name` in gRPC health as serving while `serving` holds true, following it
+    /// as it changes (chat-service's model upstreams).
+    pub fn live_status(mut self, name: &'static str, serving: watch::Receiver<bool>) -> Host {
+        self.live.push((name, serving));
         self
     }
 
@@ -141,6 +152,24 @@ impl Host {
                 ServingStatus::NotServing
             };
             health.set_service_status(name, status).await;
+        }
+        for (name, mut serving) in self.live {
+            let health = health.clone();
+            let stop = background.token.clone();
+            background.tracker.spawn(async move {
+                loop {
+                    let status = if *serving.borrow_and_update() {
+                        ServingStatus::Serving
+                    } else {
+                        ServingStatus::NotServing
+                    };
+                    health.set_service_status(name, status).await;
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        changed = serving.changed() => if changed.is_err() { return },
+                    }
+                }
+            });
         }
         let router = crate::grpc::server().add_routes(self.routes.add_service(health_service));
         let served = crate::grpc::serve_router(router, listener, shutdown).await;

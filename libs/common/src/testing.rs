@@ -166,6 +166,9 @@ pub const SMOLLM2_GGUF: &str = "smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1
 /// The base Gemma 3 270M, relative to [`models_dir`] (`scripts/fetch-models.sh
 /// --with-llm`): the Gemma decoder's tests run it; chat never offers it.
 pub const GEMMA_GGUF: &str = "gemma3-270m/gemma-3-270m-q4_k_m.gguf";
+/// Qwen2.5-Coder-0.5B Instruct (Q4_K_M), relative to [`models_dir`]
+/// (`scripts/fetch-models.sh --with-llm=qwen`): the Qwen2 decoder's tests run it.
+pub const QWEN_GGUF: &str = "qwen2.5-coder-0.5b-instruct/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
 
 /// A model file a test needs (`relative` to [`models_dir`], e.g. [`MINILM_WEIGHTS`]);
 /// `None`, after [`unavailable`] (a failure in CI), when it has not been fetched.
@@ -175,7 +178,8 @@ pub fn model_file(relative: &str) -> Option<std::path::PathBuf> {
         return Some(path);
     }
     unavailable(&format!(
-        "model file {} missing (scripts/fetch-models.sh --with-llm fetches the models)",
+        "model file {} missing (scripts/fetch-models.sh --with-llm fetches the models, \
+         --with-llm=qwen the Qwen one)",
         path.display()
     ));
     None

@@ -4,11 +4,13 @@
 //! gathered by name in [`Embedders`]; and local GGUF chat models run in-process
 //! ([`LocalChat`], behind the same calls as an upstream through [`ChatModel`]).
 
+pub mod catalog;
 pub mod chat;
 pub mod embed;
 pub mod registry;
 pub mod transcribe;
 
+pub use catalog::{Catalog, Upstream};
 pub use chat::local;
 pub use chat::{
     ChatError, ChatMessage, ChatModel, ChatStream, Completion, EventSource, OpenAiChat, Sampling,
@@ -19,5 +21,5 @@ pub use embed::{
     l2_normalize,
 };
 pub use local::{LocalChat, LocalError, LocalModel, LocalOptions, find_local_models};
-pub use registry::{ModelEntry, ModelKind, Registry};
+pub use registry::{ApiKey, ModelEntry, ModelKind, Registry};
 pub use transcribe::{SpeechSegment, TranscribeError, Transcriber, Transcript};

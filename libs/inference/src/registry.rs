@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -14,6 +15,17 @@ pub enum ModelKind {
     Embedding,
     /// An OpenAI-compatible `/v1/audio/transcriptions` upstream (audio and video ingestion).
     Transcription,
+}
+
+/// An upstream's API key given directly (an upstream named in the environment, see
+/// [`Catalog`](crate::Catalog)), rather than through `api_key_env`.
+#[derive(Debug, Clone)]
+pub struct ApiKey(pub SecretString);
+
+impl PartialEq for ApiKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.expose_secret() == other.0.expose_secret()
+    }
 }
 
 /// One `[[models]]` entry.
@@ -34,6 +46,9 @@ pub struct ModelEntry {
     /// Environment variable holding the upstream API key.
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// The key itself, for upstreams listed from the environment; never in the models file.
+    #[serde(skip)]
+    pub api_key: Option<ApiKey>,
     #[serde(default)]
     pub base_model: Option<String>,
     #[serde(default = "default_context_length")]
@@ -107,7 +122,7 @@ pub enum RegistryError {
 }
 
 /// Every model docchat can route to.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Registry {
     models: Vec<ModelEntry>,
 }
@@ -169,17 +184,39 @@ impl Registry {
         })
     }
 
-    /// Adds entries found elsewhere (the local GGUF chat models of
-    /// [`find_local_models`](crate::chat::local::find_local_models)) after the configured
-    /// ones. A name the models file already uses keeps the file's entry.
-    pub fn with_local_models(mut self, found: impl IntoIterator<Item = ModelEntry>) -> Registry {
+    /// Adds the local GGUF chat models of
+    /// [`find_local_models`](crate::chat::local::find_local_models) after the entries so far
+    /// (see [`with_models`](Self::with_models)).
+    pub fn with_local_models(self, found: impl IntoIterator<Item = ModelEntry>) -> Registry {
+        self.with_models(found)
+    }
+
+    /// Adds entries found elsewhere (an upstream's listing, the local models) after the
+    /// entries so far; a name already taken keeps the earlier entry (the models file wins).
+    pub fn with_models(mut self, found: impl IntoIterator<Item = ModelEntry>) -> Registry {
         for entry in found {
             if self.models.iter().any(|m| m.name == entry.name) {
-                tracing::warn!(name = %entry.name, "a local model has the name of a configured one and is ignored");
+                tracing::debug!(name = %entry.name, "a model of a name already taken is ignored");
                 continue;
             }
-            tracing::info!(name = %entry.name, path = %entry.base_url, "local chat model found");
             self.models.push(entry);
+        }
+        self
+    }
+
+    /// Makes the chat model `name` (a model name, display name or base model) the target of
+    /// `auto` (`DOCCHAT_DEFAULT_MODEL`); a name that matches none leaves the registry as it
+    /// is, with a warning.
+    pub fn with_default(mut self, name: &str) -> Registry {
+        let Some(chosen) = self.resolve(name).map(|m| m.name.clone()) else {
+            tracing::warn!(
+                model = name,
+                "DOCCHAT_DEFAULT_MODEL names no model; auto keeps its default"
+            );
+            return self;
+        };
+        for m in self.models.iter_mut().filter(|m| m.kind == ModelKind::Chat) {
+            m.default = m.name == chosen;
         }
         self
     }

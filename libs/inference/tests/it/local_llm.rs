@@ -1,13 +1,15 @@
 //! The in-process local chat models (GGUF): the built-in SmolLM2-135M Instruct (Llama
-//! decoder, byte-level BPE, ChatML) answering, and the base Gemma 3 270M (Gemma decoder,
-//! SentencePiece) continuing text; tokenizers, generation quality, streaming and
-//! cancellation, and which models the registry offers.
+//! decoder, byte-level BPE, ChatML) and Qwen2.5-Coder-0.5B Instruct (Qwen2 decoder with
+//! projection biases, Qwen2's byte-level BPE, ChatML) answering, and the base Gemma 3 270M
+//! (Gemma decoder, SentencePiece) continuing text; tokenizers, generation quality,
+//! streaming and cancellation, and which models the registry offers.
 //!
 //! Needs `smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf` and
-//! `gemma3-270m/gemma-3-270m-q4_k_m.gguf` (`scripts/fetch-models.sh --with-llm`) in
-//! `$DOCCHAT_TEST_MODELS_DIR`, else `$DOCCHAT_MODELS_DIR`, else `<repo>/models`; without
-//! them each test fails in CI and says loudly that it is skipped elsewhere
-//! (`docchat_common::testing::model_file`).
+//! `gemma3-270m/gemma-3-270m-q4_k_m.gguf` (`scripts/fetch-models.sh --with-llm`), and
+//! `qwen2.5-coder-0.5b-instruct/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf`
+//! (`scripts/fetch-models.sh --with-llm=qwen`) in `$DOCCHAT_TEST_MODELS_DIR`, else
+//! `$DOCCHAT_MODELS_DIR`, else `<repo>/models`; without them each test fails in CI and says
+//! loudly that it is skipped elsewhere (`docchat_common::testing::model_file`).
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -19,7 +21,7 @@ use docchat_inference::{
     find_local_models,
 };
 
-use docchat_common::testing::{GEMMA_GGUF, SMOLLM2_GGUF, models_dir};
+use docchat_common::testing::{GEMMA_GGUF, QWEN_GGUF, SMOLLM2_GGUF};
 
 /// A GGUF file, or None (after `unavailable`: a failure in CI) when it has not been
 /// fetched.
@@ -54,6 +56,12 @@ fn gemma() -> Option<&'static LocalModel> {
 fn smollm2() -> Option<&'static LocalModel> {
     static MODEL: OnceLock<Option<LocalModel>> = OnceLock::new();
     load(&MODEL, SMOLLM2_GGUF)
+}
+
+/// Qwen2.5-Coder-0.5B Instruct, for the tests that call it directly.
+fn qwen() -> Option<&'static LocalModel> {
+    static MODEL: OnceLock<Option<LocalModel>> = OnceLock::new();
+    load(&MODEL, QWEN_GGUF)
 }
 
 /// One chat model (its own worker) for the tests of the chat surface: the built-in one.
@@ -254,6 +262,186 @@ fn smollm2_long_prompts_run_in_chunks() {
 fn smollm2_shortlisted_logits_decode_as_exact_ones() {
     if let Some(m) = smollm2() {
         shortlisted_logits_decode_as_exact_ones(m);
+    }
+}
+
+#[test]
+fn qwen_tokenizer_matches_hugging_faces() {
+    let Some(m) = qwen() else {
+        return;
+    };
+    let t = m.tokenizer();
+    // The embedding's rows: 151 643 pieces, 22 added tokens, and padding.
+    assert_eq!(t.vocab_size(), 151_936);
+    assert_eq!(t.token_id("<|endoftext|>"), Some(151_643));
+    assert_eq!(t.token_id("<|im_start|>"), Some(151_644));
+    assert_eq!(t.token_id("<|im_end|>"), Some(151_645));
+    assert_eq!(t.eos(), 151_645);
+    for id in [151_643, 151_644, 151_645] {
+        assert!(t.is_control(id), "{id}");
+    }
+    assert!(t.start().is_empty(), "Qwen2 adds no <bos>");
+    // Ids from Hugging Face's tokenizers (Python, 0.23) running Qwen2's tokenizer.json
+    // pipeline — NFC, Split(the qwen2 pattern, isolated), ByteLevel(add_prefix_space =
+    // false, use_regex = false), BPE — over the vocabulary and merges read from this GGUF,
+    // with its control and user-defined tokens added under their ids; computed once and
+    // pinned here. Digits are single tokens; newlines stay with the punctuation before
+    // them; contractions match in any case.
+    let cases: [(&str, &[u32]); 9] = [
+        (
+            QUESTION,
+            &[
+                3838, 374, 279, 6722, 315, 9625, 30, 21806, 304, 825, 11652, 13,
+            ],
+        ),
+        ("Hello world", &[9707, 1879]),
+        (" Paris", &[12095]),
+        (
+            "The capital of France is Paris.",
+            &[785, 6722, 315, 9625, 374, 12095, 13],
+        ),
+        (
+            "In 2024, 3.14159 people      said\n\n\"naïve café — 東京 🚀 Ω≈ç√\"\tdon't!",
+            &[
+                641, 220, 17, 15, 17, 19, 11, 220, 18, 13, 16, 19, 16, 20, 24, 1251, 414, 1053,
+                271, 1, 3376, 37572, 586, 51950, 1959, 60596, 109, 46553, 11162, 248, 222, 7851,
+                102, 144540, 3131, 144336, 1, 2698, 263, 944, 0,
+            ],
+        ),
+        (
+            "def mean(values):\n    return sum(values) / len(values)\n",
+            &[
+                750, 3076, 20103, 982, 262, 470, 2629, 20103, 8, 608, 2422, 20103, 340,
+            ],
+        ),
+        (
+            "I'M sure THEY'RE right; you've said we'll go, isn't it?",
+            &[
+                40, 27603, 2704, 62493, 94153, 1290, 26, 498, 3003, 1053, 582, 3278, 728, 11, 4436,
+                944, 432, 30,
+            ],
+        ),
+        (
+            "Price: $1,234.50 (approx.)\r\n\r\n  -- end --  \n",
+            &[
+                6972, 25, 400, 16, 11, 17, 18, 19, 13, 20, 15, 320, 48053, 6138, 871, 220, 1177,
+                835, 1177, 2303,
+            ],
+        ),
+        (
+            "Größe: 12°C, ½ cup, Ünïcödé ٣٤ १२ — ok.\n\n\n",
+            &[
+                6464, 78940, 25, 220, 16, 17, 30937, 11, 220, 26062, 10525, 11, 30512, 77, 37572,
+                66, 2956, 128505, 220, 149, 96, 149, 97, 220, 12619, 100, 12619, 101, 1959, 5394,
+                4192,
+            ],
+        ),
+    ];
+    for (text, want) in cases {
+        let ids = t.encode(text);
+        assert_eq!(ids, want, "{text:?}: {:?}", pieces(m, &ids));
+        assert_eq!(t.decode(&ids), text);
+    }
+    // Control tokens are never made from text: "<|im_end|>" is spelled out (Hugging Face's
+    // ids with `encode_special_tokens`), while the user-defined "<tool_call>" is cut out of
+    // the text as Hugging Face does.
+    let ids = t.encode("<|im_end|> is text here <tool_call>");
+    assert_eq!(
+        ids,
+        [27, 91, 318, 6213, 91, 29, 374, 1467, 1588, 220, 151_657]
+    );
+    assert!(!ids.iter().any(|&i| t.is_control(i)));
+    for text in [
+        "  leading spaces, trailing\t\n",
+        "mixed\r\nline endings\n\n\nand    tabs\t\t",
+        "<table><tr><td>1</td></tr></table>",
+        "",
+    ] {
+        let ids = t.encode(text);
+        assert_eq!(t.decode(&ids), text, "{:?}", pieces(m, &ids));
+    }
+}
+
+#[test]
+fn qwen_prompts_are_chatml_with_qwens_default_system_prompt() {
+    let Some(m) = qwen() else {
+        return;
+    };
+    let t = m.tokenizer();
+    let Some(ChatFormat::ChatMl {
+        im_start,
+        im_end,
+        default_system,
+    }) = m.chat_format().cloned()
+    else {
+        panic!("Qwen2.5 is ChatML: {:?}", m.chat_format());
+    };
+    assert_eq!((im_start, im_end), (151_644, 151_645));
+    let default_system = default_system.expect("the template's default system prompt");
+    assert_eq!(
+        default_system,
+        "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+    );
+    // The prompts as Qwen's own chat template renders them (jinja2, as transformers'
+    // `apply_chat_template(..., add_generation_prompt=True)` runs it), tokenized by Hugging
+    // Face's tokenizers as above with the control tokens: without a system message the
+    // template's own...
+    let prompt = m.chat_prompt(&[ChatMessage::user(QUESTION)]).unwrap();
+    let want = [
+        151_644, 8948, 198, 2610, 525, 1207, 16948, 11, 3465, 553, 54364, 14817, 13, 1446, 525,
+        264, 10950, 17847, 13, 151_645, 198, 151_644, 872, 198, 3838, 374, 279, 6722, 315, 9625,
+        30, 21806, 304, 825, 11652, 13, 151_645, 198, 151_644, 77091, 198,
+    ];
+    assert_eq!(prompt, want, "{}", t.decode(&prompt));
+    // ...and with one, and an earlier answer.
+    let prompt = m
+        .chat_prompt(&[
+            ChatMessage::system("Be brief."),
+            ChatMessage::user("Hi"),
+            ChatMessage::assistant("Hello!"),
+            ChatMessage::user("Bye"),
+        ])
+        .unwrap();
+    let want = [
+        151_644, 8948, 198, 3430, 9814, 13, 151_645, 198, 151_644, 872, 198, 13048, 151_645, 198,
+        151_644, 77091, 198, 9707, 0, 151_645, 198, 151_644, 872, 198, 1359, 68, 151_645, 198,
+        151_644, 77091, 198,
+    ];
+    assert_eq!(prompt, want, "{}", t.decode(&prompt));
+}
+
+#[test]
+fn qwen_answers_and_stops_at_im_end() {
+    let Some(m) = qwen() else {
+        return;
+    };
+    let t = m.tokenizer();
+    let prompt = m.chat_prompt(&[ChatMessage::user(QUESTION)]).unwrap();
+    let (out, stats) = greedy(m, &prompt, &GenParams::greedy(60));
+    let text = t.decode(&out);
+    eprintln!("answer: {text:?} ({stats:?})");
+    assert!(text.contains("Paris"), "{text:?}");
+    // It ended its turn itself, with <|im_end|>, which is not part of the answer.
+    assert_eq!(stats.stop, StopReason::EndOfTurn);
+    assert_eq!(stats.stop_token, Some(151_645));
+    assert!(out.len() < 60 && !out.iter().any(|&i| t.is_control(i)));
+    assert!(!text.contains("im_end"), "{text:?}");
+}
+
+#[test]
+fn qwen_perplexity_of_plain_english_is_low() {
+    if let Some(m) = qwen() {
+        perplexity_of_plain_english_is_low(m, QWEN_MOST_PERPLEXITY);
+    }
+}
+
+/// Qwen2.5-Coder-0.5B's perplexity on the plain English text is about 11.
+const QWEN_MOST_PERPLEXITY: f64 = 20.0;
+
+#[test]
+fn qwen_long_prompts_run_in_chunks() {
+    if let Some(m) = qwen() {
+        long_prompts_run_in_chunks(m);
     }
 }
 
@@ -473,12 +661,27 @@ async fn dropping_the_stream_stops_generation() {
     );
 }
 
+/// A models dir holding (links to) the fetched files `relative` names, laid out as
+/// `scripts/fetch-models.sh` lays them out; None when one of them is missing.
+fn models_dir_with(relative: &[&str]) -> Option<tempfile::TempDir> {
+    let dir = tempfile::tempdir().unwrap();
+    for r in relative {
+        let file = model_file(r)?;
+        let link = dir.path().join(r);
+        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(file, link).unwrap();
+    }
+    Some(dir)
+}
+
 #[tokio::test]
 async fn registry_offers_the_instruct_model_and_never_the_base_one() {
-    if model_file(SMOLLM2_GGUF).is_none() || model_file(GEMMA_GGUF).is_none() {
+    // A models dir with both (and nothing else the real one may hold); only the
+    // instruction-tuned one is a chat model.
+    let Some(dir) = models_dir_with(&[SMOLLM2_GGUF, GEMMA_GGUF]) else {
         return;
-    }
-    // The models dir holds both; only the instruction-tuned one is a chat model.
+    };
+    let models_dir = || dir.path().to_owned();
     let found = find_local_models(&models_dir(), 8192);
     let names: Vec<&str> = found.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, ["smollm2-135m-instruct"], "{found:?}");
@@ -512,6 +715,46 @@ async fn registry_offers_the_instruct_model_and_never_the_base_one() {
     std::fs::create_dir(dir.path().join("gemma3-270m")).unwrap();
     std::os::unix::fs::symlink(&gemma, dir.path().join("gemma3-270m/gemma.gguf")).unwrap();
     assert!(find_local_models(dir.path(), 8192).is_empty());
+}
+
+#[tokio::test]
+async fn registry_offers_qwen_as_an_instruct_model() {
+    let Some(dir) = models_dir_with(&[QWEN_GGUF]) else {
+        return;
+    };
+    // Named from the metadata (base name "Qwen2.5-Coder", size "0.5B", fine-tune
+    // "Instruct-AWQ"), under Qwen's organization, which the file does not state.
+    let found = find_local_models(dir.path(), 65_536);
+    let names: Vec<&str> = found.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["qwen2.5-coder-0.5b-instruct"], "{found:?}");
+    let entry = &found[0];
+    assert_eq!(entry.provider, "local");
+    assert_eq!(entry.base_model(), "Qwen/Qwen2.5-Coder-0.5B-Instruct");
+    assert_eq!(entry.display_name(), "Qwen2.5-Coder-0.5B-Instruct");
+    // Its trained context (qwen2.context_length), under the cap.
+    assert_eq!(entry.context_length, 32_768);
+    assert_eq!(find_local_models(dir.path(), 8192)[0].context_length, 8192);
+    assert_eq!((entry.input_price, entry.output_price), (0.0, 0.0));
+    let registry = Registry::default().with_local_models(found.clone());
+    assert_eq!(
+        registry.resolve("auto").unwrap().name,
+        "qwen2.5-coder-0.5b-instruct"
+    );
+    let model = ChatModel::from_entry(entry, &options()).unwrap();
+    assert!(matches!(model, ChatModel::Local(_)));
+    // Beside the built-in model, both are offered.
+    let Some(both) = models_dir_with(&[SMOLLM2_GGUF, QWEN_GGUF]) else {
+        return;
+    };
+    let mut names: Vec<String> = find_local_models(both.path(), 8192)
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["qwen2.5-coder-0.5b-instruct", "smollm2-135m-instruct"]
+    );
 }
 
 #[test]

@@ -1,10 +1,18 @@
 //! Byte-level BPE (`tokenizer.ggml.model = "gpt2"`), as Hugging Face's `tokenizers` runs
-//! SmolLM2's `tokenizer.json` and llama.cpp its GGUF:
+//! SmolLM2's and Qwen2's `tokenizer.json` and llama.cpp their GGUF:
 //!
-//! 1. pre-tokenization splits the text into words: SmolLM2 (`tokenizer.ggml.pre =
-//!    "smollm"`, also StarCoder's) first isolates every digit (`Digits` with
-//!    `individual_digits`), then applies GPT-2's pattern to each piece:
-//!    `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`;
+//! 1. pre-tokenization splits the text into words, by a pattern that the pre-tokenizer
+//!    (`tokenizer.ggml.pre`) chooses ([`PreTokenizer`]):
+//!    - GPT-2's, `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`;
+//!      SmolLM2 (`"smollm"`, also StarCoder's) first isolates every digit (`Digits` with
+//!      `individual_digits`), then applies it to each piece;
+//!    - Qwen2's (`"qwen2"`, llama.cpp's `LLAMA_VOCAB_PRE_TYPE_QWEN2`, the `Split` of Qwen2's
+//!      `tokenizer.json`): contractions in any case, a letter run with at most one
+//!      non-letter, non-digit, non-newline character before it, single digits (no separate
+//!      digit split), punctuation runs with the newlines after them, newline runs with the
+//!      spaces before them, then GPT-2's treatment of spaces. Qwen2's `tokenizer.json` also
+//!      normalizes the text to NFC first; this does not (nor does llama.cpp), which only
+//!      matters for text in decomposed form;
 //! 2. each word's UTF-8 bytes become GPT-2's printable stand-ins (`byte_to_unicode`: a
 //!    space is `Ġ`, a newline `Ċ`), so every byte is a vocabulary piece;
 //! 3. adjacent pieces are merged, always the pair listed earliest in
@@ -23,6 +31,34 @@ use super::gguf::{Gguf, Value};
 const GPT2_PATTERN: &str =
     r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
 
+/// Qwen2's pre-tokenizer pattern (its `tokenizer.json`'s `Split`, llama.cpp's `QWEN2`).
+const QWEN2_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// How a pre-tokenizer (`tokenizer.ggml.pre`) splits text into words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PreTokenizer {
+    /// The pattern whose matches are the words.
+    pattern: &'static str,
+    /// Digits are words of their own before the pattern runs.
+    split_digits: bool,
+}
+
+impl PreTokenizer {
+    /// The pre-tokenizer of `tokenizer.ggml.pre`, if it is one of those known here.
+    pub(crate) fn named(pre: &str) -> Option<PreTokenizer> {
+        let (pattern, split_digits) = match pre {
+            "gpt-2" | "gpt2" => (GPT2_PATTERN, false),
+            "smollm" | "starcoder" | "refact" | "codeshell" => (GPT2_PATTERN, true),
+            "qwen2" => (QWEN2_PATTERN, false),
+            _ => return None,
+        };
+        Some(PreTokenizer {
+            pattern,
+            split_digits,
+        })
+    }
+}
+
 /// A byte-level BPE: the merge ranks and the pre-tokenizer.
 pub(crate) struct Bpe {
     /// Rank of each merge by the ids of its two sides.
@@ -36,15 +72,11 @@ impl Bpe {
     /// The merges of `g`, whose sides are looked up in `vocab` (the normal pieces by text).
     pub(crate) fn from_gguf(g: &Gguf, vocab: &HashMap<String, u32>) -> Result<Bpe, LocalError> {
         let pre = g.string("tokenizer.ggml.pre").unwrap_or("gpt-2");
-        let split_digits = match pre {
-            "gpt-2" | "gpt2" => false,
-            "smollm" | "starcoder" | "refact" | "codeshell" => true,
-            _ => {
-                return Err(g.bad(format!(
-                    "pre-tokenizer {pre:?} is not supported (gpt-2, smollm, starcoder)"
-                )));
-            }
-        };
+        let pre = PreTokenizer::named(pre).ok_or_else(|| {
+            g.bad(format!(
+                "pre-tokenizer {pre:?} is not supported (gpt-2, smollm, starcoder, qwen2)"
+            ))
+        })?;
         let merges = match g.get("tokenizer.ggml.merges") {
             Some(Value::Strings(m)) => m,
             _ => return Err(g.bad("tokenizer.ggml.merges is missing")),
@@ -60,11 +92,11 @@ impl Bpe {
             }
         }
         let pattern =
-            Regex::new(GPT2_PATTERN).map_err(|e| g.bad(format!("pre-tokenizer pattern: {e}")))?;
+            Regex::new(pre.pattern).map_err(|e| g.bad(format!("pre-tokenizer pattern: {e}")))?;
         Ok(Bpe {
             ranks,
             pattern,
-            split_digits,
+            split_digits: pre.split_digits,
         })
     }
 
@@ -165,6 +197,24 @@ mod tests {
         }
     }
 
+    /// The words of `text` by pre-tokenizer `pre`, as text.
+    fn words(pre: &str, text: &str) -> Vec<String> {
+        let pre = PreTokenizer::named(pre).unwrap();
+        let bpe = Bpe {
+            ranks: HashMap::new(),
+            pattern: Regex::new(pre.pattern).unwrap(),
+            split_digits: pre.split_digits,
+        };
+        bpe.words(text)
+            .iter()
+            .map(|w| {
+                let mut b = Vec::new();
+                piece_bytes(w, &mut b);
+                String::from_utf8(b).unwrap()
+            })
+            .collect()
+    }
+
     #[test]
     fn byte_map_is_gpt2s() {
         assert_eq!(byte_char(b' '), 'Ġ');
@@ -215,5 +265,30 @@ mod tests {
             .map(|w| w.replace('Ġ', " "))
             .collect();
         assert_eq!(split, ["year", " ", "2", "0", "2", "4", "."]);
+        assert_eq!(words("smollm", "year 2024."), split);
+        assert_eq!(words("gpt2", "year 2024."), ["year", " 2024", "."]);
+        assert!(PreTokenizer::named("llama-bpe").is_none());
+    }
+
+    #[test]
+    fn words_follow_qwen2s_pattern() {
+        let w = |t: &str| words("qwen2", t);
+        // Digits one at a time, the space before them a word of its own.
+        assert_eq!(w("year 2024."), ["year", " ", "2", "0", "2", "4", "."]);
+        // Contractions in any case.
+        assert_eq!(
+            w("I'M here, don't"),
+            ["I", "'M", " here", ",", " don", "'t"]
+        );
+        // One non-letter, non-digit character (not a newline) joins the letters after it.
+        assert_eq!(w("(hello)\tworld"), ["(hello", ")", "\tworld"]);
+        assert_eq!(w("$100 x=y"), ["$", "1", "0", "0", " x", "=y"]);
+        // Punctuation keeps the newlines after it; newlines take the spaces before them.
+        assert_eq!(w("end.\n\nNext"), ["end", ".\n\n", "Next"]);
+        assert_eq!(w("a  \n b"), ["a", "  \n", " b"]);
+        // Runs of spaces leave their last one to the next word, as GPT-2's.
+        assert_eq!(w("a   b"), ["a", "  ", " b"]);
+        assert_eq!(w("naïve 東京"), ["naïve", " 東京"]);
+        assert_eq!(w("x\r\n"), ["x", "\r\n"]);
     }
 }

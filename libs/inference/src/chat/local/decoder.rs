@@ -1,9 +1,10 @@
 //! The decoder of the local chat models: a stack of pre-norm attention and gated
-//! feed-forward blocks over a token embedding, as Hugging Face's `LlamaForCausalLM` and
-//! `Gemma3ForCausalLM` compute it. What differs between the families is read from the GGUF
-//! metadata into [`Config`] by [`gemma3`](super::gemma3) and [`llama`](super::llama)
-//! ([`model_config`](super::model_config) picks the family):
-//! embedding scale, extra norms, rotary layout and bases, sliding windows, activation.
+//! feed-forward blocks over a token embedding, as Hugging Face's `LlamaForCausalLM`,
+//! `Qwen2ForCausalLM` and `Gemma3ForCausalLM` compute it. What differs between the families
+//! is read from the GGUF metadata into [`Config`] by [`gemma3`](super::gemma3),
+//! [`llama`](super::llama) and [`qwen2`](super::qwen2) ([`model_config`](super::model_config)
+//! picks the family): embedding scale, extra norms, biases of the query, key and value
+//! projections (Qwen2), rotary layout and bases, sliding windows, activation.
 //!
 //! Two copies of each layer's weights are kept: f32 for prompts (batched products through
 //! faer, compute-bound) and the file's own 4- and 5-bit blocks for decoding one token at a
@@ -47,6 +48,7 @@ pub(crate) enum Logits {
 pub(crate) enum Family {
     Gemma3,
     Llama,
+    Qwen2,
 }
 
 /// Gemma's local layers: all but every `global_every`-th attend to the last `window`
@@ -83,6 +85,9 @@ pub(crate) struct Config {
     /// Gemma's extra RMS norms: on each query and key head, and after the attention and
     /// feed-forward blocks.
     pub(crate) gemma_norms: bool,
+    /// Qwen2's biases of the query, key and value projections (`blk.N.attn_{q,k,v}.bias`),
+    /// added to the projections before the rotary embedding.
+    pub(crate) qkv_bias: bool,
 }
 
 impl Config {
@@ -105,7 +110,7 @@ impl Config {
 
     /// The hyper-parameters every family states the same way (under `{arch}.`), with a
     /// Llama's defaults for the rest: no embedding scale, SiLU, interleaved rotary pairs,
-    /// no sliding window, no extra norms.
+    /// no sliding window, no extra norms, no projection biases.
     pub(crate) fn common(g: &Gguf, arch: &str, family: Family) -> Result<Config, LocalError> {
         let u = |k: &str| g.u64(&format!("{arch}.{k}")).map(|v| v as usize);
         let hidden = u("embedding_length")?;
@@ -136,6 +141,7 @@ impl Config {
             embed_scale: None,
             activation: Activation::Silu,
             gemma_norms: false,
+            qkv_bias: false,
         })
     }
 }
@@ -234,6 +240,9 @@ struct Layer {
     gemma: Option<GemmaNorms>,
     /// Queries, keys and values stacked.
     qkv: Linear,
+    /// Their biases, stacked the same way (`heads·hd + 2·kv_heads·hd`), when the family has
+    /// them.
+    qkv_bias: Option<Vec<f32>>,
     o: Linear,
     /// Gate and up projections stacked.
     gate_up: Linear,
@@ -303,6 +312,7 @@ impl Decoder {
         let mut layers = Vec::with_capacity(cfg.layers);
         for i in 0..cfg.layers {
             let p = |n: &str| format!("blk.{i}.{n}.weight");
+            let bias = |n: &str| format!("blk.{i}.{n}.bias");
             let qkv = vec![
                 matrix(&p("attn_q"), qd, h)?,
                 matrix(&p("attn_k"), kvd, h)?,
@@ -322,6 +332,18 @@ impl Decoder {
             } else {
                 None
             };
+            let qkv_bias = if cfg.qkv_bias {
+                Some(
+                    [
+                        vector(&bias("attn_q"), qd)?,
+                        vector(&bias("attn_k"), kvd)?,
+                        vector(&bias("attn_v"), kvd)?,
+                    ]
+                    .concat(),
+                )
+            } else {
+                None
+            };
             let window = cfg
                 .sliding
                 .as_ref()
@@ -332,6 +354,7 @@ impl Decoder {
                 ffn_norm: vector(&p("ffn_norm"), h)?,
                 gemma,
                 qkv: Linear::new(qkv, h),
+                qkv_bias,
                 o: Linear::new(vec![matrix(&p("attn_output"), h, qd)?], qd),
                 gate_up: Linear::new(gate_up, h),
                 down: Linear::new(vec![matrix(&p("ffn_down"), h, cfg.ffn)?], cfg.ffn),
@@ -481,6 +504,11 @@ impl Decoder {
             ops.rms_norm_rows(&mut xn, &layer.attn_norm, cfg.eps);
             self.linear(&layer.qkv, &xn, n, &mut qkv, par);
             qkv.par_chunks_mut(qkv_w).enumerate().for_each(|(i, row)| {
+                if let Some(bias) = layer.qkv_bias.as_ref().filter(|_| false) {
+                    for (v, b) in row.iter_mut().zip(bias) {
+                        *v += b;
+                    }
+                }
                 let (q, rest) = row.split_at_mut(qd);
                 let k = &mut rest[..kvd];
                 if let Some(norms) = &layer.gemma {

@@ -2,9 +2,12 @@
 //!
 //! Supported: Llama-architecture files (`general.architecture = "llama"`, e.g. SmolLM2-135M
 //! Instruct in Q4_1, the built-in chat model that `scripts/fetch-models.sh --with-llm`
-//! fetches) with their byte-level BPE vocabulary, and Gemma 3 (`"gemma3"`) with its
-//! SentencePiece one. Any ggml block type among F32/F16/BF16/Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q5_K/
-//! Q6_K is read; see [`decoder`] for how the weights are kept.
+//! fetches) and Qwen2 ones (`"qwen2"`: Qwen2 and Qwen2.5, e.g. Qwen2.5-Coder-0.5B Instruct
+//! in Q4_K_M, which `scripts/fetch-models.sh --with-llm=qwen` fetches), each with its
+//! byte-level BPE vocabulary, and Gemma 3 (`"gemma3"`) with its SentencePiece one. Qwen3
+//! (`"qwen3"`: per-head norms of queries and keys, no biases) is refused, as is any other
+//! architecture. Any ggml block type among F32/F16/BF16/Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q5_K/Q6_K
+//! is read; see [`decoder`] for how the weights are kept.
 //!
 //! [`LocalChat`] is the chat-model face: the first request starts one worker thread, which
 //! loads the model (a second or so) and then runs requests one after another, queueing the
@@ -19,9 +22,10 @@
 //! never the target of `auto`.
 //!
 //! Prompt formats, chosen by the vocabulary's turn tokens ([`ChatFormat`]):
-//! - ChatML (`<|im_start|>`, `<|im_end|>`; SmolLM2): the system messages, joined, as the
-//!   first `system` turn — or the template's own default system prompt when there is none
-//!   (SmolLM2's "You are a helpful AI assistant named SmolLM, trained by Hugging Face") —
+//! - ChatML (`<|im_start|>`, `<|im_end|>`; SmolLM2, Qwen2): the system messages, joined, as
+//!   the first `system` turn — or the template's own default system prompt when there is
+//!   none (SmolLM2's "You are a helpful AI assistant named SmolLM, trained by Hugging Face",
+//!   Qwen2.5's "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.") —
 //!   then `<|im_start|>{role}\n{content}<|im_end|>\n` for each message, and
 //!   `<|im_start|>assistant\n` to answer.
 //! - Gemma (`<start_of_turn>`, `<end_of_turn>`):
@@ -41,6 +45,7 @@ mod llama;
 mod nibbles;
 mod ops;
 mod quant;
+mod qwen2;
 mod sketch;
 mod tokenizer;
 
@@ -261,15 +266,39 @@ impl ChatFormat {
     }
 }
 
-/// The system prompt a ChatML template writes when the first message is not a system one
-/// (`{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n...`).
+/// The system prompt a ChatML template writes when the first message is not a system one:
+/// the first string literal of the template that holds a whole system turn of plain text,
+/// `'<|im_start|>system\n{prompt}<|im_end|>`. SmolLM2's writes it under
+/// `{% if loop.first and messages[0]['role'] != 'system' %}`, Qwen2.5's in the `else` of
+/// `{%- if messages[0]['role'] == 'system' %}`. A turn built from the messages
+/// (`'<|im_start|>system\n' + messages[0]['content'] + ...`) ends its literal before any
+/// text and is no prompt, nor is text with quotes, braces, `+` or escapes in it.
 fn default_system_prompt(template: &str) -> Option<String> {
-    const OPEN: &str = "<|im_start|>system\n";
-    let cond = template.find("!= 'system'")?;
-    let start = cond + template[cond..].find(OPEN)? + OPEN.len();
-    let len = template[start..].find("<|im_end|>")?;
-    let prompt = template[start..start + len].trim();
-    (!prompt.is_empty() && !prompt.contains(['{', '}', '\'', '"'])).then(|| prompt.to_owned())
+    const OPEN: &str = "<|im_start|>system";
+    let mut at = 0;
+    while let Some(found) = template[at..].find(OPEN) {
+        let open = at + found;
+        at = open + OPEN.len();
+        // The turn starts a string literal: its quote stands right before.
+        let Some(quote @ ('\'' | '"')) = template[..open].chars().next_back() else {
+            continue;
+        };
+        // The newline after the role: the character itself (SmolLM2) or the escape `\n`
+        // (Qwen2.5).
+        let rest = &template[at..];
+        let Some(rest) = rest.strip_prefix('\n').or_else(|| rest.strip_prefix("\\n")) else {
+            continue;
+        };
+        let literal = &rest[..rest.find(quote).unwrap_or(rest.len())];
+        let Some(len) = literal.find("<|im_end|>") else {
+            continue;
+        };
+        let prompt = literal[..len].trim();
+        if !prompt.is_empty() && !prompt.contains(['{', '}', '\'', '"', '+', '\\']) {
+            return Some(prompt.to_owned());
+        }
+    }
+    None
 }
 
 /// The decoder configuration of a file, read by its family (`general.architecture`).
@@ -278,8 +307,14 @@ fn model_config(g: &Gguf) -> Result<decoder::Config, LocalError> {
     match arch {
         "gemma3" => gemma3::config(g)?.check(g),
         "llama" => llama::config(g)?.check(g),
+        "qwen2" => qwen2::config(g)?.check(g),
+        "qwen3" => Err(g.bad(
+            "architecture \"qwen3\" is not supported: Qwen3 normalizes each query and key head \
+             (attn_q_norm, attn_k_norm) and has no projection biases, which the decoder does \
+             not run; Qwen2 and Qwen2.5 (\"qwen2\") are supported",
+        )),
         _ => Err(g.bad(format!(
-            "architecture {arch:?} is not supported (gemma3, llama)"
+            "architecture {arch:?} is not supported (gemma3, llama, qwen2)"
         ))),
     }
 }
@@ -905,7 +940,7 @@ fn run_job(model: &LocalModel, job: Job, seed: Option<u64>, n: u64) {
 }
 
 /// Chat-model entries for the GGUF files in `models_dir` and its subdirectories (one level
-/// down, as `scripts/fetch-models.sh` lays them out): provider `local`, prices 0, the context
+/// down, as `scripts/fetch-models.sh` lays them out), smallest file first: provider `local`, prices 0, the context
 /// of the file capped at `context_cap`. Files of unsupported architectures, unreadable files
 /// and a missing directory are skipped (and logged).
 pub fn find_local_models(models_dir: &Path, context_cap: usize) -> Vec<ModelEntry> {
@@ -932,6 +967,9 @@ pub fn find_local_models(models_dir: &Path, context_cap: usize) -> Vec<ModelEntr
         found.sort();
         files.extend(found);
     }
+    // The smallest (fastest) first: `auto` goes to it unless DOCCHAT_DEFAULT_MODEL names
+    // another (`scripts/run.sh --llm=…` sets it for the model it fetched).
+    files.sort_by_key(|p| std::fs::metadata(p).map_or(u64::MAX, |m| m.len()));
     let mut entries: Vec<ModelEntry> = Vec::new();
     for path in files {
         match entry_for(&path, context_cap) {
@@ -963,6 +1001,7 @@ fn entry_for(path: &Path, context_cap: usize) -> Result<ModelEntry, LocalError> 
         base_url: format!("file://{}", path.display()),
         upstream_model: None,
         api_key_env: None,
+        api_key: None,
         base_model: Some(base_model),
         context_length: cfg.trained_context.min(context_cap.max(1)) as u64,
         input_price: 0.0,
@@ -978,43 +1017,76 @@ fn entry_for(path: &Path, context_cap: usize) -> Result<ModelEntry, LocalError> 
 }
 
 /// The registry name, display name and base model of a file: the name from the metadata's
-/// base name and size (`smollm2-135m`), with the tuning its file name states (`-instruct`,
-/// `-it`, `-chat`); when the file name before its first dot spells that name
-/// (`SmolLM2-135M-Instruct.Q4_1.gguf`), it is the display name and, under the metadata's
-/// organization, the base model (`HuggingFaceTB/SmolLM2-135M-Instruct`).
+/// base name and size (`smollm2-135m`), with the tuning that the metadata's fine-tune
+/// (Qwen's `Instruct-AWQ`) or else the file name states (`-instruct`, `-it`, `-chat`).
+/// The name as spelled with capitals is the display name and, under the metadata's
+/// organization (else the family's: `google`, `Qwen`), the base model: the file name's
+/// spelling when its start spells the name (`SmolLM2-135M-Instruct.Q4_1.gguf` →
+/// `HuggingFaceTB/SmolLM2-135M-Instruct`), else the metadata's (base name `Qwen2.5-Coder`,
+/// size `0.5B`, fine-tune `Instruct-AWQ` → `Qwen/Qwen2.5-Coder-0.5B-Instruct`); without
+/// capitals in either, the file name's own spelling, with the metadata's `general.name` as
+/// the display name.
 fn model_names(g: &Gguf, path: &Path, family: decoder::Family) -> (String, Option<String>, String) {
     let arch = match family {
         decoder::Family::Gemma3 => "gemma-3",
         decoder::Family::Llama => "llama",
+        decoder::Family::Qwen2 => "qwen2",
     };
-    let base = g.string("general.basename").unwrap_or(arch);
+    let base = g
+        .string("general.basename")
+        .unwrap_or(arch)
+        .replace(' ', "-");
     let size = g.string("general.size_label").unwrap_or("");
-    let mut name = base.to_lowercase().replace(' ', "-");
+    // The name as the metadata spells it.
+    let mut meta = base.clone();
     if !size.is_empty() {
-        name = format!("{name}-{}", size.to_lowercase());
+        meta = format!("{meta}-{size}");
     }
     let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");
-    let stem = file.split('.').next().unwrap_or("");
-    let lower = stem.to_lowercase();
-    if let Some(tuning) = lower
-        .split(['-', '_', ' '])
-        .find(|w| matches!(*w, "instruct" | "it" | "chat"))
-        && !name.ends_with(&format!("-{tuning}"))
+    let stem = file.strip_suffix(".gguf").unwrap_or(file);
+    let tuning = |text: &str| -> Option<String> {
+        text.split(['-', '_', ' ', '.'])
+            .find(|w| matches!(w.to_lowercase().as_str(), "instruct" | "it" | "chat"))
+            .map(str::to_owned)
+    };
+    if let Some(t) = g
+        .string("general.finetune")
+        .and_then(tuning)
+        .or_else(|| tuning(stem))
+        && !meta
+            .to_lowercase()
+            .ends_with(&format!("-{}", t.to_lowercase()))
     {
-        name = format!("{name}-{tuning}");
+        meta = format!("{meta}-{t}");
     }
+    let name = meta.to_lowercase();
     let org = g.string("general.organization").or(match family {
         decoder::Family::Gemma3 => Some("google"),
+        decoder::Family::Qwen2 => Some("Qwen"),
         decoder::Family::Llama => None,
     });
-    let spelled = (lower == name).then_some(stem);
+    // The file's spelling: its start, up to a separator (the quantization follows).
+    let from_file = stem
+        .get(..name.len())
+        .filter(|s| s.eq_ignore_ascii_case(&name))
+        .filter(|_| {
+            stem[name.len()..].is_empty() || stem[name.len()..].starts_with(['.', '-', '_'])
+        });
+    let capitals = |s: &&str| s.chars().any(char::is_uppercase);
+    let spelled = from_file
+        .filter(capitals)
+        .or_else(|| Some(meta.as_str()).filter(|_| capitals(&base.as_str())))
+        .filter(|s| s.eq_ignore_ascii_case(&name))
+        .or(from_file);
     let repo = spelled.unwrap_or(&name);
     let base_model = match org {
         Some(org) => format!("{org}/{repo}"),
         None => repo.to_owned(),
     };
     let display = spelled
+        .filter(capitals)
         .or_else(|| g.string("general.name"))
+        .or(spelled)
         .map(str::to_owned);
     (name, display, base_model)
 }
@@ -1082,6 +1154,45 @@ mod tests {
         // Both scored tokens are drawn (fewer scored tokens than top_k still samples).
         assert_eq!(seen[0] + seen[2] + seen[4], 0);
         assert!(seen[1] > 50 && seen[3] > 50, "{seen:?}");
+    }
+
+    #[test]
+    fn default_system_prompts_of_chatml_templates() {
+        // SmolLM2's (newlines as characters), under `!= 'system'`.
+        let smollm2 = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}";
+        assert_eq!(
+            default_system_prompt(smollm2).as_deref(),
+            Some("You are a helpful AI assistant named SmolLM, trained by Hugging Face")
+        );
+        // Qwen2.5's (newlines as escapes), in the `else` of `== 'system'`, after a tools
+        // branch and a turn built from the first message.
+        let qwen = r#"{%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] }}
+    {%- else %}
+        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}
+    {%- endif %}
+{%- else %}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}
+    {%- else %}
+        {{- '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}"#;
+        assert_eq!(
+            default_system_prompt(qwen).as_deref(),
+            Some("You are Qwen, created by Alibaba Cloud. You are a helpful assistant.")
+        );
+        // Only turns built from the messages, or none at all: no default.
+        for none in [
+            "{{ '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}",
+            "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' }}",
+            "{{ \"<|im_start|>system\\n{{ x }}<|im_end|>\" }}",
+            "",
+        ] {
+            assert_eq!(default_system_prompt(none), None, "{none:?}");
+        }
     }
 
     #[test]

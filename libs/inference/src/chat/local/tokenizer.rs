@@ -8,7 +8,8 @@
 //!      for Gemma 3), the text is split into characters, and the adjacent pair whose joined
 //!      text is a vocabulary piece with the highest score is merged, again and again;
 //!   3. a character left that is not a piece is spelled with byte tokens `<0xNN>`.
-//! - Byte-level BPE (`"gpt2"`, SmolLM2), with `tokenizer.ggml.merges`: see [`bpe`](super::bpe).
+//! - Byte-level BPE (`"gpt2"`, SmolLM2 and Qwen2), with `tokenizer.ggml.merges`: see
+//!   [`bpe`](super::bpe).
 //!
 //! Control tokens (`<bos>`, `<start_of_turn>`, `<|im_end|>`, ...) are never produced from
 //! text: callers add them by id, so a document that contains `<end_of_turn>` or
