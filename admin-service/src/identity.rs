@@ -72,6 +72,9 @@ fn new_id() -> String {
 }
 
 /// Parses an expiry interval such as `30 days`, `12h`, `1 week`.
+/// The longest interval a key may be given (100 years).
+const MAX_INTERVAL_SECONDS: i64 = 100 * 365 * 86_400;
+
 pub fn parse_interval(text: &str) -> ApiResult<Duration> {
     let text = text.trim();
     let split = text
@@ -83,14 +86,14 @@ pub fn parse_interval(text: &str) -> ApiResult<Duration> {
         .map_err(|_| ApiError::bad_request(format!("invalid interval {text:?}")))?;
     let unit = unit.trim().to_ascii_lowercase();
     let unit = unit.trim_end_matches('s');
-    let d = match unit {
-        "s" | "sec" | "second" => Duration::seconds(n),
-        "m" | "min" | "minute" => Duration::minutes(n),
-        "h" | "hour" => Duration::hours(n),
-        "d" | "day" => Duration::days(n),
-        "w" | "week" => Duration::weeks(n),
-        "month" => Duration::days(30 * n),
-        "y" | "year" => Duration::days(365 * n),
+    let seconds_per: i64 = match unit {
+        "s" | "sec" | "second" => 1,
+        "m" | "min" | "minute" => 60,
+        "h" | "hour" => 3_600,
+        "d" | "day" => 86_400,
+        "w" | "week" => 7 * 86_400,
+        "month" => 30 * 86_400,
+        "y" | "year" => 365 * 86_400,
         _ => {
             return Err(ApiError::bad_request(format!(
                 "invalid interval {text:?}: use a number and seconds, minutes, hours, days, weeks, months or years"
@@ -100,7 +103,13 @@ pub fn parse_interval(text: &str) -> ApiResult<Duration> {
     if n <= 0 {
         return Err(ApiError::bad_request("the interval must be positive"));
     }
-    Ok(d)
+    // Checked: "9223372036854775807 seconds" or "300000 years" would overflow the clock.
+    match n.checked_mul(seconds_per) {
+        Some(secs) if secs <= MAX_INTERVAL_SECONDS => Ok(Duration::seconds(secs)),
+        _ => Err(ApiError::bad_request(format!(
+            "invalid interval {text:?}: at most 100 years"
+        ))),
+    }
 }
 
 pub async fn role_by_name<C: ConnectionTrait>(
@@ -739,6 +748,22 @@ mod tests {
         assert!(parse_interval("soon").is_err());
         assert!(parse_interval("0 days").is_err());
         assert!(parse_interval("5 parsecs").is_err());
+        // Past the clock's range: a 400, not a panic of admin-service.
+        for huge in [
+            "300000 years",
+            "9223372036854775807 seconds",
+            "99999999999999999999 s",
+            "101 years",
+        ] {
+            assert!(
+                parse_interval(huge)
+                    .unwrap_err()
+                    .message
+                    .contains("interval"),
+                "{huge}"
+            );
+        }
+        assert_eq!(parse_interval("100 years").unwrap(), Duration::days(36_500));
     }
 
     #[test]

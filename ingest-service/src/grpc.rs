@@ -638,9 +638,11 @@ impl IngestService for IngestGrpc {
         let pb::DocumentTagRequest {
             document_id,
             tag_name,
+            description,
+            format,
         } = request.into_inner();
         ok(
-            crate::tags::tag_document(&self.db, &me, &document_id, &tag_name)
+            crate::tags::tag_document(&self.db, &me, &document_id, &tag_name, description, format)
                 .await
                 .map(tag_pb),
         )
@@ -651,6 +653,7 @@ impl IngestService for IngestGrpc {
         let pb::DocumentTagRequest {
             document_id,
             tag_name,
+            ..
         } = request.into_inner();
         ok(
             crate::tags::untag_document(&self.db, &me, &document_id, &tag_name)

@@ -220,14 +220,32 @@ pub async fn tag_document(
     caller: &Caller,
     document_id: &str,
     name: &str,
+    description: Option<String>,
+    format: Option<String>,
 ) -> ApiResult<tags::Model> {
     let name = check_name(name)?;
     owned_document(db, caller, document_id).await?;
     let txn = docchat_common::db::begin(db).await?;
-    insert_new(&txn, &new_tag(caller, name, None, None)).await?;
-    let tag = own(&txn, caller, name)
+    let created = insert_new(
+        &txn,
+        &new_tag(caller, name, description.clone(), format.clone()),
+    )
+    .await?
+        > 0;
+    let mut tag = own(&txn, caller, name)
         .await?
         .ok_or_else(|| ApiError::internal("tagging a document", "the tag vanished"))?;
+    // The caller's existing tag takes the description and format given with it.
+    if !created && (description.is_some() || format.is_some()) {
+        let mut active: tags::ActiveModel = tag.into();
+        if let Some(d) = description {
+            active.description = Set(Some(d));
+        }
+        if let Some(f) = format {
+            active.format = Set(Some(f));
+        }
+        tag = active.update(&txn).await?;
+    }
     document_tags::Entity::insert(document_tags::ActiveModel {
         document_id: Set(document_id.to_owned()),
         tag_id: Set(tag.id.clone()),

@@ -196,9 +196,13 @@ impl KeyStore {
         self.get(caller, &u.id).await
     }
 
-    /// Deletes the caller's keys among `ids` (others' are left alone and not counted); their
-    /// associations become declared-but-not-given again.
+    /// Deletes the caller's keys `ids`, all or none: an id that is not one of the caller's
+    /// keys (another user's, or none at all) is a 404 and nothing is deleted, as every other
+    /// foreign delete. Their associations become declared-but-not-given again.
     pub async fn delete(&self, caller: &Caller, ids: &[String]) -> ApiResult<u64> {
+        for id in ids {
+            self.get(caller, id).await?;
+        }
         let mut count = 0;
         for id in ids {
             let done = self

@@ -26,8 +26,25 @@ pub struct Upload<'a> {
     pub file: &'a [u8],
 }
 
+/// The name a file is stored under: its last path component without control characters, as
+/// uploads keep it (a `filename` override of `../../ESCAPED.py` is `ESCAPED.py`, so a client
+/// that downloads the tool into a folder writes inside it).
+fn base_name(name: &str) -> String {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name).trim();
+    let clean: String = base.chars().filter(|c| !c.is_control()).collect();
+    match clean.as_str() {
+        "." | ".." => String::new(),
+        _ => clean,
+    }
+}
+
 /// The tools the upload makes (one per server for remote_mcp), or SPEC.md's error.
 pub fn prepare(up: &Upload<'_>) -> ApiResult<Vec<NewTool>> {
+    let base = up.file_name.map(base_name);
+    let up = &Upload {
+        file_name: base.as_deref(),
+        ..*up
+    };
     let raw_type = up.tool_type.trim();
     if raw_type.is_empty() {
         return Err(ApiError::bad_request("tool_type is required."));
@@ -401,6 +418,21 @@ mod tests {
         assert_eq!(extension("archive.tar.gz"), ".gz");
         assert_eq!(extension("noext"), "");
         assert_eq!(extension(".hidden"), "");
+    }
+
+    #[test]
+    fn a_file_name_override_keeps_only_its_base_name() {
+        let up = Upload {
+            tool_type: "general_code",
+            tool_args_json: "{}",
+            file_name: Some("../../ESCAPED.py"),
+            file: b"def ESCAPED():\n    return 1\n",
+        };
+        let tools = prepare(&up).unwrap();
+        assert_eq!(tools[0].file_name.as_deref(), Some("ESCAPED.py"));
+        assert_eq!(base_name("..\\x\\y.zip"), "y.zip");
+        assert_eq!(base_name("a/.."), "");
+        assert_eq!(base_name("tab\tname.py"), "tabname.py");
     }
 
     #[test]

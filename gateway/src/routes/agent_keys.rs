@@ -125,7 +125,7 @@ pub async fn update_agent_key(
 
 #[utoipa::path(tag = "Agents",
     params(("key_ids" = String, Path, description = "comma-separated ids")),
-    responses((status = 204, description = "deleted (the caller's keys among them; others are left alone)"), (status = 401, body = ErrorBody)),
+    responses((status = 204, description = "deleted"), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody, description = "an id is not one of the caller's keys; nothing was deleted")),
     security(("bearer" = [])))]
 #[delete("/agents/keys/{key_ids}")]
 pub async fn delete_agent_keys(

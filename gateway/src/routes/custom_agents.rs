@@ -316,10 +316,19 @@ pub async fn get_custom_agent(
 pub async fn update_custom_agent(
     api: AgentsApi,
     path: web::Path<String>,
-    body: Option<web::Json<UpdateCustomAgent>>,
+    body: web::Bytes,
 ) -> TerseResult<web::Json<UpdatedAgent>> {
     api.require(permissions::MANAGE_CUSTOM_AGENT)?;
-    let body = body.map(web::Json::into_inner);
+    // An absent or empty body lacks agent_args; one that is not the request's JSON (nested
+    // past the parser's depth, say) says what is wrong with it instead.
+    let body: Option<UpdateCustomAgent> = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        Some(
+            serde_json::from_slice(&body)
+                .map_err(|e| bad_request(format!("Invalid JSON body: {e}")))?,
+        )
+    };
     let (args, mapping) = match body {
         Some(UpdateCustomAgent {
             agent_args: Some(args),

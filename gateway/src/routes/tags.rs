@@ -176,9 +176,16 @@ pub async fn create_tag_on_document(
     path: web::Path<String>,
     body: web::Json<CreateTag>,
 ) -> HttpResult<HttpResponse> {
+    let CreateTag {
+        name,
+        description,
+        format,
+    } = body.into_inner();
     let request = pb::DocumentTagRequest {
         document_id: path.into_inner(),
-        tag_name: body.into_inner().name,
+        tag_name: name,
+        description,
+        format,
     };
     let tag = api.ingest().tag_document(request).await?.into_inner();
     Ok(HttpResponse::Created().json(Tag::from(tag)))
@@ -196,6 +203,7 @@ pub async fn delete_tag_from_document(
     let request = pb::DocumentTagRequest {
         document_id,
         tag_name,
+        ..Default::default()
     };
     let tag = api.ingest().untag_document(request).await?.into_inner();
     Ok(web::Json(TagId { tag_id: tag.id }))

@@ -163,6 +163,11 @@ docchat_common::backend_tests! {
 
         // Update: agent_args required.
         exactly(app.call(Method::PUT, &format!("/api/v1/agents/custom_agents/{id}"), &alice, Some(json!({"mcp_servers_mapping": {}}))).await, 400, "agent_args is required.");
+        // Nested past the parser's depth: the body's fault is said, not a missing field.
+        let deep = format!("{{\"agent_args\": {}1{}}}", "[".repeat(200), "]".repeat(200));
+        let (s, e) = crate::harness::read(app.http(Method::PUT, &format!("/api/v1/agents/custom_agents/{id}"), Some(alice.as_str())).header("content-type", "application/json").body(deep).send().await.unwrap()).await;
+        crate::harness::assert_error(s, &e, 400);
+        assert!(e["message"].as_str().unwrap().contains("recursion limit"), "{e}");
         assert_eq!(
             app.call(Method::PUT, &format!("/api/v1/agents/custom_agents/{id}"), &alice, Some(json!({"agent_args": {"description": "new"}, "mcp_servers_mapping": {"weather": null}}))).await,
             (200, json!({"agent_custom_agent_id": id}))
@@ -220,10 +225,18 @@ docchat_common::backend_tests! {
         assert_eq!(app.call(Method::POST, &format!("/api/v1/agents/keys/{key_id}"), &bob, Some(json!({"description": "x"}))).await.0, 404);
         assert_eq!(app.call(Method::GET, "/api/v1/agents/custom_agent_tool_associations", &bob, None).await, (200, json!([])));
         assert_eq!(app.call(Method::GET, "/api/v1/agents/custom_agent_key_associations", &bob, None).await, (200, json!([])));
-        assert_eq!(app.call(Method::GET, "/api/v1/agents/keys", &bob, None).await, (200, json!([])));
         let ta_id = ta["id"].as_str().unwrap();
         assert_eq!(app.call(Method::DELETE, &format!("/api/v1/agents/custom_agent_tool_associations/{ta_id}"), &bob, None).await, (200, json!({"deleted_count": 0})));
-        assert_eq!(app.call(Method::DELETE, &format!("/api/v1/agents/keys/{key_id}"), &bob, None).await, (204, Value::Null));
+        // Another user's key is not found, and nothing is deleted (alone or beside one's own).
+        let (s, e) = app.call(Method::DELETE, &format!("/api/v1/agents/keys/{key_id}"), &bob, None).await;
+        crate::harness::assert_error(s, &e, 404);
+        let (s, bobs) = app.call(Method::POST, "/api/v1/agents/keys", &bob, Some(json!({"name": "b", "type": "private", "value": "v"}))).await;
+        assert_eq!(s, 200, "{bobs}");
+        let bobs = bobs["id"].as_str().unwrap();
+        let (s, e) = app.call(Method::DELETE, &format!("/api/v1/agents/keys/{bobs}%2C{key_id}"), &bob, None).await;
+        crate::harness::assert_error(s, &e, 404);
+        assert_eq!(app.call(Method::GET, "/api/v1/agents/keys", &bob, None).await.1.as_array().unwrap().len(), 1, "all or nothing");
+        assert_eq!(app.call(Method::DELETE, &format!("/api/v1/agents/keys/{bobs}"), &bob, None).await, (204, Value::Null));
         assert_eq!(app.call(Method::GET, "/api/v1/agents/keys", &alice, None).await.1.as_array().unwrap().len(), 1, "bob's delete left alice's key");
         assert_eq!(app.call(Method::DELETE, &format!("/api/v1/agents/custom_agents/{id}"), &bob, None).await, (200, json!({"count": 0})));
 

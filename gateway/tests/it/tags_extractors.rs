@@ -67,11 +67,18 @@ docchat_common::backend_tests! {
                 Method::POST,
                 &format!("/api/v1/documents/{doc}/tags"),
                 &alice,
-                Some(json!({"name": "finance"})),
+                Some(json!({"name": "finance", "description": "money matters", "format": "label"})),
             )
             .await;
         assert_eq!(s, 201, "{t}");
         assert_eq!(t["name"], "finance");
+        // The description and format given with it are kept (they were dropped).
+        assert_eq!((t["description"].as_str(), t["format"].as_str()), (Some("money matters"), Some("label")), "{t}");
+        let (s, again) = app
+            .call(Method::POST, &format!("/api/v1/documents/{doc}/tags"), &alice, Some(json!({"name": "finance", "description": "budgets"})))
+            .await;
+        assert_eq!(s, 201, "{again}");
+        assert_eq!((again["id"].clone(), again["description"].as_str(), again["format"].as_str()), (t["id"].clone(), Some("budgets"), Some("label")), "{again}");
         let (s, _) = app
             .call(
                 Method::POST,

@@ -388,6 +388,7 @@ docchat_common::backend_tests! {
             .tag_document(s.req(Service::Ingest, &alice, pb::DocumentTagRequest {
                 document_id: a.id.clone(),
                 tag_name: "draft".into(),
+                ..Default::default()
             }))
             .await
             .unwrap();

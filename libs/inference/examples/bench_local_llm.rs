@@ -3,15 +3,17 @@
 //! ```sh
 //! cargo run --release -p docchat-inference --example bench_local_llm -- \
 //!     [--model models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf] \
-//!     [--threads 1,2] [--rounds 3]
+//!     [--threads 1,2] [--rounds 3] [--prompt-tokens 512] [--decode-tokens 128]
 //! ```
 //!
-//! For each thread count: prefill speed of a 512-token prompt, time to the first token of
-//! that prompt (tokenizing its text included), decode speed over 128 tokens after a short
-//! prompt and after the 512-token one, each the best of `--rounds`; then the peak resident
-//! memory of the process (`VmHWM`; one model is loaded at a time). The model path defaults
-//! to the built-in chat model, `$DOCCHAT_MODELS_DIR` (else `./models`)
-//! `/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf`.
+//! For each thread count: prefill speed of a 512-token prompt (`--prompt-tokens`), time to
+//! the first token of that prompt (tokenizing its text included), decode speed over 128
+//! tokens (`--decode-tokens`) after a short prompt and after the long one, each the best of
+//! `--rounds`; then the peak resident memory of the process (`VmHWM`; one model is loaded at
+//! a time). The model path defaults to the built-in chat model, `$DOCCHAT_MODELS_DIR` (else
+//! `./models`) `/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf`; Qwen2.5-Coder-0.5B
+//! Instruct (`scripts/fetch-models.sh --with-llm=qwen`) is `--model
+//! models/qwen2.5-coder-0.5b-instruct/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf`.
 
 // A command-line tool: it prints its results.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -61,6 +63,8 @@ fn main() -> Result<(), Box<dyn Error>> {
         .join("smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
     let mut threads = vec![1usize, 2];
     let mut rounds = 3usize;
+    let mut prompt_tokens = PROMPT_TOKENS;
+    let mut decode_tokens = DECODE_TOKENS;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = || args.next().ok_or(format!("{a} needs a value"));
@@ -73,6 +77,8 @@ fn main() -> Result<(), Box<dyn Error>> {
                     .collect::<Result<_, _>>()?
             }
             "--rounds" => rounds = value()?.parse()?,
+            "--prompt-tokens" => prompt_tokens = value()?.parse()?,
+            "--decode-tokens" => decode_tokens = value()?.parse()?,
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
@@ -91,19 +97,19 @@ fn main() -> Result<(), Box<dyn Error>> {
         )?;
         let load_s = started.elapsed().as_secs_f64();
         let tok = m.tokenizer();
-        // A 512-token prompt: the start (<bos> where the model has one) and the text
-        // repeated, cut to length; and its text.
+        // A prompt of `prompt_tokens` (512): the start (<bos> where the model has one) and
+        // the text repeated, cut to length; and its text.
         let start = tok.start();
         let mut long = start.clone();
-        while long.len() < PROMPT_TOKENS {
+        while long.len() < prompt_tokens {
             long.extend(tok.encode(TEXT));
         }
-        long.truncate(PROMPT_TOKENS);
+        long.truncate(prompt_tokens);
         let long_text = tok.decode(&long[start.len()..]);
         let mut short = start.clone();
         short.extend(tok.encode("Once upon a time"));
 
-        let mut decode = GenParams::greedy(DECODE_TOKENS);
+        let mut decode = GenParams::greedy(decode_tokens.max(2));
         decode.stop_at_control = false;
         let mut best = Row {
             threads: t,
@@ -165,7 +171,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     );
     println!();
     println!(
-        "| threads | load s | prefill 512 tok/s | TTFT 512 ms | decode tok/s (short ctx) | decode tok/s (after 512) |"
+        "| threads | load s | prefill {prompt_tokens} tok/s | TTFT {prompt_tokens} ms | decode {decode_tokens} tok/s (short ctx) | decode {decode_tokens} tok/s (after {prompt_tokens}) |"
     );
     println!("|---|---|---|---|---|---|");
     for r in &rows {

@@ -504,7 +504,7 @@ impl Decoder {
             ops.rms_norm_rows(&mut xn, &layer.attn_norm, cfg.eps);
             self.linear(&layer.qkv, &xn, n, &mut qkv, par);
             qkv.par_chunks_mut(qkv_w).enumerate().for_each(|(i, row)| {
-                if let Some(bias) = layer.qkv_bias.as_ref().filter(|_| false) {
+                if let Some(bias) = &layer.qkv_bias {
                     for (v, b) in row.iter_mut().zip(bias) {
                         *v += b;
                     }
@@ -752,6 +752,14 @@ mod tests {
     #[test]
     fn the_sketch_shortlist_holds_the_likely_tokens_of_smollm2() {
         if let Some(path) = model_file(docchat_common::testing::SMOLLM2_GGUF) {
+            shortlist_holds_the_likely_tokens(&path);
+        }
+    }
+
+    #[test]
+    fn the_sketch_shortlist_holds_the_likely_tokens_of_qwen() {
+        // A vocabulary three times SmolLM2's, with its own (untied) output projection.
+        if let Some(path) = model_file(docchat_common::testing::QWEN_GGUF) {
             shortlist_holds_the_likely_tokens(&path);
         }
     }

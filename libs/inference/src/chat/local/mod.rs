@@ -1072,23 +1072,22 @@ fn model_names(g: &Gguf, path: &Path, family: decoder::Family) -> (String, Optio
         .filter(|_| {
             stem[name.len()..].is_empty() || stem[name.len()..].starts_with(['.', '-', '_'])
         });
-    let capitals = |s: &&str| s.chars().any(char::is_uppercase);
-    let spelled = from_file
-        .filter(capitals)
-        .or_else(|| Some(meta.as_str()).filter(|_| capitals(&base.as_str())))
-        .filter(|s| s.eq_ignore_ascii_case(&name))
-        .or(from_file);
+    let capitals = |s: &str| s.chars().any(char::is_uppercase);
+    let spelled = match from_file {
+        Some(f) if capitals(f) => Some(f),
+        _ if capitals(&base) => Some(meta.as_str()),
+        _ => from_file,
+    };
     let repo = spelled.unwrap_or(&name);
     let base_model = match org {
         Some(org) => format!("{org}/{repo}"),
         None => repo.to_owned(),
     };
-    let display = spelled
-        .filter(capitals)
-        .or_else(|| g.string("general.name"))
-        .or(spelled)
-        .map(str::to_owned);
-    (name, display, base_model)
+    let display = match spelled {
+        Some(s) if capitals(s) => Some(s),
+        _ => g.string("general.name").or(spelled),
+    };
+    (name, display.map(str::to_owned), base_model)
 }
 
 #[cfg(test)]
@@ -1193,6 +1192,84 @@ mod tests {
         ] {
             assert_eq!(default_system_prompt(none), None, "{none:?}");
         }
+    }
+
+    /// A GGUF file `file` in `dir` with string metadata only (no tensors).
+    fn metadata_only(dir: &Path, file: &str, kv: &[(&str, &str)]) -> (Gguf, PathBuf) {
+        let string = |b: &mut Vec<u8>, s: &str| {
+            b.extend((s.len() as u64).to_le_bytes());
+            b.extend(s.as_bytes());
+        };
+        let mut b = b"GGUF".to_vec();
+        b.extend(3u32.to_le_bytes());
+        b.extend(0u64.to_le_bytes());
+        b.extend((kv.len() as u64).to_le_bytes());
+        for (k, v) in kv {
+            string(&mut b, k);
+            b.extend(8u32.to_le_bytes());
+            string(&mut b, v);
+        }
+        let path = dir.join(file);
+        std::fs::write(&path, b).unwrap();
+        (Gguf::open(&path).unwrap(), path)
+    }
+
+    #[test]
+    fn local_models_are_named_from_their_metadata_and_file_name() {
+        use decoder::Family;
+        let dir = tempfile::tempdir().unwrap();
+        let names = |file: &str, family: Family, kv: &[(&str, &str)]| {
+            let (g, path) = metadata_only(dir.path(), file, kv);
+            let (name, display, base) = model_names(&g, &path, family);
+            (name, display.unwrap_or_default(), base)
+        };
+        let owned = |n: &str, d: &str, b: &str| (n.to_owned(), d.to_owned(), b.to_owned());
+        // SmolLM2: the tuning and the spelling from the file name, the organization stated.
+        let smollm2 = [
+            ("general.basename", "smollm2"),
+            ("general.size_label", "135M"),
+            ("general.organization", "HuggingFaceTB"),
+            ("general.finetune", "8k-lc100k-mix1-ep2"),
+            ("general.name", "Smollm2 135M 8k Lc100K Mix1 Ep2"),
+        ];
+        assert_eq!(
+            names("SmolLM2-135M-Instruct.Q4_1.gguf", Family::Llama, &smollm2),
+            owned(
+                "smollm2-135m-instruct",
+                "SmolLM2-135M-Instruct",
+                "HuggingFaceTB/SmolLM2-135M-Instruct"
+            )
+        );
+        // Qwen: the tuning from the fine-tune, the spelling from the metadata (the file name
+        // is all lower case), Qwen's organization; the same under any file name.
+        let qwen = [
+            ("general.basename", "Qwen2.5-Coder"),
+            ("general.size_label", "0.5B"),
+            ("general.finetune", "Instruct-AWQ"),
+            ("general.name", "Qwen2.5 Coder 0.5B Instruct AWQ"),
+        ];
+        let want = owned(
+            "qwen2.5-coder-0.5b-instruct",
+            "Qwen2.5-Coder-0.5B-Instruct",
+            "Qwen/Qwen2.5-Coder-0.5B-Instruct",
+        );
+        for file in ["qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "model.gguf"] {
+            assert_eq!(names(file, Family::Qwen2, &qwen), want, "{file}");
+        }
+        // All lower case in both: the file's spelling, the metadata's display name.
+        let gemma = [
+            ("general.basename", "gemma-3"),
+            ("general.size_label", "270M"),
+            ("general.name", "Gemma 3 270m"),
+        ];
+        assert_eq!(
+            names("gemma-3-270m-it-q4_k_m.gguf", Family::Gemma3, &gemma),
+            owned("gemma-3-270m-it", "Gemma 3 270m", "google/gemma-3-270m-it")
+        );
+        assert_eq!(
+            names("gemma-3-270m-q4_k_m.gguf", Family::Gemma3, &gemma),
+            owned("gemma-3-270m", "Gemma 3 270m", "google/gemma-3-270m")
+        );
     }
 
     #[test]
