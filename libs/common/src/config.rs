@@ -311,7 +311,7 @@ impl Config {
             ("OPENAI_BASE_URL", &self.openai_base_url),
             ("OLLAMA_BASE_URL", &self.ollama_base_url),
         ] {
-            if let Some(url) = url
+            if let Some(url) = url.as_deref().map(str::trim).filter(|u| !u.is_empty())
                 && !(url.starts_with("http://") || url.starts_with("https://"))
             {
                 anyhow::bail!("{var} must be an http(s) URL, got {url:?}");
