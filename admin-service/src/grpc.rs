@@ -145,6 +145,7 @@ fn identity_pb(i: identity::Identity) -> pb::Identity {
         permissions: i.permissions,
         is_admin: i.is_admin,
         api_key_id: i.api_key_id,
+        key_expires_at_ms: i.key_expires_at.map(|e| e.timestamp_millis()),
     }
 }
 

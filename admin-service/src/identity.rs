@@ -40,6 +40,8 @@ pub struct Identity {
     pub permissions: Vec<String>,
     pub is_admin: bool,
     pub api_key_id: String,
+    /// When the key that resolved to this identity expires.
+    pub key_expires_at: Option<DateTime<Utc>>,
 }
 
 pub fn hash_key(secret: &str) -> String {
@@ -302,7 +304,9 @@ pub async fn authenticate(db: &DatabaseConnection, secret: &str) -> ApiResult<Op
         .filter(api_keys::Column::Id.eq(key.id.clone()))
         .exec(db)
         .await?;
-    identity_of(db, user, key.id).await.map(Some)
+    let mut identity = identity_of(db, user, key.id).await?;
+    identity.key_expires_at = key.expires_at;
+    Ok(Some(identity))
 }
 
 /// What `user` may do, as a key of theirs (`api_key_id`) resolves: roles, groups and the
@@ -338,6 +342,7 @@ pub async fn identity_of(
         permissions,
         is_admin,
         api_key_id,
+        key_expires_at: None,
     })
 }
 
@@ -522,7 +527,11 @@ pub async fn list_keys(
 /// on SQLite they write before they check).
 const SIGN_IN_LOCK: &str = "admin.sign-in";
 
-/// Keys of `user_id` that work now: active and not expired.
+/// How long a key must still live to count as a way back in: a key that expires within the
+/// hour is no spare for the one being deleted (the admin would be locked out soon after).
+const USABLE_FOR: Duration = Duration::hours(1);
+
+/// Keys of `user_id` that work now and for at least [`USABLE_FOR`]: active, not expiring soon.
 async fn usable_keys<C: ConnectionTrait>(db: &C, user_id: &str) -> ApiResult<u64> {
     Ok(api_keys::Entity::find()
         .filter(api_keys::Column::UserId.eq(user_id))
@@ -530,7 +539,7 @@ async fn usable_keys<C: ConnectionTrait>(db: &C, user_id: &str) -> ApiResult<u64
         .filter(
             sea_orm::Condition::any()
                 .add(api_keys::Column::ExpiresAt.is_null())
-                .add(api_keys::Column::ExpiresAt.gt(now())),
+                .add(api_keys::Column::ExpiresAt.gt(now() + USABLE_FOR)),
         )
         .count(db)
         .await?)

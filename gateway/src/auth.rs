@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix_web::{FromRequest, HttpRequest, dev::Payload, web};
 use docchat_common::Caller;
@@ -135,10 +136,21 @@ async fn resolve(state: &AppState, key: &str) -> Result<Arc<Caller>, HttpError> 
             }));
         }
     };
+    // A key that expires is trusted no longer than it lives: the cache entry ends with it
+    // (a key expiring within the cache's TTL would otherwise work up to a TTL past it).
+    let ttl = match identity.key_expires_at_ms {
+        Some(at) => {
+            let left = at.saturating_sub(docchat_common::time::now().timestamp_millis());
+            state
+                .auth_ttl
+                .min(Duration::from_millis(u64::try_from(left).unwrap_or(0)))
+        }
+        None => state.auth_ttl,
+    };
     let caller = Arc::new(Caller::from(identity));
-    state
-        .auth_cache
-        .insert(digest, caller.clone(), state.auth_ttl);
+    if !ttl.is_zero() {
+        state.auth_cache.insert(digest, caller.clone(), ttl);
+    }
     Ok(caller)
 }
 

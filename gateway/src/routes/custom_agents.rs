@@ -4,7 +4,7 @@
 //! checks are the service's, so every client of it gets the same rules.
 
 use actix_multipart::Multipart;
-use actix_web::{HttpResponse, delete, get, post, put, web};
+use actix_web::{HttpRequest, HttpResponse, delete, get, post, put, web};
 use docchat_common::auth::permissions;
 use docchat_common::error::{ApiError, ErrorCode};
 use docchat_proto::agent::v1 as pb;
@@ -309,6 +309,17 @@ pub async fn get_custom_agent(
     Ok(web::Json(a.into_inner().into()))
 }
 
+/// Whether the request says it carries a body (a length above zero, or chunks).
+fn has_body(req: &HttpRequest) -> bool {
+    let headers = req.headers();
+    headers.contains_key(actix_web::http::header::TRANSFER_ENCODING)
+        || headers
+            .get(actix_web::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|n| n > 0)
+}
+
 #[utoipa::path(tag = "Agents", request_body = UpdateCustomAgent,
     responses((status = 200, body = UpdatedAgent), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
@@ -316,18 +327,22 @@ pub async fn get_custom_agent(
 pub async fn update_custom_agent(
     api: AgentsApi,
     path: web::Path<String>,
-    body: web::Bytes,
+    req: HttpRequest,
+    body: Result<web::Json<UpdateCustomAgent>, actix_web::Error>,
 ) -> TerseResult<web::Json<UpdatedAgent>> {
     api.require(permissions::MANAGE_CUSTOM_AGENT)?;
-    // An absent or empty body lacks agent_args; one that is not the request's JSON (nested
-    // past the parser's depth, say) says what is wrong with it instead.
-    let body: Option<UpdateCustomAgent> = if body.iter().all(u8::is_ascii_whitespace) {
-        None
-    } else {
-        Some(
-            serde_json::from_slice(&body)
-                .map_err(|e| bad_request(format!("Invalid JSON body: {e}")))?,
-        )
+    // No body lacks agent_args; a body that is not the request's JSON (nested past the
+    // parser's depth, say) gets the JSON reader's own error (JsonConfig's handler).
+    let body = match body {
+        Ok(body) => Some(body.into_inner()),
+        Err(_) if !has_body(&req) => None,
+        Err(e) => {
+            return Err(match e.as_error::<HttpError>() {
+                Some(HttpError(api_error)) => HttpError(api_error.clone()),
+                None => bad_request(format!("invalid JSON body: {e}")),
+            }
+            .into());
+        }
     };
     let (args, mapping) = match body {
         Some(UpdateCustomAgent {

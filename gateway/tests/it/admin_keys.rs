@@ -164,4 +164,50 @@ docchat_common::backend_tests! {
         assert_eq!(s, 200);
         app.stop().await;
     }
+
+    /// An expired key stops working when it expires, however long the gateway caches keys;
+    /// an expiry past the clock's range is a 400, not a failed admin-service.
+    async fn a_key_stops_working_when_it_expires(backend) {
+        let app = Stack::builder(&backend)
+            .everything()
+            .configure(|c| c.auth_cache_ttl_ms = 600_000)
+            .start()
+            .await;
+        let (_, me) = app.call(Method::GET, "/api/v1/users/current", ADMIN_KEY, None).await;
+        let admin_id = me["id"].as_str().unwrap().to_owned();
+        for huge in ["300000 years", "9223372036854775807 seconds"] {
+            let (s, b) = app
+                .call(Method::POST, "/api/v1/admin/api_keys", ADMIN_KEY, Some(json!({"user_id": admin_id, "expires_in": huge})))
+                .await;
+            assert_error(s, &b, 400);
+        }
+        // A key that expires in 20 s is no spare: deleting the administrator's other key
+        // would lock them out soon after, so it is refused as for a last key.
+        let bootstrap = keys_of(&app, ADMIN_KEY, "admin").await;
+        let (s, short) = app
+            .call(Method::POST, "/api/v1/admin/api_keys", ADMIN_KEY, Some(json!({"user_id": admin_id, "expires_in": "20 seconds"})))
+            .await;
+        assert_eq!(s, 201, "{short}");
+        let (s, b) = app
+            .call(Method::DELETE, &format!("/api/v1/admin/api_keys/{}", bootstrap[0]), ADMIN_KEY, None)
+            .await;
+        assert_error(s, &b, 409);
+        let (_, user) = app
+            .call(Method::POST, "/api/v1/admin/users", ADMIN_KEY, Some(json!({"username": "erin", "email": "erin@example.com"})))
+            .await;
+        let uid = user["id"].as_str().unwrap().to_owned();
+        let (s, key) = app
+            .call(Method::POST, "/api/v1/admin/api_keys", ADMIN_KEY, Some(json!({"user_id": uid, "expires_in": "2 seconds"})))
+            .await;
+        assert_eq!(s, 201, "{key}");
+        let secret = key["secret_key"].as_str().unwrap().to_owned();
+        // Works (and is cached) while it lives …
+        let (s, _) = app.call(Method::GET, "/api/v1/users/current", &secret, None).await;
+        assert_eq!(s, 200);
+        tokio::time::sleep(Duration::from_millis(2_300)).await;
+        // … and not a moment after, though the cache would keep it ten minutes.
+        let (s, b) = app.call(Method::GET, "/api/v1/users/current", &secret, None).await;
+        assert_error(s, &b, 401);
+        app.stop().await;
+    }
 }
