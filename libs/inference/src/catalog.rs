@@ -252,10 +252,6 @@ impl Catalog {
 
     /// The registry of the file, the upstreams' `listed` models and the local ones.
     fn build(&self, listed: &[Vec<(String, Option<u64>)>]) -> Registry {
-        let taken = |name: &str| {
-            self.file.chat_models().any(|m| m.name == name)
-                || self.file.embedding_models().any(|m| m.name == name)
-        };
         let shared = |id: &str| {
             listed
                 .iter()
@@ -271,7 +267,9 @@ impl Catalog {
                 } else {
                     id.clone()
                 };
-                if taken(&name) || name == "auto" {
+                // A name the models file (or an earlier upstream) took keeps that entry
+                // (`with_models`); `auto` is no model's name.
+                if name == "auto" {
                     continue;
                 }
                 found.push(ModelEntry {
@@ -301,7 +299,7 @@ impl Catalog {
             .file
             .clone()
             .with_models(found)
-            .with_local_models(self.local.iter().cloned());
+            .with_models(self.local.iter().cloned());
         match &self.default_model {
             Some(name) => registry.with_default(name),
             None => registry,

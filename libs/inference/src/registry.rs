@@ -74,7 +74,7 @@ pub struct ModelEntry {
     #[serde(default)]
     pub dimensions: Option<usize>,
     /// Local models (provider `local`): the GGUF file. Found in the models dir by
-    /// [`Registry::with_local_models`], never read from the models file.
+    /// [`Registry::with_models`], never read from the models file.
     #[serde(skip)]
     pub local_path: Option<PathBuf>,
 }
@@ -184,14 +184,8 @@ impl Registry {
         })
     }
 
-    /// Adds the local GGUF chat models of
-    /// [`find_local_models`](crate::chat::local::find_local_models) after the entries so far
-    /// (see [`with_models`](Self::with_models)).
-    pub fn with_local_models(self, found: impl IntoIterator<Item = ModelEntry>) -> Registry {
-        self.with_models(found)
-    }
-
-    /// Adds entries found elsewhere (an upstream's listing, the local models) after the
+    /// Adds entries found elsewhere (an upstream's listing, the local GGUF chat models of
+    /// [`find_local_models`](crate::chat::local::find_local_models)) after the
     /// entries so far; a name already taken keeps the earlier entry (the models file wins).
     pub fn with_models(mut self, found: impl IntoIterator<Item = ModelEntry>) -> Registry {
         for entry in found {

@@ -705,7 +705,7 @@ async fn registry_offers_the_instruct_model_and_never_the_base_one() {
         2048
     );
     assert_eq!((entry.input_price, entry.output_price), (0.0, 0.0));
-    let registry = Registry::default().with_local_models(find_local_models(&models_dir(), 8192));
+    let registry = Registry::default().with_models(find_local_models(&models_dir(), 8192));
     let resolved = registry.resolve("auto").unwrap();
     assert_eq!(resolved.name, "smollm2-135m-instruct");
     assert!(registry.resolve("gemma-3-270m").is_none());
@@ -716,7 +716,7 @@ async fn registry_offers_the_instruct_model_and_never_the_base_one() {
     let file = "[[models]]\nname = \"up\"\nbase_url = \"http://127.0.0.1:1/v1\"\n";
     let registry = Registry::parse(file)
         .unwrap()
-        .with_local_models(find_local_models(&models_dir(), 8192));
+        .with_models(find_local_models(&models_dir(), 8192));
     assert_eq!(registry.resolve("auto").unwrap().name, "up");
     assert_eq!(registry.chat_models().count(), 2);
     // The base Gemma alone is not offered either: a dir with only it has no chat model.
@@ -745,7 +745,7 @@ async fn registry_offers_qwen_as_an_instruct_model() {
     assert_eq!(entry.context_length, 32_768);
     assert_eq!(find_local_models(dir.path(), 8192)[0].context_length, 8192);
     assert_eq!((entry.input_price, entry.output_price), (0.0, 0.0));
-    let registry = Registry::default().with_local_models(found.clone());
+    let registry = Registry::default().with_models(found.clone());
     assert_eq!(
         registry.resolve("auto").unwrap().name,
         "qwen2.5-coder-0.5b-instruct"

@@ -19,7 +19,7 @@ use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
 use super::LocalError;
-use super::gguf::{DType, Gguf};
+use super::gguf::{DType, Gguf, Value};
 use super::nibbles::NibbleMatrix;
 use super::ops::{Activation, Ops, RopeLayout, RopeTable};
 use super::quant::{Dots, Q8, Q8Matrix, RowSlices, dequantize, stacked_matvec};
@@ -104,6 +104,28 @@ impl Config {
             || self.vocab == 0
         {
             return Err(g.bad(format!("unsupported model shape {self:?}")));
+        }
+        Ok(self)
+    }
+
+    /// Refuses rotary embeddings the decoder does not run rather than running them wrongly:
+    /// a scaling other than none (long-context variants: linear, YaRN) and partial rotary
+    /// dimensions (`{arch}.rope.dimension_count` other than the head size).
+    pub(crate) fn refuse_rope_variants(self, g: &Gguf, arch: &str) -> Result<Config, LocalError> {
+        if let Some(Value::String(kind)) = g.get(&format!("{arch}.rope.scaling.type"))
+            && kind != "none"
+        {
+            return Err(g.bad(format!("rotary scaling {kind:?} is not supported")));
+        }
+        if let Some(dims) = g
+            .get(&format!("{arch}.rope.dimension_count"))
+            .and_then(Value::as_u64)
+            && dims as usize != self.head_dim
+        {
+            return Err(g.bad(format!(
+                "rotary dimensions {dims} differ from the head size {}",
+                self.head_dim
+            )));
         }
         Ok(self)
     }

@@ -16,24 +16,10 @@
 
 use super::LocalError;
 use super::decoder::{Config, Family};
-use super::gguf::{Gguf, Value};
+use super::gguf::Gguf;
 
 /// A Llama's [`Config`] from the file's metadata; rotary scaling (long-context variants)
 /// and partial rotary dimensions are refused rather than run wrongly.
 pub(crate) fn config(g: &Gguf) -> Result<Config, LocalError> {
-    let cfg = Config::common(g, "llama", Family::Llama)?;
-    if let Some(Value::String(kind)) = g.get("llama.rope.scaling.type")
-        && kind != "none"
-    {
-        return Err(g.bad(format!("rotary scaling {kind:?} is not supported")));
-    }
-    if let Some(dims) = g.get("llama.rope.dimension_count").and_then(Value::as_u64)
-        && dims as usize != cfg.head_dim
-    {
-        return Err(g.bad(format!(
-            "rotary dimensions {dims} differ from the head size {}",
-            cfg.head_dim
-        )));
-    }
-    Ok(cfg)
+    Config::common(g, "llama", Family::Llama)?.refuse_rope_variants(g, "llama")
 }

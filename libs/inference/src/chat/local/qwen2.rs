@@ -23,26 +23,13 @@
 
 use super::LocalError;
 use super::decoder::{Config, Family, meta_f64};
-use super::gguf::{Gguf, Value};
+use super::gguf::Gguf;
 use super::ops::RopeLayout;
 
 /// A Qwen2's [`Config`] from the file's metadata; rotary scaling (YaRN, for contexts past
 /// the trained one) and partial rotary dimensions are refused rather than run wrongly.
 pub(crate) fn config(g: &Gguf) -> Result<Config, LocalError> {
-    let mut cfg = Config::common(g, "qwen2", Family::Qwen2)?;
-    if let Some(Value::String(kind)) = g.get("qwen2.rope.scaling.type")
-        && kind != "none"
-    {
-        return Err(g.bad(format!("rotary scaling {kind:?} is not supported")));
-    }
-    if let Some(dims) = g.get("qwen2.rope.dimension_count").and_then(Value::as_u64)
-        && dims as usize != cfg.head_dim
-    {
-        return Err(g.bad(format!(
-            "rotary dimensions {dims} differ from the head size {}",
-            cfg.head_dim
-        )));
-    }
+    let mut cfg = Config::common(g, "qwen2", Family::Qwen2)?.refuse_rope_variants(g, "qwen2")?;
     let f = |k: &str| meta_f64(g, "qwen2", k);
     cfg.eps = f("attention.layer_norm_rms_epsilon").unwrap_or(1e-6) as f32;
     cfg.rope_base = f("rope.freq_base").unwrap_or(1_000_000.0);
