@@ -1,7 +1,7 @@
 //! Uploaded ZIP archives (custom tools, custom agents, MCP packages), checked before
 //! anything is written: every entry must be a plain file or directory with a relative path
-//! that stays inside (no absolute paths, no `..`, no symlinks, no NUL or backslash), and the
-//! entry count, each entry's size, the declared total and the compression ratio are capped
+//! that stays inside (no absolute paths, no `..`, no symlinks, no NUL or backslash), no
+//! setuid, setgid or sticky bit, and at least one file; the entry count, each entry's size, the declared total and the compression ratio are capped
 //! (a bomb is refused, not truncated). Extraction reads each entry through `take()` (a
 //! header that lies about its size is caught) into a temporary sibling directory renamed
 //! into place, so a refused archive leaves nothing behind.
@@ -145,6 +145,14 @@ pub fn check(bytes: &[u8], limits: &Limits) -> Result<Vec<Entry>, ArchiveError> 
         if !seen.insert(path.clone()) && !is_dir {
             return Err(refuse(format!("the archive holds {path:?} twice")));
         }
+        // The reader clears these bits from `unix_mode`; the archive asked for them.
+        let mode = f.external_attributes() >> 16;
+        if f.system() == zip::System::Unix && mode & 0o7000 != 0 {
+            return Err(refuse(format!(
+                "the archive entry {raw:?} has the setuid, setgid or sticky bit (mode {:o}); refused",
+                mode & 0o7777
+            )));
+        }
         let executable = f.unix_mode().is_some_and(|m| m & 0o100 != 0);
         entries.push(Entry {
             path,
@@ -152,6 +160,9 @@ pub fn check(bytes: &[u8], limits: &Limits) -> Result<Vec<Entry>, ArchiveError> 
             size,
             executable,
         });
+    }
+    if entries.iter().all(|e| e.is_dir) {
+        return Err(refuse("the archive holds no files"));
     }
     // A file may not also be a directory of another entry's path.
     let files: HashSet<&str> = entries
@@ -321,6 +332,43 @@ mod tests {
         refused(&w.finish().unwrap().into_inner(), "ZIP bomb");
 
         refused(b"not a zip at all", "not a readable ZIP");
+    }
+
+    #[test]
+    fn empty_archives_and_setuid_entries_are_refused() {
+        refused(&zip_of(&[]), "no files");
+        let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
+        w.add_directory("only-a-dir/", zip::write::SimpleFileOptions::default())
+            .unwrap();
+        refused(&w.finish().unwrap().into_inner(), "no files");
+        for mode in [0o4755u32, 0o2755, 0o1644] {
+            // The writer keeps only 0o777: set the mode in the central directory by hand.
+            let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
+            w.start_file(
+                "server.py",
+                zip::write::SimpleFileOptions::default().unix_permissions(0o755),
+            )
+            .unwrap();
+            w.write_all(b"print(1)").unwrap();
+            let mut bytes = w.finish().unwrap().into_inner();
+            let at = bytes
+                .windows(4)
+                .position(|w| w == b"PK\x01\x02")
+                .expect("a central directory header");
+            let external = (0o100000 | mode) << 16;
+            bytes[at + 38..at + 42].copy_from_slice(&external.to_le_bytes());
+            refused(&bytes, "setuid, setgid or sticky");
+        }
+        // Plain modes still pass.
+        let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
+        w.start_file(
+            "run.sh",
+            zip::write::SimpleFileOptions::default().unix_permissions(0o755),
+        )
+        .unwrap();
+        w.write_all(b"true").unwrap();
+        let entries = check(&w.finish().unwrap().into_inner(), &Limits::UPLOAD).unwrap();
+        assert!(entries[0].executable);
     }
 
     #[test]

@@ -574,6 +574,22 @@ impl AgentService for AgentGrpc {
         }))
     }
 
+    async fn sandbox_load(
+        &self,
+        request: Request<Empty>,
+    ) -> Result<Response<pb::SandboxLoadReport>, Status> {
+        caller(&request)?;
+        let (backend, load) = self.engine.deps.code.load().unwrap_or_default();
+        Ok(Response::new(pb::SandboxLoadReport {
+            backend: backend.into(),
+            slots: load.total,
+            user_slots: load.share,
+            in_use: load.in_use,
+            waiting: load.waiting,
+            users_waiting: load.users_waiting,
+        }))
+    }
+
     async fn global_directory_stats(
         &self,
         request: Request<pb::GlobalDirectoryStatsRequest>,

@@ -87,16 +87,16 @@ fn ended(job: &mut JobChanged, finished: &pb::RunFinished) {
     let reason = finished.stop_reason.as_str();
     job.progress = 1.0;
     job.finished_at = Some(to_proto(now()));
-    job.status = if finished.failed {
+    job.status = if reason.starts_with(TIME_BUDGET_RAN_OUT) {
+        job.errors.push(error_line(reason));
+        "timeout"
+    } else if finished.failed {
         job.errors.push(error_line(reason));
         "failed"
     } else if reason == STOPPED_BY_USER {
         job.canceled_by = Some(job.username.clone());
         job.cancel_reason = Some(reason.to_owned());
         "canceled"
-    } else if reason.starts_with(TIME_BUDGET_RAN_OUT) {
-        job.errors.push(error_line(reason));
-        "timeout"
     } else {
         "completed"
     }
@@ -131,7 +131,7 @@ mod tests {
         let stopped = end(false, STOPPED_BY_USER);
         assert_eq!(stopped.status, "canceled");
         assert_eq!(stopped.canceled_by.as_deref(), Some("alice"));
-        let late = end(false, "the time budget ran out (agent_total_timeout = 5 s)");
+        let late = end(true, "the time budget ran out (agent_total_timeout = 5 s)");
         assert_eq!(late.status, "timeout");
     }
 }

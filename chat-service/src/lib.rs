@@ -145,9 +145,10 @@ pub async fn serve(
         upstreams_status,
         background.token.clone(),
     ));
+    let settings = SettingsClient::new(admin.clone(), ctx.keys.clone());
     let gate = gate::ModelGate::new(
         models,
-        SettingsClient::new(admin.clone(), ctx.keys.clone()),
+        settings.clone(),
         CostGuard::new(admin, ctx.keys.clone()),
         fairness,
         usage,
@@ -161,6 +162,7 @@ pub async fn serve(
         tasks: background.tracker.clone(),
         shutdown: shutdown.clone(),
         lease,
+        max_pause: std::time::Duration::from_secs(ctx.config.chat_max_pause_seconds),
     };
 
     // Requests are drained first; then consumers stop and the relay publishes what is left.
@@ -175,6 +177,8 @@ pub async fn serve(
         }))
         .api(MemoryBlockServiceServer::new(memory_grpc::MemoryGrpc {
             db: db.clone(),
+            settings,
+            page_bytes: docchat_common::limits::list_page_bytes(&ctx.config),
         }))
         .live_status(docchat_common::grpc::UPSTREAMS_HEALTH, upstreams_answer)
         .serve(listener, shutdown, background, db)

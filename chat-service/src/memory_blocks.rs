@@ -11,7 +11,8 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use docchat_common::Caller;
-use docchat_common::error::{ApiError, ApiResult};
+use docchat_common::error::{ApiError, ApiResult, ErrorCode};
+use docchat_common::limits;
 use docchat_common::time::now;
 use sea_orm::sea_query::{Alias, BinOper, Expr, Func, LikeExpr, OnConflict};
 use sea_orm::{
@@ -23,7 +24,8 @@ use crate::entities::{memory_block_defaults, memory_block_shares, memory_blocks}
 
 pub const DEFAULT_LIMIT: u64 = 100;
 pub const MAX_LIMIT: u64 = 1000;
-/// Characters of content when the creator gives no limit (0 = unlimited).
+/// Characters of content when the creator gives no limit (0 = unlimited: up to the
+/// operator's ceiling in bytes, `limits::MEMORY_BLOCK_CONTENT_SETTING`, like every block).
 pub const DEFAULT_MAX_CONTENT_LENGTH: i64 = 10_000;
 pub const INJECTION_MODES: [&str; 4] = [
     "system_prompt",
@@ -77,6 +79,37 @@ fn check_one_of(field: &str, value: &str, allowed: &[&str]) -> ApiResult<()> {
             allowed.join(", ")
         )))
     }
+}
+
+/// The ceilings of docchat_common::limits on the fields a create or update sends: name
+/// (400), amendment and content (413; `content_ceiling` bytes, the operator's runtime
+/// setting, whatever the block's max_content_length). Only what is sent is checked, so a
+/// block stored before the ceilings can still be renamed.
+fn check_sizes(f: &Fields, content_ceiling: usize) -> ApiResult<()> {
+    if let Some(name) = &f.name {
+        limits::check_name("name", name)?;
+    }
+    if let Some(amendment) = &f.system_prompt_amendment {
+        limits::check_text("system_prompt_amendment", amendment)?;
+    }
+    if let Some(content) = &f.content {
+        check_ceiling(content.len(), content_ceiling)?;
+    }
+    Ok(())
+}
+
+fn check_ceiling(bytes: usize, ceiling: usize) -> ApiResult<()> {
+    if bytes > ceiling {
+        return Err(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!(
+                "content is {bytes} bytes, over the memory block ceiling of {ceiling} bytes \
+                 ({}; max_content_length 0 means up to it)",
+                limits::MEMORY_BLOCK_CONTENT_SETTING
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn check_content(content: &str, max: i64) -> ApiResult<()> {
@@ -142,7 +175,14 @@ fn apply(b: &mut memory_blocks::Model, f: Fields) {
     }
 }
 
-pub async fn create(db: &DatabaseConnection, caller: &Caller, fields: Fields) -> ApiResult<View> {
+/// Creates a block; `content_ceiling` is the operator's ceiling on content bytes.
+pub async fn create(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    fields: Fields,
+    content_ceiling: usize,
+) -> ApiResult<View> {
+    check_sizes(&fields, content_ceiling)?;
     let at = now();
     let mut block = memory_blocks::Model {
         id: uuid::Uuid::new_v4().to_string(),
@@ -302,13 +342,24 @@ pub struct ListQuery {
     pub updated_after: Option<DateTime<Utc>>,
 }
 
+/// One page of [`list`].
+pub struct Page {
+    pub items: Vec<View>,
+    /// Every block the filters match.
+    pub total: u64,
+    /// The page stopped before its limit at `page_bytes`; more follow at offset + items.
+    pub size_limited: bool,
+}
+
 /// The caller's own blocks, those shared with it or one of its groups, and the public ones;
-/// most recently updated first.
+/// most recently updated first. A page holds at most `page_bytes` of names, contents and
+/// amendments (at least one block), whatever its limit.
 pub async fn list(
     db: &DatabaseConnection,
     caller: &Caller,
     q: ListQuery,
-) -> ApiResult<(Vec<View>, u64)> {
+    page_bytes: u64,
+) -> ApiResult<Page> {
     let shared: Vec<String> = shared_with(db, caller, None).await?.into_keys().collect();
     let mut query = memory_blocks::Entity::find().filter(
         Condition::any()
@@ -339,14 +390,24 @@ pub async fn list(
     } else {
         q.limit.min(MAX_LIMIT)
     };
-    let blocks = query
+    let page = query
         .order_by_desc(memory_blocks::Column::UpdatedAt)
         .order_by_asc(memory_blocks::Column::Id)
         .offset(q.offset)
-        .limit(limit)
-        .all(db)
-        .await?;
-    Ok((views(db, caller, blocks).await?, total))
+        .limit(limit);
+    use memory_blocks::Column as C;
+    let sized = [
+        C::Name,
+        C::Content,
+        C::SystemPromptAmendment,
+        C::OwnerUsername,
+    ];
+    let page = limits::page_by_size(db, page, C::Id, &sized, page_bytes).await?;
+    Ok(Page {
+        items: views(db, caller, page.rows).await?,
+        total,
+        size_limited: page.cut,
+    })
 }
 
 /// Changes only the fields given; needs edit access. Only those columns (and updated_at)
@@ -357,7 +418,9 @@ pub async fn update(
     caller: &Caller,
     id: &str,
     fields: Fields,
+    content_ceiling: usize,
 ) -> ApiResult<()> {
+    check_sizes(&fields, content_ceiling)?;
     let mut block = find_for(db, caller, id, Access::Edit).await?;
     let mut active = memory_blocks::ActiveModel {
         id: Unchanged(block.id.clone()),
@@ -390,32 +453,39 @@ pub async fn update(
 }
 
 /// Appends `text` to the content in one statement (concurrent appends all land), unless
-/// the result would pass max_content_length (400, nothing changes); needs edit access.
+/// the result would pass max_content_length (400) or the operator's `content_ceiling` in
+/// bytes (413); then nothing changes. Needs edit access.
 pub async fn append(
     db: &DatabaseConnection,
     caller: &Caller,
     id: &str,
     text: &str,
+    content_ceiling: usize,
 ) -> ApiResult<()> {
+    check_ceiling(text.len(), content_ceiling)?;
     let block = find_for(db, caller, id, Access::Edit).await?;
     use memory_blocks::Column as C;
     // `content || text`, spelled with sea-query's operators so each backend gets its own
-    // placeholders; LENGTH counts characters on both.
+    // placeholders; LENGTH counts characters on both, OCTET_LENGTH bytes.
     let joined = || Expr::col(C::Content).binary(BinOper::Custom("||"), text);
     let fits = Condition::any().add(C::MaxContentLength.eq(0)).add(
         Expr::expr(Func::cust(Alias::new("LENGTH")).arg(joined()))
             .lte(Expr::col(C::MaxContentLength)),
     );
+    let under_ceiling = Expr::expr(Func::cust(Alias::new("OCTET_LENGTH")).arg(joined()))
+        .lte(i64::try_from(content_ceiling).unwrap_or(i64::MAX));
     let done = memory_blocks::Entity::update_many()
         .col_expr(C::Content, joined())
         .col_expr(C::UpdatedAt, Expr::value(now()))
         .filter(C::Id.eq(id))
         .filter(fits)
+        .filter(under_ceiling)
         .exec(db)
         .await?;
     if done.rows_affected == 0 {
-        // Gone since the check, or over the limit with the text appended.
+        // Gone since the check, or over a limit with the text appended.
         let (now_block, _) = find(db, caller, id).await?;
+        check_ceiling(now_block.content.len() + text.len(), content_ceiling)?;
         let len = now_block.content.chars().count() + text.chars().count();
         return Err(ApiError::bad_request(format!(
             "content would be {len} characters, over the block's max_content_length {}",

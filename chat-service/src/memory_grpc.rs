@@ -1,7 +1,10 @@
 //! The tonic implementation of `docchat.chat.v1.MemoryBlockService` over memory_blocks.rs.
 
+use docchat_common::Caller;
 use docchat_common::auth::caller;
 use docchat_common::error::{ApiError, ApiResult};
+use docchat_common::limits;
+use docchat_common::settings::SettingsClient;
 use docchat_common::time::{from_proto, to_proto};
 use docchat_proto::chat::v1 as pb;
 use docchat_proto::chat::v1::memory_block_service_server::MemoryBlockService;
@@ -13,6 +16,23 @@ use crate::memory_blocks::{self as store, Fields, ListQuery, Share, View};
 
 pub struct MemoryGrpc {
     pub db: DatabaseConnection,
+    /// Resolves the operator's ceiling on block content (a runtime setting).
+    pub settings: SettingsClient,
+    /// The byte budget of one list page (`limits::list_page_bytes`).
+    pub page_bytes: u64,
+}
+
+impl MemoryGrpc {
+    /// The ceiling on a block's content in bytes, as the runtime setting says now.
+    async fn content_ceiling(&self, me: &Caller) -> ApiResult<usize> {
+        let setting = self
+            .settings
+            .resolve(me)
+            .await?
+            .limit(limits::MEMORY_BLOCK_CONTENT_SETTING)
+            .unwrap_or(limits::MEMORY_BLOCK_CONTENT_BYTES);
+        Ok(usize::try_from(setting).unwrap_or(0))
+    }
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -79,7 +99,8 @@ impl MemoryBlockService for MemoryGrpc {
     ) -> Reply<pb::MemoryBlock> {
         let me = caller(&request)?;
         let f = fields(Some(request.into_inner()));
-        ok(store::create(&self.db, &me, f).await.map(block_pb))
+        let ceiling = self.content_ceiling(&me).await?;
+        ok(store::create(&self.db, &me, f, ceiling).await.map(block_pb))
     }
 
     async fn list_memory_blocks(
@@ -99,11 +120,12 @@ impl MemoryBlockService for MemoryGrpc {
             name_filter,
             updated_after: updated_after.as_ref().map(from_proto),
         };
-        ok(store::list(&self.db, &me, q)
+        ok(store::list(&self.db, &me, q, self.page_bytes)
             .await
-            .map(|(items, total)| pb::MemoryBlockList {
-                items: items.into_iter().map(block_pb).collect(),
-                total,
+            .map(|page| pb::MemoryBlockList {
+                items: page.items.into_iter().map(block_pb).collect(),
+                total: page.total,
+                size_limited: page.size_limited,
             }))
     }
 
@@ -127,8 +149,9 @@ impl MemoryBlockService for MemoryGrpc {
             fields: f,
             append,
         } = request.into_inner();
+        let ceiling = self.content_ceiling(&me).await?;
         if !append {
-            return empty(store::update(&self.db, &me, &id, fields(f)).await);
+            return empty(store::update(&self.db, &me, &id, fields(f), ceiling).await);
         }
         match fields(f) {
             Fields {
@@ -138,7 +161,7 @@ impl MemoryBlockService for MemoryGrpc {
                 injection_mode: None,
                 access_mode: None,
                 max_content_length: None,
-            } => empty(store::append(&self.db, &me, &id, &text).await),
+            } => empty(store::append(&self.db, &me, &id, &text, ceiling).await),
             _ => Err(ApiError::bad_request("an append sends the content alone").into()),
         }
     }

@@ -114,7 +114,8 @@ async fn recover(db: &DatabaseConnection, row: active_completions::Model) -> Api
         has_references: Set(false),
         total_references: Set(0),
         error: Set(Some(INTERRUPTED.to_owned())),
-        created_at: Set(at),
+        // Its place is right after its question, not after what was asked since.
+        created_at: Set(question.created_at + chrono::Duration::milliseconds(1)),
     })
     .exec_without_returning(&txn)
     .await?;

@@ -188,6 +188,9 @@ fn sort_column(name: &str) -> ApiResult<collections::Column> {
     })
 }
 
+/// The collections the caller sees, in the order asked. A page holds at most `page_bytes`
+/// of names and descriptions (at least one collection), whatever its limit; the flag says
+/// whether it stopped there.
 pub async fn list(
     db: &DatabaseConnection,
     caller: &Caller,
@@ -195,7 +198,8 @@ pub async fn list(
     limit: u64,
     sort: &str,
     ascending: bool,
-) -> ApiResult<Vec<CollectionView>> {
+    page_bytes: u64,
+) -> ApiResult<(Vec<CollectionView>, bool)> {
     let column = sort_column(sort)?;
     let order = if ascending { Order::Asc } else { Order::Desc };
     let limit = if limit == 0 {
@@ -203,15 +207,16 @@ pub async fn list(
     } else {
         limit.min(MAX_LIMIT)
     };
-    let rows = collections::Entity::find()
+    let page = collections::Entity::find()
         .filter(visible_to(caller))
         .order_by(column, order.clone())
         .order_by(collections::Column::Id, order)
         .offset(offset)
-        .limit(limit)
-        .all(db)
-        .await?;
-    views(db, rows).await
+        .limit(limit);
+    use collections::Column as C;
+    let sized = [C::Name, C::Description, C::OwnerUsername, C::EmbeddingModel];
+    let page = docchat_common::limits::page_by_size(db, page, C::Id, &sized, page_bytes).await?;
+    Ok((views(db, page.rows).await?, page.cut))
 }
 
 fn not_found(id: &str) -> ApiError {

@@ -5,6 +5,7 @@
 use docchat_common::Caller;
 use docchat_common::auth::permissions;
 use docchat_common::error::{ApiError, ApiResult};
+use docchat_common::limits;
 use docchat_common::time::now;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter,
@@ -71,14 +72,46 @@ fn check_schema(schema: &str) -> ApiResult<()> {
     }
 }
 
+/// The ceilings of docchat_common::limits on the fields sent: model names as names (400),
+/// prompts and the description as free text, the schema as a JSON settings field (413).
+/// guardrails_settings is measured on its JSON text where it arrives (grpc.rs), before it
+/// is parsed.
+fn check_sizes(f: &Fields) -> ApiResult<()> {
+    for (field, value) in [("llm", &f.llm), ("vision_llm", &f.vision_llm)] {
+        if let Some(v) = value {
+            limits::check_name(field, v)?;
+        }
+    }
+    for (field, value) in [
+        ("description", &f.description),
+        ("prompt", &f.prompt),
+        ("pre_prompt_summary", &f.pre_prompt_summary),
+        ("system_prompt", &f.system_prompt),
+        ("image_batch_image_prompt", &f.image_batch_image_prompt),
+        ("image_batch_final_prompt", &f.image_batch_final_prompt),
+    ] {
+        if let Some(v) = value {
+            limits::check_text(field, v)?;
+        }
+    }
+    if let Some(schema) = &f.schema {
+        limits::check_json("schema", schema)?;
+    }
+    Ok(())
+}
+
 /// Applies `f` to `spec` with SPEC.md's rules: empty llm / vision_llm → 400, empty schema
 /// or prompt → the defaults, vision on/off/auto, max_num_chunks ≥ 1, guardrails replaced
-/// whole.
+/// whole; and the size ceilings (`check_sizes`).
 pub fn apply(spec: &mut Spec, f: Fields) -> ApiResult<()> {
+    check_sizes(&f)?;
     if let Some(name) = f.name {
         let name = name.trim().to_owned();
-        if name.is_empty() || name.chars().count() > 255 {
-            return Err(ApiError::bad_request("name must be 1 to 255 characters"));
+        if name.is_empty() || name.chars().count() > limits::NAME_CHARS {
+            return Err(ApiError::bad_request(format!(
+                "name must be 1 to {} characters",
+                limits::NAME_CHARS
+            )));
         }
         spec.name = name;
     }
@@ -210,24 +243,28 @@ fn not_found(id: &str) -> ApiError {
     ApiError::not_found(format!("extractor {id} not found"))
 }
 
+/// The extractors the caller sees, newest first. A page holds at most `page_bytes` of
+/// stored definitions (at least one extractor), whatever its limit.
 pub async fn list(
     db: &DatabaseConnection,
     caller: &Caller,
     offset: u64,
     limit: u64,
     name_filter: &str,
-) -> ApiResult<Vec<extractors::Model>> {
+    page_bytes: u64,
+) -> ApiResult<limits::SizedPage<extractors::Model>> {
     let mut q = extractors::Entity::find().filter(visible(caller));
     if !name_filter.is_empty() {
         q = q.filter(extractors::Column::Name.contains(name_filter));
     }
     let limit = if limit == 0 { 100 } else { limit.min(1000) };
-    Ok(q.order_by_desc(extractors::Column::CreatedAt)
+    let page = q
+        .order_by_desc(extractors::Column::CreatedAt)
         .order_by_asc(extractors::Column::Id)
         .offset(offset)
-        .limit(limit)
-        .all(db)
-        .await?)
+        .limit(limit);
+    use extractors::Column as C;
+    Ok(limits::page_by_size(db, page, C::Id, &[C::Name, C::Spec], page_bytes).await?)
 }
 
 pub async fn get(

@@ -35,6 +35,8 @@ pub struct IngestGrpc {
     pub fairness: Fairness,
     pub searcher: Searcher,
     pub max_upload_bytes: u64,
+    /// The byte budget of one list page (`docchat_common::limits::list_page_bytes`).
+    pub page_bytes: u64,
     /// Wakes this replica's workers right after a local enqueue.
     pub wake: Arc<Notify>,
     /// The jobs this replica's workers run (a cancel stops its worker at once).
@@ -163,6 +165,9 @@ fn fields_in(f: Option<pb::ExtractorFields>) -> ApiResult<crate::extractors::Fie
         image_batch_final_prompt,
         guardrails_settings_json,
     } = f.unwrap_or_default();
+    if let Some(json) = &guardrails_settings_json {
+        docchat_common::limits::check_json("guardrails_settings", json)?;
+    }
     let guardrails_settings = match guardrails_settings_json {
         Some(json) => Some(serde_json::from_str(&json).map_err(|_| {
             docchat_common::ApiError::bad_request("guardrails_settings must be a JSON object")
@@ -331,13 +336,21 @@ impl IngestService for IngestGrpc {
             sort_column,
             ascending,
         } = request.into_inner();
-        ok(
-            collections::list(&self.db, &me, offset, limit, &sort_column, ascending)
-                .await
-                .map(|rows| pb::CollectionList {
-                    collections: rows.into_iter().map(collection_pb).collect(),
-                }),
+        let page_bytes = self.page_bytes;
+        ok(collections::list(
+            &self.db,
+            &me,
+            offset,
+            limit,
+            &sort_column,
+            ascending,
+            page_bytes,
         )
+        .await
+        .map(|(rows, size_limited)| pb::CollectionList {
+            collections: rows.into_iter().map(collection_pb).collect(),
+            size_limited,
+        }))
     }
 
     async fn get_collection(&self, request: Request<pb::CollectionRef>) -> Reply<pb::Collection> {
@@ -412,6 +425,39 @@ impl IngestService for IngestGrpc {
         self.relay.notify();
         self.wake.notify_waiters();
         Ok(Response::new(job_pb(job)))
+    }
+
+    async fn ingest_uploads(
+        &self,
+        request: Request<pb::IngestUploadsRequest>,
+    ) -> Reply<pb::JobList> {
+        let me = caller(&request)?;
+        let pb::IngestUploadsRequest {
+            upload_ids,
+            collection_id,
+            gen_doc_summaries,
+            gen_doc_questions,
+        } = request.into_inner();
+        let resolved = self.settings.resolve(&me).await?;
+        let params = IngestParams {
+            gen_doc_summaries,
+            gen_doc_questions,
+        };
+        let jobs = ingestion::start_many(
+            &self.db,
+            &me,
+            &resolved,
+            self.fairness,
+            &upload_ids,
+            &collection_id,
+            &params,
+        )
+        .await?;
+        self.relay.notify();
+        self.wake.notify_waiters();
+        Ok(Response::new(pb::JobList {
+            jobs: jobs.into_iter().map(job_pb).collect(),
+        }))
     }
 
     async fn get_job(&self, request: Request<pb::JobRef>) -> Reply<pb::Job> {
@@ -700,12 +746,18 @@ impl IngestService for IngestGrpc {
             limit,
             name_filter,
         } = request.into_inner();
-        let rows = crate::extractors::list(&self.db, &me, offset, limit, &name_filter).await?;
-        ok(rows
+        let page =
+            crate::extractors::list(&self.db, &me, offset, limit, &name_filter, self.page_bytes)
+                .await?;
+        ok(page
+            .rows
             .into_iter()
             .map(extractor_pb)
             .collect::<ApiResult<Vec<_>>>()
-            .map(|extractors| pb::ExtractorList { extractors }))
+            .map(|extractors| pb::ExtractorList {
+                extractors,
+                size_limited: page.cut,
+            }))
     }
 
     async fn get_extractor(&self, request: Request<pb::ExtractorRef>) -> Reply<pb::Extractor> {

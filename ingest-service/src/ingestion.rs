@@ -1,5 +1,8 @@
-//! Starting an ingestion: checks the upload and the collection, then queues the job (and
-//! its announcements) and checks the runtime limits in one transaction.
+//! Starting ingestions: checks every upload and the collection, then queues the jobs (and
+//! their announcements) and checks the runtime limits for all of them in one transaction,
+//! so a refused list queues nothing.
+
+use std::collections::HashSet;
 
 use docchat_common::Caller;
 use docchat_common::db;
@@ -43,7 +46,7 @@ async fn documents_held<C: ConnectionTrait>(conn: &C, owner: &str) -> ApiResult<
     Ok(row.try_get_by_index::<i64>(0)?)
 }
 
-/// Queues the ingestion of an upload into a collection.
+/// Queues the ingestion of an upload into a collection: [`start_many`] with one id.
 pub async fn start(
     db: &DatabaseConnection,
     caller: &Caller,
@@ -53,10 +56,40 @@ pub async fn start(
     collection_id: &str,
     params: &IngestParams,
 ) -> ApiResult<job_rows::Model> {
+    let ids = [upload_id.to_owned()];
+    start_many(db, caller, resolved, fairness, &ids, collection_id, params)
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::internal("starting an ingestion", "no job"))
+}
+
+/// Queues the ingestion of several uploads into a collection, all or none: every upload is
+/// the caller's (else 404 naming the first that is not) and the whole list fits the
+/// per-user document limit (403) and the collection's size limit (413), or no job is
+/// written. The jobs are written in one transaction, in the order of `upload_ids`; an id
+/// named twice is ingested once.
+pub async fn start_many(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    resolved: &Resolved,
+    fairness: Fairness,
+    upload_ids: &[String],
+    collection_id: &str,
+    params: &IngestParams,
+) -> ApiResult<Vec<job_rows::Model>> {
     if collection_id.is_empty() {
         return Err(ApiError::bad_request("collection_id is required"));
     }
-    let upload = crate::uploads::owned(db, caller, upload_id).await?;
+    let mut seen = HashSet::new();
+    let ids: Vec<&str> = upload_ids
+        .iter()
+        .map(String::as_str)
+        .filter(|id| seen.insert(*id))
+        .collect();
+    if ids.is_empty() {
+        return Err(ApiError::bad_request("no upload id given"));
+    }
+    let uploads = crate::uploads::owned_all(db, caller, &ids).await?;
     // Only the owner adds documents to a collection.
     let collection = collections::Entity::find_by_id(collection_id.to_owned())
         .filter(collections::Column::OwnerId.eq(caller.user_id.clone()))
@@ -64,43 +97,56 @@ pub async fn start(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("collection {collection_id} not found")))?;
 
-    let queue = jobs::queue_for(db, &caller.user_id, fairness).await?;
-    // The job is written before the count, in one transaction: on PostgreSQL a lock per
-    // owner orders that owner's ingestions, on SQLite the insert's write lock keeps every
-    // other writer out until the commit. Past the limit the job is rolled back.
     let limit = resolved.limit("document_limit_per_user");
+    // A list longer than the limit cannot fit whatever the count: refused without writing.
+    if let Some(limit) = limit
+        && i64::try_from(uploads.len()).unwrap_or(i64::MAX) > limit
+    {
+        return Err(limit_reached("per-user document", limit));
+    }
+    let queues = jobs::queues_for(db, &caller.user_id, fairness, uploads.len()).await?;
+    // The jobs are written before the count, in one transaction: on PostgreSQL a lock per
+    // owner orders that owner's ingestions, on SQLite the insert's write lock keeps every
+    // other writer out until the commit. Past the limit every job is rolled back.
     let txn = docchat_common::db::begin(db).await?;
     if limit.is_some() {
         db::serialize_on(&txn, &format!("ingest.documents:{}", caller.user_id)).await?;
     }
-    let job = jobs::enqueue(
-        &txn,
-        caller,
-        queue,
-        &collection.id,
-        &collection.name,
-        &upload.id,
-        params,
-    )
-    .await?;
+    let mut queued = Vec::with_capacity(uploads.len());
+    for (upload, queue) in uploads.iter().zip(queues) {
+        let job = jobs::enqueue(
+            &txn,
+            caller,
+            queue,
+            &collection.id,
+            &collection.name,
+            &upload.id,
+            params,
+        )
+        .await?;
+        queued.push(job);
+    }
     if let Some(limit) = limit
         && documents_held(&txn, &caller.user_id).await? > limit
     {
         txn.rollback().await?;
         return Err(limit_reached("per-user document", limit));
     }
+    let new_bytes = uploads
+        .iter()
+        .fold(0i64, |sum, upload| sum.saturating_add(upload.size));
     if let Some(limit) = resolved.limit("default_collection_size_limit")
-        && collection.document_size + upload.size > limit
+        && collection.document_size.saturating_add(new_bytes) > limit
     {
         txn.rollback().await?;
         return Err(ApiError::new(
             ErrorCode::PayloadTooLarge,
             format!(
-                "collection size limit reached: {} bytes stored + {} new > {limit}",
-                collection.document_size, upload.size
+                "collection size limit reached: {} bytes stored + {new_bytes} new > {limit}",
+                collection.document_size
             ),
         ));
     }
     txn.commit().await?;
-    Ok(job)
+    Ok(queued)
 }

@@ -93,8 +93,22 @@ pub async fn queue_for(
     owner: &str,
     fairness: Fairness,
 ) -> ApiResult<&'static str> {
+    Ok(queues_for(db, owner, fairness, 1)
+        .await?
+        .pop()
+        .unwrap_or(STANDARD))
+}
+
+/// The queues `n` new jobs of `owner` join, in order: each as [`queue_for`] would place it
+/// after the ones before it were queued.
+pub async fn queues_for(
+    db: &DatabaseConnection,
+    owner: &str,
+    fairness: Fairness,
+    n: usize,
+) -> ApiResult<Vec<&'static str>> {
     if !fairness.enabled {
-        return Ok(STANDARD);
+        return Ok(vec![STANDARD; n]);
     }
     let since = now() - Duration::minutes(fairness.fresh_window_minutes.max(0));
     let recent = jobs::Entity::find()
@@ -102,11 +116,16 @@ pub async fn queue_for(
         .filter(jobs::Column::CreatedAt.gte(since))
         .count(db)
         .await?;
-    Ok(if recent >= fairness.heavy_user_jobs_threshold {
-        DEPRIORITIZED
-    } else {
-        STANDARD
-    })
+    Ok((recent..)
+        .take(n)
+        .map(|recent| {
+            if recent >= fairness.heavy_user_jobs_threshold {
+                DEPRIORITIZED
+            } else {
+                STANDARD
+            }
+        })
+        .collect())
 }
 
 /// A new queued ingestion job, written with its announcement and the workers' doorbell.

@@ -209,6 +209,7 @@ pub async fn serve(
                 embedders,
             },
             max_upload_bytes: ctx.config.max_body_bytes as u64,
+            page_bytes: docchat_common::limits::list_page_bytes(&ctx.config),
             wake,
             running,
         }))

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult};
+use docchat_common::limits;
 use docchat_common::time::now;
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{
@@ -18,13 +19,27 @@ use crate::entities::{collections, document_tags, documents, tags};
 
 fn check_name(name: &str) -> ApiResult<&str> {
     let name = name.trim();
-    if name.is_empty() || name.chars().count() > 255 {
-        return Err(ApiError::bad_request("tag names are 1 to 255 characters"));
+    if name.is_empty() || name.chars().count() > limits::NAME_CHARS {
+        return Err(ApiError::bad_request(format!(
+            "tag names are 1 to {} characters",
+            limits::NAME_CHARS
+        )));
     }
     if name.contains(',') {
         return Err(ApiError::bad_request("tag names cannot contain commas"));
     }
     Ok(name)
+}
+
+/// The ceilings of docchat_common::limits on a tag's description and format (413).
+fn check_text(description: Option<&String>, format: Option<&String>) -> ApiResult<()> {
+    if let Some(d) = description {
+        limits::check_text("description", d)?;
+    }
+    if let Some(f) = format {
+        limits::check_text("format", f)?;
+    }
+    Ok(())
 }
 
 fn not_found(name: &str) -> ApiError {
@@ -81,6 +96,7 @@ pub async fn create(
     description: Option<String>,
     format: Option<String>,
 ) -> ApiResult<tags::Model> {
+    check_text(description.as_ref(), format.as_ref())?;
     let tag = new_tag(caller, check_name(name)?, description, format);
     if insert_new(db, &tag).await? == 0 {
         return Err(ApiError::conflict(format!(
@@ -172,6 +188,7 @@ pub async fn update(
     description: Option<String>,
     format: Option<String>,
 ) -> ApiResult<tags::Model> {
+    check_text(description.as_ref(), format.as_ref())?;
     let tag = owned(db, caller, name).await?;
     let mut active: tags::ActiveModel = tag.into();
     if let Some(d) = description {
@@ -224,6 +241,7 @@ pub async fn tag_document(
     format: Option<String>,
 ) -> ApiResult<tags::Model> {
     let name = check_name(name)?;
+    check_text(description.as_ref(), format.as_ref())?;
     owned_document(db, caller, document_id).await?;
     let txn = docchat_common::db::begin(db).await?;
     let created = insert_new(

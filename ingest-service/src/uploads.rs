@@ -1,5 +1,7 @@
 //! Uploads: a client stream of bytes becomes a blob and an `uploads` row owned by the caller.
 
+use std::collections::HashMap;
+
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult, ErrorCode};
 use docchat_common::time::now;
@@ -102,17 +104,28 @@ where
     }
 }
 
-/// The caller's upload, or 404.
-pub async fn owned(
+/// The caller's uploads `ids` (distinct), in that order; 404 naming the first that is not
+/// the caller's (or does not exist).
+pub async fn owned_all(
     db: &DatabaseConnection,
     caller: &Caller,
-    id: &str,
-) -> ApiResult<uploads::Model> {
-    uploads::Entity::find_by_id(id.to_owned())
+    ids: &[&str],
+) -> ApiResult<Vec<uploads::Model>> {
+    let mut found: HashMap<String, uploads::Model> = uploads::Entity::find()
+        .filter(uploads::Column::Id.is_in(ids.iter().copied()))
         .filter(uploads::Column::OwnerId.eq(caller.user_id.clone()))
-        .one(db)
+        .all(db)
         .await?
-        .ok_or_else(|| ApiError::not_found(format!("upload {id} not found")))
+        .into_iter()
+        .map(|row| (row.id.clone(), row))
+        .collect();
+    ids.iter()
+        .map(|id| {
+            found
+                .remove(*id)
+                .ok_or_else(|| ApiError::not_found(format!("upload {id} not found")))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -21,6 +21,8 @@ use crate::{summary, task_update};
 pub struct SchedulerGrpc {
     pub db: DatabaseConnection,
     pub engine: Arc<Engine>,
+    /// The byte budget of one list page (`docchat_common::limits::list_page_bytes`).
+    pub page_bytes: u64,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -157,6 +159,9 @@ impl SchedulerService for SchedulerGrpc {
     async fn create_task(&self, request: Request<pb::TaskFields>) -> Reply<pb::Task> {
         let me = caller(&request)?;
         let f = fields(Some(request.into_inner()));
+        self.engine
+            .check_references(&me, f.task_config.as_deref())
+            .await?;
         ok(tasks::create(&self.db, &me, f).await.map(task_pb))
     }
 
@@ -178,11 +183,12 @@ impl SchedulerService for SchedulerGrpc {
             collection_id,
             has_collection,
         };
-        ok(tasks::list(&self.db, &me, q)
+        ok(tasks::list(&self.db, &me, q, self.page_bytes)
             .await
-            .map(|(items, total)| pb::TaskList {
-                items: items.into_iter().map(task_pb).collect(),
+            .map(|(page, total)| pb::TaskList {
+                items: page.rows.into_iter().map(task_pb).collect(),
                 total,
+                size_limited: page.cut,
             }))
     }
 
@@ -196,7 +202,13 @@ impl SchedulerService for SchedulerGrpc {
     async fn update_task(&self, request: Request<pb::UpdateTaskRequest>) -> Reply<pb::Task> {
         let me = caller(&request)?;
         let pb::UpdateTaskRequest { id, fields: f } = request.into_inner();
-        ok(task_update::update(&self.db, &me, &id, fields(f))
+        let f = fields(f);
+        // The task first (another user's is a 404 whatever it names), then what it names.
+        tasks::find_own(&self.db, &me, &id).await?;
+        for sent in [f.task_config.as_deref(), f.task_config_patch.as_deref()] {
+            self.engine.check_references(&me, sent).await?;
+        }
+        ok(task_update::update(&self.db, &me, &id, f)
             .await
             .map(task_pb))
     }

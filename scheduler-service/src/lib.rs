@@ -48,6 +48,7 @@ pub async fn serve(
         .api(SchedulerServiceServer::new(grpc::SchedulerGrpc {
             db: db.clone(),
             engine: Arc::new(engine),
+            page_bytes: docchat_common::limits::list_page_bytes(&ctx.config),
         }))
         .serve(listener, shutdown, background, db)
         .await

@@ -22,9 +22,9 @@ use serde_json::Value;
 
 use crate::entities::scheduled_tasks::{self, Column as C};
 use crate::tasks::{
-    Config, Fields, check_config, check_max_executions, check_runs_before_expiry, check_task,
-    config_object, first_run, future_expiry, lock_task, name_taken, not_found, notification_email,
-    schedule_of, stored_config, timezone_of,
+    Config, Fields, check_config, check_max_executions, check_runs_before_expiry, check_sizes,
+    check_task, first_run, future_expiry, lock_task, name_taken, not_found, notification_email,
+    schedule_of, sent_config, stored_config, timezone_of,
 };
 
 /// The expires_at that clears the expiry.
@@ -46,10 +46,12 @@ fn new_config(stored: Config, f: &Fields) -> ApiResult<Config> {
         (Some(_), Some(_)) => Err(ApiError::bad_request(
             "task_config and task_config_patch are mutually exclusive",
         )),
-        (Some(config), None) => config_object("task_config", config),
+        (Some(config), None) => sent_config("task_config", config),
         (None, Some(patch)) => {
             let mut config = stored;
-            merge(&mut config, config_object("task_config_patch", patch)?);
+            merge(&mut config, sent_config("task_config_patch", patch)?);
+            // The merged config is stored: it has the same ceiling.
+            check_sizes(None, Some(&config))?;
             Ok(config)
         }
         (None, None) => Ok(stored),
@@ -125,6 +127,7 @@ fn updated(
     f: Fields,
     at: DateTime<Utc>,
 ) -> ApiResult<scheduled_tasks::Model> {
+    check_sizes(f.description.as_deref(), None)?;
     let old_config = stored_config(&task);
     let config = new_config(old_config.clone(), &f)?;
     task.collection_id = check_config(&config)?;
@@ -225,6 +228,7 @@ fn updated(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tasks::config_object;
 
     #[test]
     fn patch_merges_top_level_keys() {

@@ -5,6 +5,7 @@
 use chrono::{DateTime, Utc};
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult};
+use docchat_common::limits;
 use docchat_common::time::now;
 use sea_orm::sea_query::{Expr, Func, LikeExpr, LockType};
 use sea_orm::{
@@ -22,7 +23,7 @@ pub const TASK_TYPES: [&str; 2] = ["chat_completion", "agent_task"];
 pub const STATUSES: [&str; 4] = ["active", "paused", "completed", "expired"];
 /// The notification address standing for the caller's own.
 pub const CURRENT_USER: &str = "current_user";
-const MAX_NAME_CHARS: usize = 255;
+const MAX_NAME_CHARS: usize = limits::NAME_CHARS;
 /// The stored column's size.
 const MAX_EXPRESSION_CHARS: usize = 255;
 /// The most ids one batch delete takes (a query's bound parameters are limited).
@@ -73,6 +74,25 @@ pub fn config_object(field: &str, text: &str) -> ApiResult<Config> {
             "{field} must be a JSON object"
         ))),
     }
+}
+
+/// A task_config (or patch) as sent: at most `limits::JSON_BYTES` of JSON text (413), then
+/// a JSON object (400).
+pub fn sent_config(field: &str, text: &str) -> ApiResult<Config> {
+    limits::check_json(field, text)?;
+    config_object(field, text)
+}
+
+/// The ceilings on the free text and the config of a task as sent (the name's is in
+/// [`check_task`]); a task stored before them can still change its other fields.
+pub fn check_sizes(description: Option<&str>, config: Option<&Config>) -> ApiResult<()> {
+    if let Some(d) = description {
+        limits::check_text("description", d)?;
+    }
+    if let Some(c) = config {
+        limits::check_json("task_config", &Value::Object(c.clone()).to_string())?;
+    }
+    Ok(())
 }
 
 /// The stored config text of a task.
@@ -249,7 +269,8 @@ pub async fn create(
         ));
     }
     let at = now();
-    let config = config_object("task_config", &required(f.task_config, "task_config")?)?;
+    let config = sent_config("task_config", &required(f.task_config, "task_config")?)?;
+    check_sizes(f.description.as_deref(), None)?;
     let collection_id = check_config(&config)?;
     let mut task = scheduled_tasks::Model {
         id: uuid::Uuid::new_v4().to_string(),
@@ -349,12 +370,15 @@ pub struct ListQuery {
     pub has_collection: Option<bool>,
 }
 
-/// The caller's tasks, newest first, and how many match.
+/// The caller's tasks, newest first, and how many match. A page holds at most `page_bytes`
+/// of names, descriptions and configs (at least one task), whatever its limit; the page
+/// says whether it stopped there.
 pub async fn list(
     db: &DatabaseConnection,
     caller: &Caller,
     q: ListQuery,
-) -> ApiResult<(Vec<scheduled_tasks::Model>, u64)> {
+    page_bytes: u64,
+) -> ApiResult<(limits::SizedPage<scheduled_tasks::Model>, u64)> {
     use scheduled_tasks::Column as C;
     let mut query = scheduled_tasks::Entity::find().filter(C::UserId.eq(caller.user_id.as_str()));
     if !q.status_filter.is_empty() {
@@ -381,14 +405,14 @@ pub async fn list(
         query = query.filter(contains_ci(C::Name, &q.name_filter));
     }
     let total = query.clone().count(db).await?;
-    let items = query
+    let page = query
         .order_by_desc(C::CreatedAt)
         .order_by_desc(C::Id)
         .offset(q.offset)
-        .limit(limit_of(q.limit))
-        .all(db)
-        .await?;
-    Ok((items, total))
+        .limit(limit_of(q.limit));
+    let sized = [C::Name, C::Description, C::TaskConfig];
+    let page = limits::page_by_size(db, page, C::Id, &sized, page_bytes).await?;
+    Ok((page, total))
 }
 
 /// The caller's tasks among `ids` (at most [`MAX_BATCH_IDS`]).

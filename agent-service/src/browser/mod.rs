@@ -228,6 +228,7 @@ async fn describe(
         wall_clock: DESCRIBE_TIMEOUT,
         memory_bytes: ctx.max_memory,
         documents: Some(kit.path.clone()),
+        user: ctx.caller.user_id.clone(),
     };
     let out = ctx
         .deps

@@ -60,6 +60,7 @@ impl Tool for BrowserTool {
             wall_clock: ctx.timeout,
             memory_bytes: Some(ADDRESS_SPACE),
             documents: Some(self.kit.path.clone()),
+            user: ctx.caller.user_id.clone(),
         };
         let grants = Grants {
             processes: Some(PROCESSES),

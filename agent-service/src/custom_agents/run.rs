@@ -293,6 +293,7 @@ impl Runner {
             memory_bytes,
             // The agent's folder is the run's read-only mount.
             documents: Some(folder),
+            user: a.owner_id.clone(),
         };
         let redact = |s: &str| {
             secrets

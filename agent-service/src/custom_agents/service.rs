@@ -23,7 +23,9 @@ pub struct CustomAgentGrpc {
     pub keys: KeyStore,
 }
 
+/// agent_args as sent: at most `limits::JSON_BYTES` (413), then a JSON object (400).
 fn object(json: &str, message: &str) -> Result<serde_json::Value, ApiError> {
+    docchat_common::limits::check_json("agent_args", json)?;
     match serde_json::from_str::<serde_json::Value>(json) {
         Ok(v @ serde_json::Value::Object(_)) => Ok(v),
         _ => Err(ApiError::bad_request(message)),

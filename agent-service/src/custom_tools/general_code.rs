@@ -106,6 +106,7 @@ async fn drive(ctx: &ToolCtx, stdin: Vec<u8>) -> Result<Value, String> {
         wall_clock: ctx.timeout,
         memory_bytes: ctx.max_memory,
         documents: ctx.documents().await,
+        user: ctx.caller.user_id.clone(),
     };
     let out = ctx.deps.code.run(spec, &ctx.cancel).await?;
     if out.timed_out {

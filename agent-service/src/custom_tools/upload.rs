@@ -70,11 +70,13 @@ pub fn prepare(up: &Upload<'_>) -> ApiResult<Vec<NewTool>> {
     }
 }
 
-/// tool_args: a JSON object (an absent part reads as `{}`).
+/// tool_args: a JSON object (an absent part reads as `{}`) of at most `limits::JSON_BYTES`
+/// (413).
 pub fn parse_args(text: &str) -> ApiResult<Map<String, Value>> {
     if text.trim().is_empty() {
         return Ok(Map::new());
     }
+    docchat_common::limits::check_json("tool_args", text)?;
     match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(map)) => Ok(map),
         _ => Err(ApiError::bad_request(BAD_ARGS)),

@@ -154,7 +154,13 @@ impl McpInspector {
         out
     }
 
-    async fn one(&self, target: Target, model: &str, workspace: &Path) -> pb::InspectedServer {
+    async fn one(
+        &self,
+        caller: &Caller,
+        target: Target,
+        model: &str,
+        workspace: &Path,
+    ) -> pb::InspectedServer {
         let kind = target
             .server
             .as_ref()
@@ -184,6 +190,7 @@ impl McpInspector {
             wait: self.settings.wait,
             lifetime: self.settings.wait * 2,
             memory: None,
+            user: caller.user_id.clone(),
         };
         let listed = async {
             let session = Session::connect(&server, &how).await?;
@@ -261,7 +268,7 @@ impl Inspector for McpInspector {
             .map_err(|e| ApiError::internal("mcp inspect workspace", e))?;
         let mut servers = Vec::new();
         for t in targets {
-            servers.push(self.one(t, model, &workspace).await);
+            servers.push(self.one(caller, t, model, &workspace).await);
         }
         let errors: Vec<String> = servers
             .iter()

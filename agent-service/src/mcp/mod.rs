@@ -206,6 +206,7 @@ impl Opener for McpOpener {
             wait: self.settings.wait,
             lifetime: self.settings.lifetime,
             memory: ctx.max_memory,
+            user: ctx.caller.user_id.clone(),
         };
         let session = Session::connect(&server, &how)
             .await

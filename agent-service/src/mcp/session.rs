@@ -31,6 +31,8 @@ pub struct Connect {
     /// A stdio server's lifetime (its wall clock).
     pub lifetime: Duration,
     pub memory: Option<u64>,
+    /// Whose server it is (its share of the sandbox's slots).
+    pub user: String,
 }
 
 /// A tool the server lists.
@@ -71,6 +73,7 @@ impl Session {
                     wall_clock: how.lifetime,
                     memory_bytes: how.memory,
                     documents: Some(s.package.clone()),
+                    user: how.user.clone(),
                 };
                 let stop = CancellationToken::new();
                 let (tx, rx) = tokio::sync::oneshot::channel();

@@ -36,6 +36,7 @@ impl Engine {
             history: History::default(),
             files: Vec::new(),
             restored: false,
+            unstored: Vec::new(),
             catalog: self.catalog.clone(),
             offered: Vec::new(),
         };
@@ -74,6 +75,7 @@ impl Engine {
             End::ok("")
         };
         self.store_files(&mut st, 1).await;
+        st.tell_unstored().await;
         let files_old = self.earlier_files(&mut st, 1).await;
         if !end.reason.is_empty() {
             st.history.note(1, &end.reason);

@@ -37,7 +37,9 @@ use history::History;
 
 /// The stop reason of a run the user (or a caller that went away) stopped.
 pub const STOPPED_BY_USER: &str = "stopped by the user";
-/// How the stop reason of a run past agent_total_timeout begins.
+/// How the stop reason of a run past agent_total_timeout begins. A run that runs out of
+/// time (agent_total_timeout, or agent_timeout on a model call) fails with 504: its reply
+/// keeps the text written so far and says why it ended (the stream's `error` line).
 pub const TIME_BUDGET_RAN_OUT: &str = "the time budget ran out";
 
 /// Concurrent tool calls of one turn.
@@ -112,6 +114,8 @@ struct State<'a> {
     files: Vec<pb::AgentFile>,
     /// The workspace was restored, so files missing from it were removed by the run.
     restored: bool,
+    /// Files of the workspace that were not stored, and why (told in the reply at the end).
+    unstored: Vec<String>,
     /// This run's tools: the built-in ones and the custom tools opened for it.
     catalog: Catalog,
     /// The names offered to the model.
@@ -129,6 +133,21 @@ impl State<'_> {
         {
             let _ = self.control.apply("stop");
         }
+    }
+
+    /// Ends the reply with the files that were not stored (past the agent document limit,
+    /// too large, ...), so the user learns it from the answer, not only from the history.
+    async fn tell_unstored(&mut self) {
+        if self.unstored.is_empty() {
+            return;
+        }
+        let sep = if self.text.is_empty() { "" } else { "\n\n" };
+        let list: Vec<String> = self.unstored.iter().map(|n| format!("- {n}")).collect();
+        self.delta(&format!(
+            "{sep}Some files of this answer were not stored:\n{}",
+            list.join("\n")
+        ))
+        .await;
     }
 
     async fn delta(&mut self, piece: &str) {
@@ -191,6 +210,7 @@ impl Engine {
             history: History::default(),
             files: Vec::new(),
             restored: false,
+            unstored: Vec::new(),
             catalog,
             offered,
         };
@@ -212,7 +232,7 @@ impl Engine {
             }
             tokio::select! {
                 () = control.wait_while_paused() => {}
-                () = tokio::time::sleep_until(st.deadline) => break End::ok(timeout_reason(&req.args)),
+                () = tokio::time::sleep_until(st.deadline) => break End::failed(timeout_reason(&req.args), ErrorCode::GatewayTimeout),
             }
             if control.stopped() {
                 break End::ok(STOPPED_BY_USER);
@@ -277,6 +297,7 @@ impl Engine {
             }
         };
         self.store_files(&mut st, turns).await;
+        st.tell_unstored().await;
         if let Some(m) = memory.filter(|m| memory::is_file_mode(m)) {
             self.save_memory(&mut st, turns, m).await;
         }
@@ -424,6 +445,9 @@ impl Engine {
             Ok(synced) => {
                 for n in synced.notes {
                     st.history.note(turn, &n);
+                    if !st.unstored.contains(&n) {
+                        st.unstored.push(n);
+                    }
                 }
                 for f in synced.files {
                     if req.args.stream_files {
@@ -481,7 +505,7 @@ impl Engine {
         let mut stream = tokio::select! {
             r = req.model.stream_tools(messages, sampling, tools) => r.map_err(End::model)?,
             () = stop.cancelled() => return Err(End::ok(STOPPED_BY_USER)),
-            () = tokio::time::sleep_until(turn_deadline) => return Err(End::ok(turn_timeout_reason(st))),
+            () = tokio::time::sleep_until(turn_deadline) => return Err(End::failed(turn_timeout_reason(st), ErrorCode::GatewayTimeout)),
         };
         let mut turn_text = String::new();
         let mut separated = st.text.is_empty();
@@ -500,7 +524,7 @@ impl Engine {
                     Some(Err(e)) => break Err(End::model(e)),
                 },
                 () = stop.cancelled() => break Err(End::ok(STOPPED_BY_USER)),
-                () = tokio::time::sleep_until(turn_deadline) => break Err(End::ok(turn_timeout_reason(st))),
+                () = tokio::time::sleep_until(turn_deadline) => break Err(End::failed(turn_timeout_reason(st), ErrorCode::GatewayTimeout)),
             }
         };
         let usage = usage_of(

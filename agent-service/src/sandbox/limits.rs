@@ -12,8 +12,8 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use nix::fcntl::{Flock, FlockArg};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::fair::{FairSlots, Load, Share};
 use crate::tools::CodeSpec;
 
 const MIB: u64 = 1 << 20;
@@ -78,13 +78,14 @@ impl Limits {
 }
 
 /// The uids runs take, one run per uid at a time; or, when the service is not root, no
-/// switch at all (one permit per slot still bounds how many runs go at once). A uid is also
+/// switch at all (one slot per run still bounds how many runs go at once). Slots are shared
+/// fairly between users ([`FairSlots`]). A uid is also
 /// locked host-wide (an flock on a file per uid in the system's temporary directory), so two
 /// services on one host (replicas, the tests) never run as the same uid — a slot's sweep
 /// kills every process of its uid.
 pub struct Slots {
     free: Mutex<Vec<u32>>,
-    permits: std::sync::Arc<Semaphore>,
+    fair: FairSlots,
     switch: bool,
 }
 
@@ -93,7 +94,7 @@ pub struct Slot<'a> {
     /// The run's uid (and gid) when the service switches users.
     pub uid: Option<u32>,
     slots: &'a Slots,
-    _permit: OwnedSemaphorePermit,
+    _share: Share,
     _lock: Option<Flock<std::fs::File>>,
 }
 
@@ -111,14 +112,20 @@ fn lock_uid(uid: u32) -> Option<Flock<std::fs::File>> {
 }
 
 impl Slots {
-    /// `count` slots; uids `base..base + count` when `switch`.
-    pub fn new(base: u32, count: u32, switch: bool) -> Slots {
+    /// `count` slots, at most `share` of them one user's; uids `base..base + count` when
+    /// `switch`.
+    pub fn new(base: u32, count: u32, share: u32, switch: bool) -> Slots {
         let count = count.max(1);
         Slots {
             free: Mutex::new((0..count).rev().map(|i| base.saturating_add(i)).collect()),
-            permits: std::sync::Arc::new(Semaphore::new(count as usize)),
+            fair: FairSlots::new(count as usize, share as usize),
             switch,
         }
+    }
+
+    /// Slots in use and waiting.
+    pub fn load(&self) -> Load {
+        self.fair.load()
     }
 
     /// Whether runs get uids of their own.
@@ -126,16 +133,16 @@ impl Slots {
         self.switch
     }
 
-    /// Waits for a free slot.
-    pub async fn acquire(&self) -> Option<Slot<'_>> {
-        let permit = self.permits.clone().acquire_owned().await.ok()?;
+    /// Waits for a slot `user` may take (its fair share).
+    pub async fn acquire(&self, user: &str) -> Slot<'_> {
+        let share = self.fair.acquire(user).await;
         if !self.switch {
-            return Some(Slot {
+            return Slot {
                 uid: None,
                 slots: self,
-                _permit: permit,
+                _share: share,
                 _lock: None,
-            });
+            };
         }
         loop {
             // A free uid of ours that no other process on this host holds.
@@ -149,12 +156,12 @@ impl Slots {
                 found.map(|(i, lock)| (free.remove(i), lock))
             };
             if let Some((uid, lock)) = taken {
-                return Some(Slot {
+                return Slot {
                     uid: Some(uid),
                     slots: self,
-                    _permit: permit,
+                    _share: share,
                     _lock: Some(lock),
-                });
+                };
             }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
@@ -187,6 +194,7 @@ mod tests {
             wall_clock: Duration::from_millis(wall_ms),
             memory_bytes: memory,
             documents: None,
+            user: String::new(),
         }
     }
 
@@ -210,28 +218,28 @@ mod tests {
 
     #[tokio::test]
     async fn a_uid_is_held_by_one_run_at_a_time() {
-        let slots = Slots::new(1000, 2, true);
+        let slots = Slots::new(1000, 2, 2, true);
         // Another service on this host holds 1000 (uids are locked host-wide).
-        let other = Slots::new(1000, 1, true);
-        let theirs = other.acquire().await.unwrap();
+        let other = Slots::new(1000, 1, 1, true);
+        let theirs = other.acquire("u").await;
         assert_eq!(theirs.uid, Some(1000));
-        let a = slots.acquire().await.unwrap();
+        let a = slots.acquire("u").await;
         assert_eq!(a.uid, Some(1001), "1000 is the other service's");
         assert!(
-            tokio::time::timeout(Duration::from_millis(100), slots.acquire())
+            tokio::time::timeout(Duration::from_millis(100), slots.acquire("u"))
                 .await
                 .is_err(),
             "1000 stays locked while the other service holds it"
         );
         drop(theirs);
-        let b = slots.acquire().await.unwrap();
+        let b = slots.acquire("u").await;
         assert_ne!(a.uid, b.uid);
         let held = a.uid;
         drop(a);
-        let c = slots.acquire().await.unwrap();
+        let c = slots.acquire("u").await;
         assert_eq!(c.uid, held);
         assert!(
-            tokio::time::timeout(Duration::from_millis(50), slots.acquire())
+            tokio::time::timeout(Duration::from_millis(50), slots.acquire("u"))
                 .await
                 .is_err(),
             "a third run waits"

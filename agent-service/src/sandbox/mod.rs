@@ -19,15 +19,24 @@
 //! Every backend applies the rlimits of [`limits`], runs as a slot uid when the service is
 //! root, and is supervised by [`supervise`] (wall clock, cancellation, bounded output).
 //!
+//! Slots are shared fairly ([`fair`]): one user holds at most its share of them at once, a
+//! freed slot goes to the waiting user holding the fewest, and one code run holds its slot at
+//! most `DOCCHAT_SANDBOX_MAX_RUN_SECONDS` whatever the run's own timeout says.
+//!
 //! Settings (environment): `DOCCHAT_SANDBOX` = `auto` (default) | `bubblewrap` |
-//! `landlock` (alias `helper`) | `none`; `DOCCHAT_SANDBOX_SLOTS` (runs at once, default
-//! 16); `DOCCHAT_SANDBOX_UID_BASE` (first slot uid when root, default 64200);
+//! `landlock` (alias `helper`) | `none`; `DOCCHAT_SANDBOX_SLOTS` (runs at once on this
+//! replica, default 16); `DOCCHAT_SANDBOX_USER_SLOTS` (runs of one user at once, default a
+//! quarter of the slots, at least one); `DOCCHAT_SANDBOX_MAX_RUN_SECONDS` (the longest one
+//! code run may hold a slot, default 900); `DOCCHAT_SANDBOX_UID_BASE` (first slot uid when
+//! root, default 64200);
 //! `DOCCHAT_SANDBOX_HELPER` (the helper's path, default: next to the service's binary).
 
 pub mod bwrap;
 pub mod exec;
+pub mod fair;
 pub mod helper;
 pub mod limits;
+pub mod quota;
 pub mod stdio;
 pub mod supervise;
 
@@ -64,6 +73,12 @@ pub struct Settings {
     /// Where the sandbox keeps its files (`/etc` files, the probe's workspace).
     pub dir: PathBuf,
     pub slots: u32,
+    /// Slots one user may hold at once.
+    pub user_slots: u32,
+    /// The longest one code run holds a slot (a stdio server's lifetime is its own).
+    pub max_run: Duration,
+    /// Bytes one workspace may hold (`DOCCHAT_WORKSPACE_QUOTA_MB`, [`quota`]).
+    pub workspace_quota: u64,
     pub uid_base: u32,
     /// The helper program; `None`: `docchat-sandbox-exec` next to the running binary.
     pub helper: Option<PathBuf>,
@@ -94,10 +109,16 @@ impl Settings {
                 .parse::<u32>()
                 .map_err(|_| format!("{k}={v:?} is not a number")),
         };
+        let slots = number("DOCCHAT_SANDBOX_SLOTS", 16)?.clamp(1, 1024);
         Ok(Settings {
             mode,
             dir,
-            slots: number("DOCCHAT_SANDBOX_SLOTS", 16)?.clamp(1, 1024),
+            slots,
+            user_slots: number("DOCCHAT_SANDBOX_USER_SLOTS", (slots / 4).max(1))?.clamp(1, slots),
+            max_run: Duration::from_secs(u64::from(
+                number("DOCCHAT_SANDBOX_MAX_RUN_SECONDS", 900)?.max(1),
+            )),
+            workspace_quota: quota::workspace_quota(),
             uid_base: number("DOCCHAT_SANDBOX_UID_BASE", 64200)?.max(1000),
             helper: var("DOCCHAT_SANDBOX_HELPER").map(PathBuf::from),
         })
@@ -135,6 +156,8 @@ impl Status {
 pub struct Sandbox {
     backend: Backend,
     slots: Slots,
+    max_run: Duration,
+    workspace_quota: u64,
 }
 
 impl Sandbox {
@@ -144,7 +167,9 @@ impl Sandbox {
             Ok(s) => Sandbox::probe(s).await,
             Err(e) => Sandbox {
                 backend: Backend::Unavailable(e),
-                slots: Slots::new(0, 1, false),
+                slots: Slots::new(0, 1, 1, false),
+                max_run: Duration::ZERO,
+                workspace_quota: 0,
             },
         };
         let status = sandbox.status();
@@ -170,14 +195,18 @@ impl Sandbox {
         let uids = settings.uid_base..settings.uid_base.saturating_add(settings.slots);
         let unavailable = |why: String| Sandbox {
             backend: Backend::Unavailable(why),
-            slots: Slots::new(0, 1, false),
+            slots: Slots::new(0, 1, 1, false),
+            max_run: Duration::ZERO,
+            workspace_quota: 0,
         };
         if let Err(e) = prepare_dir(&settings.dir, uids) {
             return unavailable(format!("cannot prepare {}: {e}", settings.dir.display()));
         }
         let with = |backend: Backend| Sandbox {
             backend,
-            slots: Slots::new(settings.uid_base, settings.slots, root),
+            slots: Slots::new(settings.uid_base, settings.slots, settings.user_slots, root),
+            max_run: settings.max_run,
+            workspace_quota: settings.workspace_quota,
         };
         if settings.mode == Mode::None {
             let (Some(prlimit), Some(setpriv)) = (bwrap::which("prlimit"), bwrap::which("setpriv"))
@@ -234,6 +263,7 @@ impl Sandbox {
             wall_clock: Duration::from_secs(10),
             memory_bytes: None,
             documents: None,
+            user: String::new(),
         };
         match self.run(spec, &CancellationToken::new()).await {
             Ok(out) if out.exit_code == Some(0) && out.stdout.trim() == "ok" => Ok(self),
@@ -288,7 +318,20 @@ impl Sandbox {
         uid: Option<u32>,
         tmp: Option<&Path>,
     ) -> Result<Command, String> {
-        let limits = Limits::for_spec(spec).granting(grants);
+        self.command_within(spec, grants, uid, tmp, u64::MAX)
+    }
+
+    /// [`Sandbox::command`] whose files may not grow past `room` bytes each.
+    fn command_within(
+        &self,
+        spec: &CodeSpec,
+        grants: &Grants,
+        uid: Option<u32>,
+        tmp: Option<&Path>,
+        room: u64,
+    ) -> Result<Command, String> {
+        let mut limits = Limits::for_spec(spec).granting(grants);
+        limits.file_size = limits.file_size.min(room);
         match &self.backend {
             Backend::Bubblewrap(b) => {
                 let mut cmd = Command::new(b.program());
@@ -415,8 +458,13 @@ impl CodeRunner for Sandbox {
         if spec.argv.is_empty() {
             return Err("nothing to run".into());
         }
+        let mut spec = spec;
+        if spec.wall_clock > self.max_run {
+            // One call holds a slot this long at most, whatever its own timeout says.
+            spec.wall_clock = self.max_run;
+        }
         let slot = tokio::select! {
-            slot = self.slots.acquire() => slot.ok_or("the sandbox is shutting down")?,
+            slot = self.slots.acquire(&spec.user) => slot,
             () = cancel.cancelled() => return Ok(CodeOutput { cancelled: true, ..CodeOutput::default() }),
         };
         if let Some(uid) = slot.uid {
@@ -440,13 +488,27 @@ impl CodeRunner for Sandbox {
         } else {
             supervise::Group::New
         };
-        let result = match self.command(&spec, grants, slot.uid, tmp.as_deref()) {
-            Ok(cmd) => supervise::run(cmd, group, spec.stdin.clone(), spec.wall_clock, cancel)
-                .await
-                .map_err(|e| {
-                    tracing::warn!(error = %e, "the sandbox did not start");
-                    format!("the sandbox did not start: {e}")
-                }),
+        // The disk quota: no file may outgrow what is left, and the workspace is watched.
+        let watch = quota::Watch {
+            workspace: spec.workspace.clone(),
+            quota: self.workspace_quota,
+        };
+        let used = watch.usage().await;
+        let room = self.workspace_quota.saturating_sub(used);
+        let result = match self.command_within(&spec, grants, slot.uid, tmp.as_deref(), room) {
+            Ok(cmd) => supervise::run(
+                cmd,
+                group,
+                spec.stdin.clone(),
+                spec.wall_clock,
+                Some(&watch),
+                cancel,
+            )
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "the sandbox did not start");
+                format!("the sandbox did not start: {e}")
+            }),
             Err(e) => Err(e),
         };
         if let Some(uid) = slot.uid {
@@ -456,6 +518,15 @@ impl CodeRunner for Sandbox {
             let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(tmp)).await;
         }
         drop(slot);
+        // Past the quota between two measurements, or full (a file cut at what was left):
+        // said, not left to a bare "File size limit exceeded".
+        let mut result = result;
+        if let Ok(out) = &mut result
+            && out.over_quota.is_none()
+            && watch.usage().await >= self.workspace_quota
+        {
+            out.over_quota = Some(self.workspace_quota);
+        }
         result
     }
 
@@ -465,6 +536,10 @@ impl CodeRunner for Sandbox {
 
     fn private_network(&self) -> bool {
         matches!(self.backend, Backend::Bubblewrap(_))
+    }
+
+    fn load(&self) -> Option<(&'static str, fair::Load)> {
+        Some((self.status().backend, self.slots.load()))
     }
 
     async fn serve(

@@ -37,13 +37,7 @@ impl Sandbox {
             return;
         }
         let slot = tokio::select! {
-            slot = self.slots.acquire() => match slot {
-                Some(slot) => slot,
-                None => {
-                    let _ = started.send(Err("the sandbox is shutting down".into()));
-                    return;
-                }
-            },
+            slot = self.slots.acquire(&spec.user) => slot,
             () = cancel.cancelled() => return,
         };
         if let Some(uid) = slot.uid {

@@ -1,8 +1,8 @@
 //! Runs one sandboxed process to its end: its own process group, stdin written and closed,
 //! stdout and stderr read at once and kept up to a cap (the rest is counted and dropped, so
 //! a flood costs the service no memory), the whole group killed at the wall clock or on
-//! cancellation, and, when the run had a uid of its own, every process left with that uid
-//! killed before the slot is given back.
+//! cancellation or when its workspace passes its disk quota, and, when the run had a uid of
+//! its own, every process left with that uid killed before the slot is given back.
 
 use std::io;
 use std::process::Stdio;
@@ -15,6 +15,7 @@ use tokio::process::Command;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
+use super::quota::{POLL, Watch};
 use crate::tools::CodeOutput;
 
 /// Bytes of stdout and of stderr kept per run.
@@ -66,12 +67,14 @@ pub enum Group {
     OwnSession,
 }
 
-/// Spawns `cmd` (stdio, process group and kill-on-drop are set here) and supervises it.
+/// Spawns `cmd` (stdio, process group and kill-on-drop are set here) and supervises it;
+/// with `watch`, its workspace is measured every [`POLL`] and the run killed past the quota.
 pub async fn run(
     mut cmd: Command,
     group: Group,
     stdin: Option<Vec<u8>>,
     wall_clock: Duration,
+    watch: Option<&Watch>,
     cancel: &CancellationToken,
 ) -> io::Result<CodeOutput> {
     cmd.stdin(if stdin.is_some() {
@@ -107,6 +110,8 @@ pub async fn run(
     let mut drain_until = None;
     let mut killed = false;
     let (mut timed_out, mut cancelled) = (false, false);
+    let mut over_quota = None;
+    let mut next_check = Instant::now() + POLL;
     loop {
         if status.is_some() && out_pipe.is_none() && err_pipe.is_none() {
             break;
@@ -135,6 +140,14 @@ pub async fn run(
                 killed = true;
                 kill_group(group);
             }
+            () = sleep_until(next_check), if watch.is_some() && status.is_none() && !killed => {
+                if let Some(w) = watch && w.exceeded().await {
+                    over_quota = Some(w.quota);
+                    killed = true;
+                    kill_group(group);
+                }
+                next_check = Instant::now() + POLL;
+            }
             () = sleep_until(drain_until.unwrap_or(deadline)), if drain_until.is_some() => break,
         }
     }
@@ -145,6 +158,7 @@ pub async fn run(
         stderr: err.text(),
         timed_out,
         cancelled,
+        over_quota,
     })
 }
 

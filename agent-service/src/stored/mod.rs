@@ -7,8 +7,10 @@
 //! manifest; its document stays (earlier turns' links keep working).
 //!
 //! Hidden files and `__pycache__` are working files and stay out. Links are never stored or followed, files with several hard links are refused (a link to
-//! a file the sandbox could not read must not be read for it by the service), and a run
-//! stores at most [`MAX_FILES_PER_RUN`] files of at most [`MAX_FILE_BYTES`] each.
+//! a file the sandbox could not read must not be read for it by the service), a run
+//! stores at most [`MAX_FILES_PER_RUN`] files of at most [`MAX_FILE_BYTES`] each, and files
+//! past the workspace's disk quota (`DOCCHAT_WORKSPACE_QUOTA_MB`, in path order) are not
+//! stored.
 
 pub mod manifest;
 mod transfer;
@@ -49,6 +51,8 @@ pub struct Stored {
     clients: Clients,
     /// Host path → the last hash taken of it.
     stamps: Mutex<HashMap<PathBuf, Stamp>>,
+    /// A workspace's disk quota: files of a workspace past it are not stored.
+    quota: u64,
 }
 
 /// What a sync stored, and what it could not.
@@ -64,6 +68,7 @@ impl Stored {
             db,
             clients,
             stamps: Mutex::default(),
+            quota: crate::sandbox::quota::workspace_quota(),
         }
     }
 
@@ -167,6 +172,9 @@ impl Stored {
         let mut out = Synced::default();
         let mut seen = HashSet::new();
         let mut limit_reached = false;
+        // Files past the workspace's quota are not stored (the sandbox stops the run that
+        // passes it; files written otherwise are held to the same limit here).
+        let mut budget = self.quota;
         for (rel, meta) in found {
             if !meta.is_file() || crate::files::working_file(&rel) {
                 continue;
@@ -184,6 +192,8 @@ impl Stored {
                 ));
                 continue;
             }
+            let over_quota = budget < meta.len();
+            budget = budget.saturating_sub(meta.len());
             let host = root.join(&rel);
             let Some(sha) = self.hash(&host, &meta).await else {
                 continue;
@@ -192,7 +202,17 @@ impl Stored {
             if before.is_some_and(|e| e.sha256 == sha) {
                 continue;
             }
+            if over_quota {
+                out.notes.push(format!(
+                    "{rel}: not stored (the workspace is past its disk quota of {} MiB)",
+                    self.quota / (1024 * 1024)
+                ));
+                continue;
+            }
             if before.is_none() && limit_reached {
+                out.notes.push(format!(
+                    "{rel}: not stored (the agent document limit was reached)"
+                ));
                 continue;
             }
             if out.files.len() >= MAX_FILES_PER_RUN {

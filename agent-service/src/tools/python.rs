@@ -22,6 +22,9 @@ pub struct CodeSpec {
     /// The session collection's documents (a host directory), readable but not writable
     /// in the sandbox at [`CodeRunner::documents_at`].
     pub documents: Option<PathBuf>,
+    /// Whose run it is (the caller's user id): its share of the sandbox's slots. Empty for
+    /// the service's own runs.
+    pub user: String,
 }
 
 /// Where the collection's documents appear inside a namespaced sandbox.
@@ -34,6 +37,8 @@ pub struct CodeOutput {
     pub stderr: String,
     pub timed_out: bool,
     pub cancelled: bool,
+    /// The run was stopped because its workspace passed this quota (bytes).
+    pub over_quota: Option<u64>,
 }
 
 /// What a run may use beyond the sandbox's usual limits (a headless browser starts well
@@ -69,6 +74,12 @@ pub trait CodeRunner: Send + Sync {
     /// Whether runs can succeed at all (the code tools are offered only then).
     fn available(&self) -> bool {
         true
+    }
+
+    /// The backend's name and its slots in use and waiting (readiness); `None` where runs
+    /// are not slotted (test runners).
+    fn load(&self) -> Option<(&'static str, crate::sandbox::fair::Load)> {
+        None
     }
 
     /// The path at which a program sees the documents directory `host`.
@@ -131,6 +142,12 @@ pub fn report(out: &CodeOutput) -> Result<ToolOutput, String> {
         text.push_str("[stderr]\n");
         text.push_str(&clip(&out.stderr, SHOWN));
     }
+    if let Some(quota) = out.over_quota {
+        return Err(format!(
+            "{}; output so far:\n{text}",
+            crate::sandbox::quota::exceeded_message(quota)
+        ));
+    }
     if out.timed_out {
         return Err(format!("timed out; output so far:\n{text}"));
     }
@@ -174,6 +191,7 @@ impl Tool for Python {
             wall_clock: ctx.timeout,
             memory_bytes: ctx.max_memory,
             documents: ctx.documents().await,
+            user: ctx.caller.user_id.clone(),
         };
         report(&ctx.deps.code.run(spec, &ctx.cancel).await?)
     }

@@ -31,6 +31,7 @@ impl Tool for Shell {
             wall_clock: ctx.timeout,
             memory_bytes: ctx.max_memory,
             documents: ctx.documents().await,
+            user: ctx.caller.user_id.clone(),
         };
         report(&ctx.deps.code.run(spec, &ctx.cancel).await?)
     }

@@ -127,6 +127,9 @@ async fn lab(mode: Mode, n: u32) -> Option<Lab> {
         mode,
         dir: dir.path().join("sandbox"),
         slots: 2,
+        user_slots: 2,
+        max_run: Duration::from_secs(900),
+        workspace_quota: 1 << 30,
         uid_base: base,
         helper: Some(env!("CARGO_BIN_EXE_docchat-sandbox-exec").into()),
     }))

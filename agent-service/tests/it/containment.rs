@@ -48,6 +48,9 @@ async fn lab(mode: Mode, n: u32) -> Option<Lab> {
         mode: mode.clone(),
         dir: dir.path().join("sandbox"),
         slots: 1,
+        user_slots: 1,
+        max_run: Duration::from_secs(900),
+        workspace_quota: 1 << 30,
         uid_base: base,
         helper: Some(HELPER.into()),
     };
@@ -112,6 +115,7 @@ impl Lab {
             wall_clock: wall,
             memory_bytes: None,
             documents: None,
+            user: String::new(),
         }
     }
 
@@ -632,6 +636,7 @@ async fn without_a_backend_code_is_refused() {
                 wall_clock: Duration::from_secs(1),
                 memory_bytes: None,
                 documents: None,
+                user: String::new(),
             },
             &CancellationToken::new(),
         )
@@ -647,6 +652,9 @@ async fn none_on_purpose_runs_without_isolation_and_says_so() {
         mode: Mode::None,
         dir: dir.path().join("sandbox"),
         slots: 1,
+        user_slots: 1,
+        max_run: Duration::from_secs(900),
+        workspace_quota: 1 << 30,
         uid_base: 64390,
         helper: None,
     }))
@@ -668,6 +676,7 @@ async fn none_on_purpose_runs_without_isolation_and_says_so() {
                 wall_clock: Duration::from_secs(10),
                 memory_bytes: None,
                 documents: None,
+                user: String::new(),
             },
             &CancellationToken::new(),
         )
@@ -684,6 +693,9 @@ async fn landlock_without_its_helper_is_unavailable_and_says_why() {
         mode: Mode::Landlock,
         dir: dir.path().join("sandbox"),
         slots: 1,
+        user_slots: 1,
+        max_run: Duration::from_secs(900),
+        workspace_quota: 1 << 30,
         uid_base: 64395,
         helper: Some(dir.path().join("no-such-helper")),
     }))
@@ -703,6 +715,9 @@ async fn auto_prefers_bubblewrap() {
         mode: Mode::Auto,
         dir: dir.path().join("sandbox"),
         slots: 1,
+        user_slots: 1,
+        max_run: Duration::from_secs(900),
+        workspace_quota: 1 << 30,
         uid_base: 64396,
         helper: Some(HELPER.into()),
     }))

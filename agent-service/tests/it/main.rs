@@ -14,6 +14,7 @@ mod browser;
 mod containment;
 mod custom_tools;
 mod sandbox_bench;
+mod slots;
 
 use docchat_common::testing::{Spawned, bind, context};
 

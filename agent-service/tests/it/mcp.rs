@@ -131,6 +131,9 @@ async fn lab_on(mode: Mode, n: u32, server: &str) -> Option<Lab> {
         mode,
         dir: dir.path().join("sandbox"),
         slots: 2,
+        user_slots: 2,
+        max_run: Duration::from_secs(900),
+        workspace_quota: 1 << 30,
         uid_base: 64900 + n * 4,
         helper: Some(HELPER.into()),
     }))

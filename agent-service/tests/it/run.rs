@@ -321,6 +321,33 @@ docchat_common::backend_tests! {
         stack.stop().await;
     }
 
+    async fn the_time_budget_ends_a_run_as_an_error_that_keeps_its_text(backend) {
+        // Twenty words, 150 ms apart: three seconds against a budget of one.
+        let words: Vec<String> = (1..=20).map(|i| format!("w{i}")).collect();
+        let upstream = ScriptedHttp::chat_turns(vec![ScriptedTurn::text(&words.join(" "))
+            .delay(Duration::from_millis(150))])
+        .await;
+        let stack = Agents::start(&backend, &upstream).await;
+        let alice = user("alice", false);
+        let (_tx, mut events) = stack
+            .run(&alice, start("s-late", "Count", json!({"agent_total_timeout": 1})))
+            .await
+            .unwrap();
+        let (_, finished) = events_until_finished(&mut events).await;
+        assert!(
+            finished.stop_reason.starts_with("the time budget ran out"),
+            "{}: {}",
+            backend.name,
+            finished.stop_reason
+        );
+        // An error the reply carries (504), not an empty success.
+        assert!(finished.failed, "{}", backend.name);
+        assert_eq!(finished.status, 504, "{}", backend.name);
+        assert!(finished.text.starts_with("w1"), "{}: {:?}", backend.name, finished.text);
+        assert!(!finished.text.contains("w20"), "{}: {:?}", backend.name, finished.text);
+        stack.stop().await;
+    }
+
     async fn stop_ends_a_streaming_run_and_keeps_its_text(backend) {
         let upstream = ScriptedHttp::chat_turns(vec![ScriptedTurn::text(
             "one two three four five six seven eight nine ten eleven twelve",

@@ -35,6 +35,9 @@ async fn sandbox_start_latency() {
             mode,
             dir: dir.path().join(name),
             slots: 2,
+            user_slots: 2,
+            max_run: Duration::from_secs(900),
+            workspace_quota: 1 << 30,
             uid_base,
             helper: Some(env!("CARGO_BIN_EXE_docchat-sandbox-exec").into()),
         }))
@@ -54,6 +57,7 @@ async fn sandbox_start_latency() {
         wall_clock: Duration::from_secs(30),
         memory_bytes: None,
         documents: None,
+        user: String::new(),
     };
     let mut bare = Vec::new();
     let mut boxed: Vec<Vec<Duration>> = vec![Vec::new(); sandboxes.len()];

@@ -26,6 +26,17 @@ pub(super) fn interrupted() -> ApiError {
     )
 }
 
+/// The error of a reply stopped because it stayed paused past `chat_max_pause_seconds`.
+fn paused_too_long(max: std::time::Duration) -> ApiError {
+    ApiError::new(
+        ErrorCode::Timeout,
+        format!(
+            "the reply was paused longer than {} s (chat_max_pause_seconds) and was stopped; its text so far is kept",
+            max.as_secs()
+        ),
+    )
+}
+
 impl Completer {
     pub(super) async fn generate(
         self,
@@ -97,14 +108,25 @@ impl Completer {
         };
         let mut finishing_from: Option<usize> = None;
         let mut client = Some(tx.clone());
+        let mut paused_since: Option<tokio::time::Instant> = None;
         loop {
             let state = *control.borrow_and_update();
+            if state != State::Paused {
+                paused_since = None;
+            }
             match state {
                 State::Stopped => break,
                 State::Paused => {
-                    // Hold: read nothing from the model until the state changes.
+                    // Hold: read nothing from the model until the state changes, at most
+                    // `max_pause` (then the reply stops, keeping its text).
                     tokio::select! {
                         changed = control.changed() => if changed.is_err() { break },
+                        () = tokio::time::sleep_until(
+                            *paused_since.get_or_insert_with(tokio::time::Instant::now) + self.max_pause
+                        ) => {
+                            reply.error = Some(paused_too_long(self.max_pause));
+                            break;
+                        }
                         () = self.shutdown.cancelled() => {
                             reply.error = Some(interrupted());
                             break;

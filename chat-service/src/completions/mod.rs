@@ -90,6 +90,8 @@ pub struct Completer {
     pub shutdown: CancellationToken,
     /// How long a generation's claim holds without renewal (`chat_completion_lease_seconds`).
     pub lease: std::time::Duration,
+    /// The longest a reply stays paused (`chat_max_pause_seconds`): then it is stopped.
+    pub max_pause: std::time::Duration,
 }
 
 impl Completer {

@@ -190,3 +190,46 @@ docchat_common::backend_tests! {
         stack.stop().await;
     }
 }
+
+docchat_common::backend_tests! {
+    /// A reply paused past `chat_max_pause_seconds` is stopped: it ends with an error saying
+    /// why, keeps what was streamed, and its upstream call is cut.
+    async fn a_reply_paused_too_long_is_stopped_with_an_error(backend) {
+        let upstream = upstream().await;
+        let stack = Stack::builder(&backend)
+            .scripted_model(&upstream.base_url)
+            .chat_replicas(1)
+            .configure(|c| c.chat_max_pause_seconds = 1)
+            .start()
+            .await;
+        let a = &stack.chats[0];
+        let alice = alice();
+        let session = stack.session(a, &alice).await;
+        let (question, mut events) = stack.ask(a, &alice, &session).await;
+        let mut received = deltas(&mut events, 3).await;
+        stack.control(a, &alice, &question, "pause").await.unwrap();
+        let (tail, last) = rest(&mut events).await;
+        received.push_str(&tail);
+        match last {
+            Some(Event::Error(e)) => assert!(
+                e.message.contains("chat_max_pause_seconds"),
+                "{}: {}",
+                backend.name,
+                e.message
+            ),
+            other => panic!("{}: a reply paused too long ends with an error, not {other:?}", backend.name),
+        }
+        let words = received.split_whitespace().count();
+        assert!(words < 3 + LATE, "{}: {words} words: the pause did not hold", backend.name);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while upstream.aborted() == 0 {
+            assert!(tokio::time::Instant::now() < deadline, "the upstream call was not cut");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let messages = stack.messages(a, &alice, &session).await;
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert_eq!(messages[1].content, received, "the stored reply is what was streamed");
+        assert!(messages[1].error.is_some(), "{messages:?}");
+        stack.stop().await;
+    }
+}

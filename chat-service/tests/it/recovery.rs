@@ -7,7 +7,7 @@ use std::time::Duration;
 use docchat_common::config::Service;
 use docchat_common::testing::context;
 use docchat_proto::chat::v1 as pb;
-use docchat_test_stack::{Stack, deltas};
+use docchat_test_stack::{Stack, deltas, rest};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use tokio_util::sync::CancellationToken;
 
@@ -97,6 +97,7 @@ docchat_common::backend_tests! {
         let upstream = slow_upstream(Duration::from_millis(25)).await;
         let stack = Stack::builder(&backend)
             .scripted_model(&upstream.base_url)
+            .chat_replicas(1)
             .configure(|c| c.chat_completion_lease_seconds = 2)
             .start()
             .await;
@@ -140,6 +141,14 @@ docchat_common::backend_tests! {
         let progress = progress.first().cloned().flatten().unwrap_or_default();
         assert!(!progress.is_empty() && script().starts_with(&progress), "{progress:?}");
 
+        // Meanwhile the conversation goes on (on another replica): the recovered reply
+        // still takes its place right after its question.
+        let live = &stack.chats[0];
+        let (later, mut later_events) = stack.ask(live, &alice, &session).await;
+        deltas(&mut later_events, 2).await;
+        stack.control(live, &alice, &later, "stop").await.unwrap();
+        rest(&mut later_events).await;
+
         // Another replica on the same database recovers it once the lease runs out.
         let survivor = stack.replica(Service::Chat, |_| {}).await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -160,7 +169,19 @@ docchat_common::backend_tests! {
             reply.content
         );
         assert!(words >= 10, "progress was written while streaming: {words} words");
-        assert_eq!(stack.messages(&survivor, &alice, &session).await.len(), 2, "recovered once");
+        let listed = stack.messages(&survivor, &alice, &session).await;
+        assert_eq!(listed.len(), 4, "recovered once: {listed:?}");
+        assert_eq!(
+            listed.iter().map(|m| (m.id.clone(), m.reply_to.clone())).collect::<Vec<_>>(),
+            [
+                (question.clone(), None),
+                (reply.id.clone(), Some(question.clone())),
+                (later.clone(), None),
+                (listed[3].id.clone(), Some(later.clone())),
+            ],
+            "{}: the recovered reply is listed after its question",
+            backend.name
+        );
 
         // The question is not being generated any more: control calls are no-ops that
         // succeed (204 through REST) and leave the recovered reply as it is.
@@ -171,7 +192,7 @@ docchat_common::backend_tests! {
                 .unwrap_or_else(|e| panic!("{action} on an interrupted reply: {e:?}"));
         }
         let after = stack.messages(&survivor, &alice, &session).await;
-        assert_eq!(after.len(), 2, "control stored nothing more");
+        assert_eq!(after.len(), 4, "control stored nothing more");
         let kept = after.iter().find(|m| m.reply_to.as_deref() == Some(question.as_str()));
         assert_eq!(kept.map(|m| &m.content), Some(&reply.content), "control changed the reply");
         survivor.stop().await.unwrap();

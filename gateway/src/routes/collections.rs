@@ -166,14 +166,12 @@ pub async fn create_collection(
 #[utoipa::path(
     tag = "Collections",
     params(ListQuery),
-    responses((status = 200, body = Vec<Collection>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    responses((status = 200, body = Vec<Collection>, headers(("x-next-offset" = u64, description = "set when the page stopped before its limit at its byte budget: the offset of the next page"))),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
     security(("bearer" = []))
 )]
 #[get("/collections")]
-pub async fn list_collections(
-    api: Api,
-    query: web::Query<ListQuery>,
-) -> HttpResult<web::Json<Vec<Collection>>> {
+pub async fn list_collections(api: Api, query: web::Query<ListQuery>) -> HttpResult<HttpResponse> {
     let ListQuery {
         offset,
         limit,
@@ -188,8 +186,12 @@ pub async fn list_collections(
         ascending: ascending.unwrap_or(false),
     };
     let list = api.ingest().list_collections(request).await?.into_inner();
-    Ok(web::Json(
-        list.collections.into_iter().map(Collection::from).collect(),
+    let items: Vec<Collection> = list.collections.into_iter().map(Collection::from).collect();
+    Ok(super::list_answer(
+        &items,
+        offset,
+        items.len(),
+        list.size_limited,
     ))
 }
 

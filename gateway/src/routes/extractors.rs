@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::{page, ts_req};
+use super::{list_answer, page, ts_req};
 use crate::auth::Api;
 use crate::error::{ErrorBody, HttpResult};
 
@@ -180,14 +180,14 @@ pub async fn create_extractor(
     Ok(web::Json(created.into_inner().into()))
 }
 
+/// A page holds at most 8 MiB of stored definitions (at least one extractor), so it can hold
+/// fewer than `limit`; then `x-next-offset` names the offset of the next page.
 #[utoipa::path(tag = "Extractors", params(ListQuery),
-    responses((status = 200, body = Vec<Extractor>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    responses((status = 200, body = Vec<Extractor>, headers(("x-next-offset" = u64, description = "set when the page stopped before its limit at its byte budget: the offset of the next page"))),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 #[get("/extractors")]
-pub async fn list_extractors(
-    api: Api,
-    query: web::Query<ListQuery>,
-) -> HttpResult<web::Json<Vec<Extractor>>> {
+pub async fn list_extractors(api: Api, query: web::Query<ListQuery>) -> HttpResult<HttpResponse> {
     let ListQuery {
         offset,
         limit,
@@ -200,9 +200,8 @@ pub async fn list_extractors(
         name_filter: name_filter.unwrap_or_default(),
     };
     let list = api.ingest().list_extractors(request).await?.into_inner();
-    Ok(web::Json(
-        list.extractors.into_iter().map(Extractor::from).collect(),
-    ))
+    let items: Vec<Extractor> = list.extractors.into_iter().map(Extractor::from).collect();
+    Ok(list_answer(&items, offset, items.len(), list.size_limited))
 }
 
 #[utoipa::path(tag = "Extractors", params(("extractor_id" = String, Path)),

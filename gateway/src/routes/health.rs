@@ -28,6 +28,45 @@ pub struct Health {
     /// which the python and shell tools are refused (agent-service's log says why).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub degraded: Vec<String>,
+    /// The code sandbox of the agent-service replica that answered (readiness): slots in
+    /// use and runs waiting for one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxSlots>,
+}
+
+/// A replica's sandbox slots (agent-service's `DOCCHAT_SANDBOX_SLOTS` and
+/// `DOCCHAT_SANDBOX_USER_SLOTS`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SandboxSlots {
+    /// bubblewrap, landlock, none or unavailable.
+    pub backend: String,
+    /// Code runs at once on the replica, and of one user.
+    pub slots: u32,
+    pub user_slots: u32,
+    pub in_use: u32,
+    /// Runs waiting for a slot, and how many users they are of.
+    pub waiting: u32,
+    pub users_waiting: u32,
+}
+
+/// The answering agent-service replica's sandbox slots; `None` when it does not answer
+/// within a second.
+async fn sandbox_slots(state: &AppState) -> Option<SandboxSlots> {
+    let mut client = state.clients.agent(&state.gateway_identity);
+    let ask = client.sandbox_load(docchat_proto::common::v1::Empty {});
+    let report = tokio::time::timeout(std::time::Duration::from_secs(1), ask)
+        .await
+        .ok()?
+        .ok()?
+        .into_inner();
+    Some(SandboxSlots {
+        backend: report.backend,
+        slots: report.slots,
+        user_slots: report.user_slots,
+        in_use: report.in_use,
+        waiting: report.waiting,
+        users_waiting: report.users_waiting,
+    })
 }
 
 /// Parts that work only in part, while their service is up.
@@ -79,22 +118,22 @@ pub async fn readiness_response(state: &AppState) -> HttpResponse {
             status: "not_ready".into(),
             unavailable: vec!["gateway (stopping)".into()],
             degraded: Vec::new(),
+            sandbox: None,
         });
     }
     let down = unavailable(state).await;
-    let degraded = degraded(state, &down).await;
+    let (degraded, sandbox) =
+        futures::future::join(degraded(state, &down), sandbox_slots(state)).await;
+    let health = |status: &str| Health {
+        status: status.into(),
+        unavailable: down.clone(),
+        degraded: degraded.clone(),
+        sandbox,
+    };
     if down.is_empty() {
-        HttpResponse::Ok().json(Health {
-            status: "ready".into(),
-            unavailable: down,
-            degraded,
-        })
+        HttpResponse::Ok().json(health("ready"))
     } else {
-        HttpResponse::ServiceUnavailable().json(Health {
-            status: "not_ready".into(),
-            unavailable: down,
-            degraded,
-        })
+        HttpResponse::ServiceUnavailable().json(health("not_ready"))
     }
 }
 
@@ -107,6 +146,7 @@ pub async fn liveness(_api: Api) -> HttpResponse {
         status: "ok".into(),
         unavailable: Vec::new(),
         degraded: Vec::new(),
+        sandbox: None,
     })
 }
 

@@ -34,7 +34,9 @@ pub struct MemoryBlockBody {
     pub injection_mode: Option<String>,
     /// read, write or read_write (default).
     pub access_mode: Option<String>,
-    /// Characters of content; default 10000, 0 unlimited.
+    /// Characters of content; default 10000, 0 unlimited. Every block's content is also
+    /// capped at the operator's runtime setting memory_block_max_content_bytes (bytes of
+    /// UTF-8, default 1 MiB; larger is a 413), whatever this says.
     pub max_content_length: Option<i64>,
 }
 
@@ -290,14 +292,18 @@ pub async fn create_memory_block(
     Ok(HttpResponse::Created().json(MemoryBlock::from(created.into_inner())))
 }
 
+/// A page holds at most 8 MiB of names, contents and amendments (at least one block), so it
+/// can hold fewer than `limit` while `total` counts more; then `x-next-offset` names the
+/// offset of the next page.
 #[utoipa::path(tag = "Memory blocks", params(MemoryBlockListQuery),
-    responses((status = 200, body = MemoryBlockList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    responses((status = 200, body = MemoryBlockList, headers(("x-next-offset" = u64, description = "set when the page stopped before its limit at its byte budget: the offset of the next page"))),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 #[get("/memory_blocks")]
 pub async fn list_memory_blocks(
     api: Api,
     query: web::Query<MemoryBlockListQuery>,
-) -> HttpResult<web::Json<MemoryBlockList>> {
+) -> HttpResult<HttpResponse> {
     let MemoryBlockListQuery {
         offset,
         limit,
@@ -316,10 +322,12 @@ pub async fn list_memory_blocks(
         .list_memory_blocks(request)
         .await?
         .into_inner();
-    Ok(web::Json(MemoryBlockList {
+    let body = MemoryBlockList {
         items: list.items.into_iter().map(MemoryBlock::from).collect(),
         total: super::json_int(list.total),
-    }))
+    };
+    let rows = body.items.len();
+    Ok(super::list_answer(&body, offset, rows, list.size_limited))
 }
 
 #[utoipa::path(tag = "Memory blocks", params(("memory_block_id" = String, Path)),

@@ -93,6 +93,27 @@ pub fn page(offset: Option<u64>, limit: Option<u64>) -> HttpResult<(u64, u64)> {
     Ok((offset.unwrap_or(0), limit.unwrap_or(0)))
 }
 
+/// The response header of a list page cut short by its byte budget
+/// (`docchat_common::limits`): the offset the next page starts at. A page without it held
+/// every row its limit asked for (or the last ones).
+pub const NEXT_OFFSET: &str = "x-next-offset";
+
+/// A 200 list answer; `size_limited` (the service stopped the page at its byte budget after
+/// `rows` rows from `offset`) adds [`NEXT_OFFSET`].
+pub(crate) fn list_answer<T: Serialize>(
+    body: &T,
+    offset: u64,
+    rows: usize,
+    size_limited: bool,
+) -> actix_web::HttpResponse {
+    let mut answer = actix_web::HttpResponse::Ok();
+    if size_limited {
+        let next = offset.saturating_add(u64::try_from(rows).unwrap_or(u64::MAX));
+        answer.insert_header((NEXT_OFFSET, next.to_string()));
+    }
+    answer.json(body)
+}
+
 /// `{count}`: how many a count or a delete found. One schema for every route: two types of
 /// one name overwrite each other in the published document.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

@@ -380,14 +380,18 @@ pub async fn create_scheduled_task(
     Ok(HttpResponse::Created().json(ScheduledTask::from(created)))
 }
 
+/// A page holds at most 8 MiB of names, descriptions and task configs (at least one task),
+/// so it can hold fewer than `limit` while `total` counts more; then `x-next-offset` names
+/// the offset of the next page.
 #[utoipa::path(tag = "Scheduled tasks", params(ScheduledTaskListQuery),
-    responses((status = 200, body = ScheduledTaskList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    responses((status = 200, body = ScheduledTaskList, headers(("x-next-offset" = u64, description = "set when the page stopped before its limit at its byte budget: the offset of the next page"))),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 #[get("/scheduled_tasks")]
 pub async fn list_scheduled_tasks(
     api: Api,
     query: web::Query<ScheduledTaskListQuery>,
-) -> HttpResult<web::Json<ScheduledTaskList>> {
+) -> HttpResult<HttpResponse> {
     let q = query.into_inner();
     let (offset, limit) = page(q.offset, q.limit)?;
     let request = pb::ListTasksRequest {
@@ -399,10 +403,12 @@ pub async fn list_scheduled_tasks(
         has_collection: q.has_collection,
     };
     let list = api.scheduler().list_tasks(request).await?.into_inner();
-    Ok(web::Json(ScheduledTaskList {
+    let body = ScheduledTaskList {
         items: list.items.into_iter().map(ScheduledTask::from).collect(),
         total: super::json_int(list.total),
-    }))
+    };
+    let rows = body.items.len();
+    Ok(super::list_answer(&body, offset, rows, list.size_limited))
 }
 
 #[utoipa::path(tag = "Scheduled tasks", params(ScheduledTaskExecutionsQuery),

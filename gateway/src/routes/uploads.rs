@@ -183,8 +183,24 @@ impl CheckedIngest {
             gen_doc_questions: self.gen_doc_questions,
         }
     }
+
+    fn request_all(&self, upload_ids: Vec<String>) -> pb::IngestUploadsRequest {
+        pb::IngestUploadsRequest {
+            upload_ids,
+            collection_id: self.collection_id.clone(),
+            gen_doc_summaries: self.gen_doc_summaries,
+            gen_doc_questions: self.gen_doc_questions,
+        }
+    }
 }
 
+/// Queues the ingestion of one upload, or of several comma-separated ones (the client sends
+/// `a%2Cb`), into the collection, and answers 204 without a job to wait on (see
+/// [`ingest_upload_job`]). A list is all or nothing: ingest-service checks that every id is
+/// the caller's upload (else 404 naming the first that is not), and that the whole list
+/// fits the per-user document limit (else 403) and the collection's size limit (else 413),
+/// before it queues every job in one transaction; a refused list queues nothing and leaves
+/// the uploads as they were. An id named twice is ingested once.
 #[utoipa::path(
     tag = "Document Ingestion",
     params(("upload_ids" = String, Path, description = "one upload id, or several comma-separated"), IngestQuery),
@@ -202,9 +218,7 @@ pub async fn ingest_upload(
     if ids.is_empty() {
         return Err(bad_request("no upload id given"));
     }
-    for upload_id in ids {
-        api.ingest().ingest_upload(query.request(upload_id)).await?;
-    }
+    api.ingest().ingest_uploads(query.request_all(ids)).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 

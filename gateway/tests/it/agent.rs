@@ -237,6 +237,62 @@ docchat_common::backend_tests! {
         app.stop().await;
     }
 
+    async fn files_past_the_agent_document_limit_are_named_in_the_reply(backend) {
+        let upstream = agent_upstream(vec![
+            ScriptedTurn::calls(vec![
+                ScriptedCall::new("c1", "write_file", json!({"path": "a.txt", "content": "A"})),
+                ScriptedCall::new("c2", "write_file", json!({"path": "b.txt", "content": "B"})),
+                ScriptedCall::new("c3", "write_file", json!({"path": "c.txt", "content": "C"})),
+            ]),
+            ScriptedTurn::text("Done."),
+        ])
+        .await;
+        let app = app_with_agent(&backend, &upstream).await;
+        let (alice_id, alice) = app.user("alice").await;
+        // Resolved settings are cached: read the limit below at once.
+        let (s, b) = app
+            .call(
+                Method::PUT,
+                "/api/v1/configurations/config_cache_ttl_seconds",
+                crate::harness::ADMIN_KEY,
+                Some(json!({"string_value": "0"})),
+            )
+            .await;
+        assert_eq!(s, 200, "{b}");
+        let (s, b) = app
+            .call(
+                Method::PUT,
+                &format!("/api/v1/users/{alice_id}/configurations/agents_document_limit_per_user"),
+                crate::harness::ADMIN_KEY,
+                Some(json!({"string_value": "1"})),
+            )
+            .await;
+        assert_eq!(s, 200, "{b}");
+        let chat = session(&app, &alice, None).await;
+        let mut lines = stream(
+            &app,
+            &alice,
+            &chat,
+            json!({"message": "Write three files.", "stream": true,
+                   "llm_args": {"use_agent": true, "agent_tools": ["write_file"]},
+                   "rag_config": {"rag_type": "agent_only"}}),
+        )
+        .await;
+        lines.next(Duration::from_secs(10)).await.unwrap();
+        let (body, last) = lines.rest(Duration::from_secs(30)).await;
+        assert!(last["error"].is_null(), "{last}");
+        assert!(body.contains("Done."), "{}: {body}", backend.name);
+        // One file is stored; the reply names the two that were not, and why.
+        assert!(body.contains("were not stored"), "{}: {body}", backend.name);
+        let unstored: Vec<&str> = ["a.txt", "b.txt", "c.txt"]
+            .into_iter()
+            .filter(|f| body.contains(&format!("{f}: not stored")))
+            .collect();
+        assert_eq!(unstored.len(), 2, "{}: {body}", backend.name);
+        assert!(body.contains("limit"), "{}: {body}", backend.name);
+        app.stop().await;
+    }
+
     async fn python_runs_in_the_sandbox_and_a_cost_cap_reached_mid_run_ends_it_with_an_error_line(backend) {
         let upstream = agent_upstream(vec![
             ScriptedTurn::calls(vec![ScriptedCall::new(

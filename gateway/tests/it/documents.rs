@@ -3,11 +3,12 @@
 
 use std::time::Duration;
 
+use docchat_common::config::Service;
 use reqwest::Method;
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 
-use crate::harness::{Stack, assert_error, eventually, read};
+use crate::harness::{ADMIN_KEY, Stack, assert_error, eventually, read};
 
 pub async fn upload(app: &Stack, key: &str, name: &str, bytes: Vec<u8>) -> (u16, Value) {
     let form = Form::new().part("file", Part::bytes(bytes).file_name(name.to_owned()));
@@ -384,6 +385,123 @@ docchat_common::backend_tests! {
             .call(Method::GET, "/api/v1/documents/count", &key, None)
             .await;
         assert_eq!(count["count"], 0);
+        app.stop().await;
+    }
+}
+
+/// Ingestion jobs ingest-service holds, whatever their state.
+async fn ingestion_jobs(app: &Stack) -> i64 {
+    use sea_orm::{ConnectionTrait, Statement};
+    let db = app.database(Service::Ingest).await;
+    let backend = db.get_database_backend();
+    let row = db
+        .query_one(Statement::from_string(
+            backend,
+            "SELECT COUNT(*) FROM jobs WHERE kind = 'ingest_upload'",
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    db.close().await.unwrap();
+    row.try_get_by_index::<i64>(0).unwrap()
+}
+
+docchat_common::backend_tests! {
+    /// POST /uploads/{a},{b}/ingest is all or nothing (issue 37): every id and the per-user
+    /// document limit are checked for the whole list before any job is queued, so a refused
+    /// list leaves the caller's uploads as they were, ingestable.
+    async fn a_multi_id_ingest_queues_all_or_nothing(backend) {
+        let app = Stack::docchat(&backend).await;
+        let name = app.backend;
+        let (s, b) = app
+            .call(
+                Method::PUT,
+                "/api/v1/configurations/document_limit_per_user",
+                ADMIN_KEY,
+                Some(json!({"string_value": "5"})),
+            )
+            .await;
+        assert_eq!(s, 200, "{b}");
+        let (_, alice) = app.user("alice").await;
+        let (_, bob) = app.user("bob").await;
+        let (s, col) = app
+            .call(
+                Method::POST,
+                "/api/v1/collections",
+                &alice,
+                Some(json!({"name": "kb", "description": ""})),
+            )
+            .await;
+        assert_eq!(s, 201, "{col}");
+        let cid = col["id"].as_str().unwrap().to_owned();
+        let ingest = |ids: &str| {
+            format!("/api/v1/uploads/{ids}/ingest?collection_id={cid}&gen_doc_summaries=false")
+        };
+        let upload_id = |key: String, i: usize| {
+            let app = &app;
+            async move {
+                let text = format!("Document {i} is about topic number {i} and nothing else.");
+                let (s, up) = upload(app, &key, &format!("doc{i}.txt"), text.into_bytes()).await;
+                assert_eq!(s, 200, "{up}");
+                up["id"].as_str().unwrap().to_owned()
+            }
+        };
+        let documents = || async {
+            let (s, n) = app
+                .call(Method::GET, "/api/v1/documents/count", &alice, None)
+                .await;
+            assert_eq!(s, 200, "{n}");
+            n["count"].as_i64().unwrap()
+        };
+        let mine = upload_id(alice.clone(), 0).await;
+        let bobs = upload_id(bob.clone(), 100).await;
+
+        // Her own upload, then Bob's (as the client sends a list, `%2C`-separated): 404, and
+        // hers is not queued either; an unknown id first is the same.
+        let (s, b) = app
+            .call(Method::POST, &ingest(&format!("{mine}%2C{bobs}")), &alice, None)
+            .await;
+        assert_error(s, &b, 404);
+        assert!(b["message"].as_str().unwrap().contains(&bobs), "{b}");
+        let (s, b) = app
+            .call(Method::POST, &ingest(&format!("{mine},no-such-upload")), &alice, None)
+            .await;
+        assert_error(s, &b, 404);
+        assert_eq!(ingestion_jobs(&app).await, 0, "{name}: nothing queued");
+        // Her upload is still there and ingests on its own, once.
+        let (s, b) = app.call(Method::POST, &ingest(&mine), &alice, None).await;
+        assert_eq!((s, b), (204, Value::Null), "{name}");
+        eventually("her upload ingested", || async { documents().await == 1 }).await;
+        assert_eq!(ingestion_jobs(&app).await, 1, "{name}");
+
+        // Ten ids against a limit of five: 403 and nothing queued. Five more do not fit
+        // either, with one document held: the list counts as a whole.
+        let mut ids = Vec::new();
+        for i in 1..=10 {
+            ids.push(upload_id(alice.clone(), i).await);
+        }
+        let (s, b) = app
+            .call(Method::POST, &ingest(&ids.join(",")), &alice, None)
+            .await;
+        assert_error(s, &b, 403);
+        let (s, b) = app
+            .call(Method::POST, &ingest(&ids[..5].join(",")), &alice, None)
+            .await;
+        assert_error(s, &b, 403);
+        assert_eq!(ingestion_jobs(&app).await, 1, "{name}: nothing more queued");
+        assert_eq!(documents().await, 1, "{name}");
+
+        // Four that fit, one of them named twice, are ingested once each.
+        let four = format!("{},{}", ids[..4].join(","), ids[0]);
+        let (s, b) = app.call(Method::POST, &ingest(&four), &alice, None).await;
+        assert_eq!((s, b), (204, Value::Null), "{name}");
+        assert_eq!(ingestion_jobs(&app).await, 5, "{name}");
+        eventually("four more documents", || async { documents().await == 5 }).await;
+        assert_eq!(
+            app.count_rows(Service::Ingest, "uploads").await,
+            12,
+            "{name}: every upload kept"
+        );
         app.stop().await;
     }
 }

@@ -14,6 +14,7 @@ mod agent;
 mod agent_documents;
 mod agent_files;
 mod api_spec;
+mod ceilings;
 mod compat;
 mod completions;
 mod concurrency;

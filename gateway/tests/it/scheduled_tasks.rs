@@ -13,7 +13,20 @@ use serde_json::{Value, json};
 use crate::harness::{Stack, assert_error};
 
 const BASE: &str = "/api/v1/scheduled_tasks";
-const COLLECTION: &str = "0b4cbd4c-6a5d-4c57-9d5e-1f4e3c8a9b10";
+
+/// A collection of the caller's: what a task's `collection_id` must name.
+async fn collection_of(app: &Stack, key: &str) -> String {
+    let (s, c) = app
+        .call(
+            Method::POST,
+            "/api/v1/collections",
+            key,
+            Some(json!({"name": "notes"})),
+        )
+        .await;
+    assert!(s == 200 || s == 201, "{c}");
+    c["id"].as_str().unwrap().to_owned()
+}
 
 fn task(name: &str) -> Value {
     json!({
@@ -94,6 +107,7 @@ docchat_common::backend_tests! {
         let app = Stack::docchat(&backend).await;
         let (_, alice) = app.user("alice").await;
         let (_, bob) = app.user("bob").await;
+        let collection = collection_of(&app, &alice).await;
         let before = Utc::now();
 
         let t = create(&app, &alice, with(task("daily"), json!({"notification_email": "current_user", "max_executions": 3}))).await;
@@ -119,8 +133,28 @@ docchat_common::backend_tests! {
         assert_eq!(at(&o["next_execution_at"]), at(&json!("2099-01-01T07:00:00Z")));
         assert_eq!(at(&o["expires_at"]), at(&json!("2099-06-01T00:00:00Z")));
         assert!(o["max_executions"].is_null());
-        let k = create(&app, &alice, with(task("kolkata"), json!({"task_config": {"message": "m", "timezone": "Asia/Kolkata", "collection_id": COLLECTION}}))).await;
+        let k = create(&app, &alice, with(task("kolkata"), json!({"task_config": {"message": "m", "timezone": "Asia/Kolkata", "collection_id": collection}}))).await;
         assert_eq!(at(&k["next_execution_at"]).format("%H:%M").to_string(), "03:30");
+
+        // What a task names must be its owner's: another user's (or an unknown) collection
+        // or memory block is a 404 at creation, and nothing is stored.
+        let (s, block) = app
+            .call(Method::POST, "/api/v1/memory_blocks", &alice, Some(json!({"name": "facts", "content": "x"})))
+            .await;
+        assert!(s == 200 || s == 201, "{block}");
+        let block = block["id"].as_str().unwrap().to_owned();
+        for config in [
+            json!({"message": "m", "collection_id": collection}),
+            json!({"message": "m", "collection_id": "00000000-0000-4000-8000-000000000000"}),
+            json!({"message": "m", "llm_args": {"memory_block_id": block}}),
+        ] {
+            let (s, e) = app
+                .call(Method::POST, BASE, &bob, Some(with(task("borrowed"), json!({"task_config": config}))))
+                .await;
+            assert_error(s, &e, 404);
+        }
+        assert_eq!(list(&app, &bob, "").await["total"], 0, "nothing stored for bob");
+        create(&app, &alice, with(task("own block"), json!({"task_config": {"message": "m", "llm_args": {"memory_block_id": block}}}))).await;
 
         // 409 for the owner's duplicate name; bob may use it.
         let (s, e) = app.call(Method::POST, BASE, &alice, Some(task("daily"))).await;
@@ -171,7 +205,7 @@ docchat_common::backend_tests! {
         let r = app.http(Method::POST, BASE, Some(&alice)).header("content-type", "application/json").body("{\"name\": ").send().await.unwrap();
         let (s, e) = crate::harness::read(r).await;
         assert_error(s, &e, 400);
-        assert_eq!(list(&app, &alice, "").await["total"], 4, "nothing stored by a refused create");
+        assert_eq!(list(&app, &alice, "").await["total"], 5, "nothing stored by a refused create");
 
         // Reads: the owner's only.
         let (s, got) = get(&app, &alice, &format!("{BASE}/{}", id(&t))).await;
@@ -187,6 +221,16 @@ docchat_common::backend_tests! {
         assert_eq!(names(&list(&app, &bob, "").await), vec!["daily"]);
         let (_, still) = get(&app, &alice, &format!("{BASE}/{}", id(&t))).await;
         assert_eq!(still["status"], "active", "bob's refused calls changed nothing");
+
+        // Nor can an update point a task at another user's collection.
+        let bobs = collection_of(&app, &bob).await;
+        for body in [json!({"task_config_patch": {"collection_id": bobs}}),
+                     json!({"task_config": {"message": "m", "collection_id": bobs}})] {
+            let (s, e) = update(&app, &alice, &id(&t), body).await;
+            assert_error(s, &e, 404);
+        }
+        let (_, still) = get(&app, &alice, &format!("{BASE}/{}", id(&t))).await;
+        assert_eq!(still, t, "a refused update changed nothing");
         app.stop().await;
     }
 
@@ -195,9 +239,10 @@ docchat_common::backend_tests! {
     async fn scheduled_task_updates_follow_the_rules(backend) {
         let app = Stack::docchat(&backend).await;
         let (_, alice) = app.user("alice").await;
+        let collection = collection_of(&app, &alice).await;
         let t = create(&app, &alice, with(task("t"), json!({
             "max_executions": 5, "expires_at": "2099-01-01T00:00:00Z",
-            "task_config": {"message": "m", "timezone": "UTC", "llm": "a", "llm_args": {"x": 1, "y": 2}, "collection_id": COLLECTION},
+            "task_config": {"message": "m", "timezone": "UTC", "llm": "a", "llm_args": {"x": 1, "y": 2}, "collection_id": collection},
         }))).await;
         let tid = id(&t);
         let path = format!("{BASE}/{tid}");
@@ -324,7 +369,8 @@ docchat_common::backend_tests! {
         let app = Stack::docchat(&backend).await;
         let (_, alice) = app.user("alice").await;
         let (_, bob) = app.user("bob").await;
-        let a = create(&app, &alice, with(task("Alpha report"), json!({"task_config": {"message": "m", "collection_id": COLLECTION}}))).await;
+        let collection = collection_of(&app, &alice).await;
+        let a = create(&app, &alice, with(task("Alpha report"), json!({"task_config": {"message": "m", "collection_id": collection}}))).await;
         let b = create(&app, &alice, with(task("beta_ALPHA"), json!({"schedule_type": "interval", "schedule_expression": "1 hour", "task_type": "agent_task"}))).await;
         let c = create(&app, &alice, with(task("gamma"), json!({"schedule_type": "once", "schedule_expression": "2099-01-01T00:00:00Z"}))).await;
         let d = create(&app, &alice, with(task("delta 100%"), json!({"schedule_type": "interval", "schedule_expression": "1 minute"}))).await;
@@ -347,7 +393,7 @@ docchat_common::backend_tests! {
             ("?status_filter=completed", vec![]),
             ("?has_collection=true", vec!["Alpha report"]),
             ("?has_collection=false", vec!["delta 100%", "gamma", "beta_ALPHA"]),
-            (&format!("?collection_id={COLLECTION}") as &str, vec!["Alpha report"]),
+            (&format!("?collection_id={collection}") as &str, vec!["Alpha report"]),
             ("?collection_id=00000000-0000-0000-0000-000000000000", vec![]),
             ("?status_filter=active&name_filter=ALPHA", vec!["beta_ALPHA", "Alpha report"]),
         ] {
@@ -358,7 +404,7 @@ docchat_common::backend_tests! {
         for query in [
             "?status_filter=running".to_owned(),
             "?status_filter=Active".to_owned(),
-            format!("?collection_id={COLLECTION}&has_collection=true"),
+            format!("?collection_id={collection}&has_collection=true"),
             "?collection_id=nope".to_owned(),
             "?has_collection=maybe".to_owned(),
             "?limit=-1".to_owned(),

@@ -138,6 +138,10 @@ pub struct Config {
     /// (renewed every third of it). A replica that dies leaves its replies to be recovered
     /// (stored as interrupted, with what was generated) once this runs out.
     pub chat_completion_lease_seconds: u64,
+    /// The longest a reply stays paused: then it is stopped (its text kept, and an error
+    /// saying why), so a forgotten pause does not hold a fairness slot and an upstream
+    /// connection for ever.
+    pub chat_max_pause_seconds: u64,
     /// How often ingest-service looks for collection descriptions to (re)generate.
     pub description_interval_seconds: u64,
     /// Where chunk vectors are searched: `auto` (pgvector when the database is PostgreSQL
@@ -226,6 +230,7 @@ impl Default for Config {
             chat_fairness_starvation_interval: 30,
             chat_fairness_slots: 32,
             chat_completion_lease_seconds: 60,
+            chat_max_pause_seconds: 600,
             description_interval_seconds: 30,
             vector_backend: "auto".into(),
             pgvector_ef_search: 100,
@@ -295,6 +300,9 @@ impl Config {
         }
         if !(1..=604_800).contains(&self.job_timeout_seconds) {
             anyhow::bail!("DOCCHAT_JOB_TIMEOUT_SECONDS must be between 1 and 604800");
+        }
+        if !(1..=86_400).contains(&self.chat_max_pause_seconds) {
+            anyhow::bail!("DOCCHAT_CHAT_MAX_PAUSE_SECONDS must be between 1 and 86400");
         }
         if !(1..=86_400).contains(&self.chat_completion_lease_seconds) {
             anyhow::bail!("DOCCHAT_CHAT_COMPLETION_LEASE_SECONDS must be between 1 and 86400");

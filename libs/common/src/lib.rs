@@ -1,6 +1,7 @@
 //! What every docchat service shares: configuration, caller identity between services, the
 //! database connection and migrations, the event bus and its outbox, telemetry, the error
-//! type and its HTTP/gRPC mapping, and the runtime-settings client.
+//! type and its HTTP/gRPC mapping, the runtime-settings client, and the ceilings on stored
+//! fields and list pages.
 
 pub mod auth;
 pub mod budget;
@@ -12,6 +13,7 @@ pub mod error;
 pub mod grpc;
 pub mod host;
 pub mod jobs;
+pub mod limits;
 pub mod outbox;
 pub mod settings;
 pub mod telemetry;

@@ -148,6 +148,17 @@ pub const DEFINITIONS: &[Definition] = &[
         description: "concurrent ingestion jobs per user; -1 unlimited",
     },
     Definition {
+        name: crate::limits::MEMORY_BLOCK_CONTENT_SETTING,
+        default: "1048576",
+        kind: Kind::Int {
+            min: 1024,
+            max: 64 * MB,
+            unlimited: false,
+        },
+        overridable: false,
+        description: "ceiling on a memory block's content in bytes, also for max_content_length 0 (unlimited); 1 KB to 64 MB",
+    },
+    Definition {
         name: "config_cache_ttl_seconds",
         default: "60",
         kind: Kind::Int {
@@ -386,5 +397,9 @@ mod tests {
         assert_eq!(r.limit("collection_limit"), None);
         assert_eq!(r.limit("crawl_max_concurrent_per_user"), Some(25));
         assert_eq!(r.text("llm_cost_units"), "USD");
+        assert_eq!(
+            r.limit(crate::limits::MEMORY_BLOCK_CONTENT_SETTING),
+            Some(crate::limits::MEMORY_BLOCK_CONTENT_BYTES)
+        );
     }
 }

@@ -11,6 +11,7 @@ mod config;
 mod events;
 mod lease;
 mod notify;
+mod references;
 mod run;
 mod store;
 mod trigger;
