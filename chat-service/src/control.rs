@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use docchat_common::bus::EventHandler;
 use docchat_proto::events::v1::{ChatControl, Envelope};
 use prost::Message;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 pub const CONTROL_GROUP: &str = "chat.control";
 
@@ -74,11 +74,15 @@ impl Action {
 #[derive(Clone, Default)]
 pub struct Controls {
     running: Arc<Mutex<HashMap<String, Running>>>,
+    /// Rung when a generation's text grows: the progress writer (limits.rs) wakes.
+    grown: Arc<Notify>,
 }
 
 struct Running {
     state: watch::Sender<State>,
     progress: Arc<Mutex<Progress>>,
+    /// Bytes of the text stored in the question's row: the client is sent no more.
+    stored: watch::Sender<usize>,
 }
 
 /// A generation's text so far, and whether it changed since it was last taken.
@@ -92,6 +96,7 @@ impl Controls {
     /// Registers a generation; dropping the guard unregisters it.
     pub fn register(&self, question_id: &str) -> (watch::Receiver<State>, Registration) {
         let (tx, rx) = watch::channel(State::Streaming);
+        let (stored, stored_rx) = watch::channel(0);
         let progress = Arc::new(Mutex::new(Progress::default()));
         self.running
             .lock()
@@ -101,6 +106,7 @@ impl Controls {
                 Running {
                     state: tx,
                     progress: progress.clone(),
+                    stored,
                 },
             );
         (
@@ -109,8 +115,26 @@ impl Controls {
                 controls: self.clone(),
                 question_id: question_id.to_owned(),
                 progress,
+                stored: stored_rx,
             },
         )
+    }
+
+    /// Waits until a generation's text grew (a wake-up may be left from before).
+    pub async fn grown(&self) {
+        self.grown.notified().await;
+    }
+
+    /// Records that the first `bytes` of `question_id`'s text are stored in its row.
+    pub fn mark_stored(&self, question_id: &str, bytes: usize) {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = running.get(question_id) {
+            r.stored.send_if_modified(|at| {
+                let moved = bytes > *at;
+                *at = (*at).max(bytes);
+                moved
+            });
+        }
     }
 
     /// The text of the generations that grew since the last call, by question id.
@@ -153,14 +177,23 @@ pub struct Registration {
     controls: Controls,
     question_id: String,
     progress: Arc<Mutex<Progress>>,
+    stored: watch::Receiver<usize>,
 }
 
 impl Registration {
-    /// Adds generated text to the progress the lease renewal writes (limits.rs).
+    /// Adds generated text to the progress the lease renewal writes (limits.rs), and wakes
+    /// the writer.
     pub fn record(&self, text: &str) {
         let mut progress = self.progress.lock().unwrap_or_else(|p| p.into_inner());
         progress.text.push_str(text);
         progress.changed = true;
+        drop(progress);
+        self.controls.grown.notify_one();
+    }
+
+    /// How many bytes of the recorded text are stored in the question's row.
+    pub fn stored(&self) -> watch::Receiver<usize> {
+        self.stored.clone()
     }
 }
 
@@ -217,6 +250,20 @@ mod tests {
         assert_eq!(*rx.borrow(), State::Paused);
         drop(guard);
         assert!(!controls.apply("q", Action::Resume));
+    }
+
+    #[test]
+    fn stored_bytes_only_grow() {
+        let controls = Controls::default();
+        let (_rx, guard) = controls.register("q");
+        let mut stored = guard.stored();
+        controls.mark_stored("q", 5);
+        assert!(stored.has_changed().unwrap());
+        assert_eq!(*stored.borrow_and_update(), 5);
+        controls.mark_stored("q", 3);
+        assert!(!stored.has_changed().unwrap(), "never backwards");
+        controls.mark_stored("other", 9);
+        assert_eq!(*stored.borrow(), 5);
     }
 
     #[test]

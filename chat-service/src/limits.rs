@@ -6,10 +6,12 @@
 //! transaction at a time, see `db::connect_serialized`), on PostgreSQL — across replicas —
 //! by a transaction-scoped advisory lock on the user. A row's lease
 //! (`chat_completion_lease_seconds`) is renewed while its generation lives on this replica
-//! ([`renew_leases`]), which also writes the reply's text so far into the row at a bounded
-//! rate; rows of a replica that died stop counting when their lease runs out, and are then
-//! recovered (recovery.rs). A question is being generated exactly while its row's lease
-//! holds ([`is_generating`]).
+//! ([`renew_leases`]), which also writes the reply's text so far into the row as it grows
+//! (at most every [`PROGRESS_GAP`]); the client is sent only text already written there
+//! (generate.rs), so a replica that dies leaves at least what its clients saw. Rows of a
+//! replica that died stop counting when their lease runs out, and are then recovered
+//! (recovery.rs). A question is being generated exactly while its row's lease holds
+//! ([`is_generating`]).
 
 use std::time::Duration;
 
@@ -27,8 +29,11 @@ use crate::batch::{Batch, TAG, tag, tagged};
 use crate::control::Controls;
 use crate::entities::active_completions;
 
-/// How often at most a generation's text so far is written to its row.
-const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+/// The least time between two writes of the generations' text so far (what grows in the
+/// meantime goes in one write): the client's deltas come in pieces at most this far apart.
+pub const PROGRESS_GAP: Duration = Duration::from_millis(40);
+/// How often leases are looked at when no text grows.
+const RENEW_TICK: Duration = Duration::from_secs(1);
 
 /// The lease of `chat_completion_lease_seconds`.
 pub fn lease(config: &docchat_common::Config) -> Duration {
@@ -145,13 +150,14 @@ pub async fn renew_leases(
     shutdown: CancellationToken,
 ) {
     let renew_every = lease / 3;
-    let mut tick = tokio::time::interval(PROGRESS_EVERY.min(renew_every));
+    let mut tick = tokio::time::interval(RENEW_TICK.min(renew_every));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut renewed = tokio::time::Instant::now();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
+            () = controls.grown() => {}
         }
         if let Err(e) = write_progress(&db, &controls, lease).await {
             tracing::warn!(error = %e.message, "writing completion progress failed");
@@ -162,17 +168,20 @@ pub async fn renew_leases(
                 tracing::warn!(error = %e.message, "renewing completion leases failed");
             }
         }
+        // What grows meanwhile is written together next time.
+        tokio::time::sleep(PROGRESS_GAP).await;
     }
 }
 
 /// Writes the text so far of the generations that grew since the last call (renewing
-/// their leases too).
+/// their leases too), and lets each generation send its client what is now stored.
 pub async fn write_progress(
     db: &DatabaseConnection,
     controls: &Controls,
     lease: Duration,
 ) -> ApiResult<()> {
     for (question_id, text) in controls.take_progress() {
+        let bytes = text.len();
         active_completions::Entity::update_many()
             .col_expr(
                 active_completions::Column::Progress,
@@ -182,9 +191,10 @@ pub async fn write_progress(
                 active_completions::Column::LeaseUntil,
                 sea_orm::sea_query::Expr::value(lease_until(now(), lease)),
             )
-            .filter(active_completions::Column::QuestionId.eq(question_id))
+            .filter(active_completions::Column::QuestionId.eq(question_id.clone()))
             .exec(db)
             .await?;
+        controls.mark_stored(&question_id, bytes);
     }
     Ok(())
 }

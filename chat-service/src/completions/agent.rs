@@ -15,9 +15,9 @@ use docchat_proto::ingest::v1::SearchHit;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::generate::deliver;
+use super::generate::{Outgoing, deliver};
 use super::store::{Call, Reply, UsageLog};
-use super::{Completer, Events, Job};
+use super::{Completer, Job};
 use crate::control::{Registration, State};
 
 /// How long a run may take to finish after it was told to stop at shutdown.
@@ -54,13 +54,14 @@ impl Completer {
             .into_inner())
     }
 
-    /// Runs the agent for `job`, streaming its text to `tx`; answers the reply to store and
+    /// Runs the agent for `job`, streaming its text to the client through `out` as it is
+    /// stored in the question's row; answers the reply to store and
     /// the model calls it made.
     pub(super) async fn agent_reply(
         &self,
         job: &Job,
         plan: &AgentPlan,
-        tx: &Events,
+        out: &mut Outgoing,
         control: &mut watch::Receiver<State>,
         registration: &Registration,
         started: Instant,
@@ -92,7 +93,6 @@ impl Completer {
                 return (reply, UsageLog::default());
             }
         };
-        let mut client = Some(tx.clone());
         // Armed at shutdown: how long the stopped run may take to say it finished.
         let grace = tokio::time::sleep(std::time::Duration::MAX);
         tokio::pin!(grace);
@@ -118,6 +118,10 @@ impl Completer {
                     }
                     continue;
                 }
+                () = out.stored_more() => {
+                    out.forward(&reply.text).await;
+                    continue;
+                }
                 next = events.message() => next,
             };
             match next {
@@ -125,7 +129,7 @@ impl Completer {
                     event: Some(Event::Delta(text)),
                 })) => {
                     // As a model's: a client that went away does not stop the run.
-                    deliver(&mut reply, text, started, registration, &mut client).await;
+                    deliver(&mut reply, &text, started, registration);
                 }
                 Ok(Some(apb::RunEvent {
                     event: Some(Event::Finished(f)),

@@ -47,18 +47,19 @@ impl Completer {
     ) {
         let started = Instant::now();
         let mut usage = UsageLog::default();
+        let mut out = Outgoing::new(&tx, &registration);
         let _slot = match job.priority {
             Some(priority) => {
                 tokio::select! {
                     permit = self.gate.slot(Some(priority)) => permit,
                     _ = async { control.wait_for(|s| *s == State::Stopped).await.is_ok() } => {
                         // Stopped while queued: nothing was generated.
-                        self.finish(&job, Reply::default(), usage, started, &tx).await;
+                        self.finish(&job, Reply::default(), usage, started, &mut out).await;
                         return;
                     }
                     () = self.shutdown.cancelled() => {
                         let reply = Reply { error: Some(interrupted()), ..Reply::default() };
-                        self.finish(&job, reply, usage, started, &tx).await;
+                        self.finish(&job, reply, usage, started, &mut out).await;
                         return;
                     }
                 }
@@ -67,9 +68,9 @@ impl Completer {
         };
         if let Some(plan) = &job.agent {
             let (reply, usage) = self
-                .agent_reply(&job, plan, &tx, &mut control, &registration, started)
+                .agent_reply(&job, plan, &mut out, &mut control, &registration, started)
                 .await;
-            self.finish(&job, reply, usage, started, &tx).await;
+            self.finish(&job, reply, usage, started, &mut out).await;
             return;
         }
         let prompt = tokio::select! {
@@ -84,7 +85,7 @@ impl Completer {
                     error: Some(e),
                     ..Reply::default()
                 };
-                self.finish(&job, reply, usage, started, &tx).await;
+                self.finish(&job, reply, usage, started, &mut out).await;
                 return;
             }
         };
@@ -102,12 +103,11 @@ impl Completer {
             Ok(s) => s,
             Err(e) => {
                 reply.error = Some(model_error(e));
-                self.finish(&job, reply, usage, started, &tx).await;
+                self.finish(&job, reply, usage, started, &mut out).await;
                 return;
             }
         };
         let mut finishing_from: Option<usize> = None;
-        let mut client = Some(tx.clone());
         let mut paused_since: Option<tokio::time::Instant> = None;
         loop {
             let state = *control.borrow_and_update();
@@ -131,6 +131,8 @@ impl Completer {
                             reply.error = Some(interrupted());
                             break;
                         }
+                        // What was read before the pause still goes out as it is stored.
+                        () = out.stored_more() => out.forward(&reply.text).await,
                     }
                     continue;
                 }
@@ -151,6 +153,10 @@ impl Completer {
                     }
                     continue;
                 }
+                () = out.stored_more() => {
+                    out.forward(&reply.text).await;
+                    continue;
+                }
                 next = stream.next() => next,
             };
             match next {
@@ -160,7 +166,7 @@ impl Completer {
                     break;
                 }
                 Some(Ok(StreamEvent::Delta(text))) => {
-                    deliver(&mut reply, text, started, &registration, &mut client).await;
+                    deliver(&mut reply, &text, started, &registration);
                     if let Some(from) = finishing_from
                         && (ends_thought(&reply.text)
                             || reply.text.len() - from > FINISH_GRACE_BYTES)
@@ -174,7 +180,7 @@ impl Completer {
         // Dropping the stream closes the upstream connection (stop and finish cancel there).
         drop(stream);
         usage.add(&job, "chat", prompt_tokens, completion_tokens);
-        self.finish(&job, reply, usage, started, &tx).await;
+        self.finish(&job, reply, usage, started, &mut out).await;
     }
 
     /// Stores the reply and tells the client how it ended.
@@ -184,9 +190,10 @@ impl Completer {
         reply: Reply,
         usage: UsageLog,
         started: Instant,
-        tx: &Events,
+        out: &mut Outgoing,
     ) {
         let elapsed = started.elapsed().as_secs_f64();
+        let text = reply.text.clone();
         let last = match store_reply(&self.db, job, &reply, &usage, elapsed).await {
             Ok(stored) => {
                 self.relay.notify();
@@ -226,33 +233,87 @@ impl Completer {
                 })
             }
         };
-        let _ = tx.send(Ok(event(last))).await;
+        out.end(&text, last).await;
     }
 }
 
-/// Hands on the next piece of a reply: into the reply, into its progress record (written to
-/// the question's row at a bounded rate, limits.rs, so a replica that dies leaves it to be
-/// recovered), and to the client while it listens. A client that went away is forgotten:
-/// the reply is still finished and stored.
-pub(super) async fn deliver(
+/// Hands on the next piece of a reply: into the reply and into its progress record, which
+/// limits.rs writes to the question's row as it grows. The client gets it through
+/// [`Outgoing`] once it is written there, so a replica that dies leaves at least what its
+/// client saw.
+pub(super) fn deliver(
     reply: &mut Reply,
-    text: String,
+    text: &str,
     started: Instant,
     registration: &Registration,
-    client: &mut Option<Events>,
 ) {
     if reply.first_token.is_none() {
         reply.first_token = Some(started.elapsed().as_secs_f64());
     }
-    reply.text.push_str(&text);
-    registration.record(&text);
-    if let Some(sender) = client
-        && sender
-            .send(Ok(event(pb::completion_event::Event::Delta(text))))
-            .await
-            .is_err()
-    {
-        *client = None;
+    reply.text.push_str(text);
+    registration.record(text);
+}
+
+/// The reply's text on its way to the client: sent as far as it is stored (the progress
+/// writer's mark), the rest after the reply itself is stored ([`Completer::finish`]). A
+/// client that went away is forgotten: the reply is still finished and stored.
+pub(super) struct Outgoing {
+    tx: Events,
+    /// The client still listens.
+    listening: bool,
+    stored: watch::Receiver<usize>,
+    /// Bytes of the reply's text sent.
+    sent: usize,
+    /// The mark still moves (the generation is registered).
+    marking: bool,
+}
+
+impl Outgoing {
+    pub(super) fn new(tx: &Events, registration: &Registration) -> Outgoing {
+        Outgoing {
+            tx: tx.clone(),
+            listening: true,
+            stored: registration.stored(),
+            sent: 0,
+            marking: true,
+        }
+    }
+
+    /// Waits until more of the text is stored; never, once the mark no longer moves.
+    pub(super) async fn stored_more(&mut self) {
+        if !self.marking || self.stored.changed().await.is_err() {
+            self.marking = false;
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Sends what of `text` is stored and not yet sent.
+    pub(super) async fn forward(&mut self, text: &str) {
+        let upto = (*self.stored.borrow_and_update()).min(text.len());
+        self.send_upto(text, upto).await;
+    }
+
+    async fn send_upto(&mut self, text: &str, upto: usize) {
+        if upto <= self.sent || !text.is_char_boundary(upto) || !text.is_char_boundary(self.sent) {
+            return;
+        }
+        let piece = text[self.sent..upto].to_owned();
+        self.sent = upto;
+        if self.listening
+            && self
+                .tx
+                .send(Ok(event(pb::completion_event::Event::Delta(piece))))
+                .await
+                .is_err()
+        {
+            self.listening = false;
+        }
+    }
+
+    /// Sends the rest of `text` (stored now), then how the reply ended.
+    async fn end(&mut self, text: &str, last: pb::completion_event::Event) {
+        self.send_upto(text, text.len()).await;
+        let _ = self.tx.send(Ok(event(last))).await;
     }
 }
 

@@ -115,9 +115,13 @@ docchat_common::backend_tests! {
 
         stack.control(b, &alice, &question, "resume").await.unwrap();
         received.push_str(&deltas(&mut events, 3).await);
+        // What the upstream sent during the pause waited in the connection and comes in
+        // one piece (deltas go out as they are stored): contiguous, from where it stopped.
+        let words = numbers(&received);
+        assert!(words.len() >= paused_at + 3, "{}: {received}", backend.name);
         assert_eq!(
-            numbers(&received),
-            (0..paused_at + 3).collect::<Vec<_>>(),
+            words,
+            (0..words.len()).collect::<Vec<_>>(),
             "{}: resumed where it stopped, nothing lost",
             backend.name
         );
