@@ -724,7 +724,16 @@ def _():
     with contextlib.redirect_stdout(io.StringIO()):
         h2o = H2OGPTE(BASE, state["user_key"])
         other = H2OGPTE(BASE, ADMIN_KEY)
-    collection = str(uuid.uuid4())
+    # A task's collection must be the owner's (another user's or an unknown id is a 404).
+    collection = h2o.create_collection(name="digest sources", description="")
+    try:
+        h2o.create_scheduled_task(name="borrowed", schedule_type="interval", schedule_expression="1 hour",
+                                  task_type="chat_completion",
+                                  task_config={"message": "m", "collection_id": str(uuid.uuid4())})
+    except ObjectNotFoundError:
+        pass
+    else:
+        raise AssertionError("a task naming an unknown collection was created")
     daily = h2o.create_scheduled_task(
         name="daily digest", schedule_type="recurring", schedule_expression="0 9 * * 1-5",
         task_type="chat_completion", max_executions=10, notification_email="current_user",
