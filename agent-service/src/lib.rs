@@ -150,6 +150,7 @@ pub async fn serve_with(
     };
     let sandbox = sandbox::Sandbox::start(sandbox::Settings::from_env(
         ctx.config.data_dir.join("agent").join("sandbox"),
+        &ctx.config,
     ))
     .await;
     let sandbox_status = sandbox.status();
@@ -181,7 +182,11 @@ pub async fn serve_with(
     let engine = run::Engine {
         catalog,
         extensions: Some(custom_tools.clone()),
-        stored: Some(Arc::new(stored::Stored::new(db.clone(), clients.clone()))),
+        stored: Some(Arc::new(stored::Stored::new(
+            db.clone(),
+            clients.clone(),
+            sandbox::quota::workspace_quota(&ctx.config),
+        ))),
         deps: Arc::new(tools::ToolDeps {
             code: sandbox,
             shelf: Some(Arc::new(shelf::Shelf::new(

@@ -190,7 +190,7 @@ impl AgentFiles<'_> {
     }
 
     /// A new agent document; past the limit nothing is kept. The row is written before the
-    /// count, in one transaction (see `ingestion::start`).
+    /// count, in one transaction (see `ingestion::start_many`).
     async fn create(
         &self,
         caller: &Caller,

@@ -137,6 +137,31 @@ impl IngestGrpc {
             max_bytes: self.max_upload_bytes,
         }
     }
+
+    /// Queues the ingestion of `upload_ids` into the collection, all or none
+    /// ([`ingestion::start_many`]), and wakes the relay and the workers.
+    async fn queue_ingestion(
+        &self,
+        me: &docchat_common::Caller,
+        upload_ids: &[String],
+        collection_id: &str,
+        params: &IngestParams,
+    ) -> ApiResult<Vec<job_entity::Model>> {
+        let resolved = self.settings.resolve(me).await?;
+        let jobs = ingestion::start_many(
+            &self.db,
+            me,
+            &resolved,
+            self.fairness,
+            upload_ids,
+            collection_id,
+            params,
+        )
+        .await?;
+        self.relay.notify();
+        self.wake.notify_waiters();
+        Ok(jobs)
+    }
 }
 
 fn tag_pb(t: crate::entities::tags::Model) -> pb::Tag {
@@ -407,23 +432,15 @@ impl IngestService for IngestGrpc {
             gen_doc_summaries,
             gen_doc_questions,
         } = request.into_inner();
-        let resolved = self.settings.resolve(&me).await?;
         let params = IngestParams {
             gen_doc_summaries,
             gen_doc_questions,
         };
-        let job = ingestion::start(
-            &self.db,
-            &me,
-            &resolved,
-            self.fairness,
-            &upload_id,
-            &collection_id,
-            &params,
-        )
-        .await?;
-        self.relay.notify();
-        self.wake.notify_waiters();
+        let job = self
+            .queue_ingestion(&me, &[upload_id], &collection_id, &params)
+            .await?
+            .pop()
+            .ok_or_else(|| ApiError::internal("starting an ingestion", "no job"))?;
         Ok(Response::new(job_pb(job)))
     }
 
@@ -438,23 +455,13 @@ impl IngestService for IngestGrpc {
             gen_doc_summaries,
             gen_doc_questions,
         } = request.into_inner();
-        let resolved = self.settings.resolve(&me).await?;
         let params = IngestParams {
             gen_doc_summaries,
             gen_doc_questions,
         };
-        let jobs = ingestion::start_many(
-            &self.db,
-            &me,
-            &resolved,
-            self.fairness,
-            &upload_ids,
-            &collection_id,
-            &params,
-        )
-        .await?;
-        self.relay.notify();
-        self.wake.notify_waiters();
+        let jobs = self
+            .queue_ingestion(&me, &upload_ids, &collection_id, &params)
+            .await?;
         Ok(Response::new(pb::JobList {
             jobs: jobs.into_iter().map(job_pb).collect(),
         }))

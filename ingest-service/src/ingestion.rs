@@ -46,23 +46,6 @@ async fn documents_held<C: ConnectionTrait>(conn: &C, owner: &str) -> ApiResult<
     Ok(row.try_get_by_index::<i64>(0)?)
 }
 
-/// Queues the ingestion of an upload into a collection: [`start_many`] with one id.
-pub async fn start(
-    db: &DatabaseConnection,
-    caller: &Caller,
-    resolved: &Resolved,
-    fairness: Fairness,
-    upload_id: &str,
-    collection_id: &str,
-    params: &IngestParams,
-) -> ApiResult<job_rows::Model> {
-    let ids = [upload_id.to_owned()];
-    start_many(db, caller, resolved, fairness, &ids, collection_id, params)
-        .await?
-        .pop()
-        .ok_or_else(|| ApiError::internal("starting an ingestion", "no job"))
-}
-
 /// Queues the ingestion of several uploads into a collection, all or none: every upload is
 /// the caller's (else 404 naming the first that is not) and the whole list fits the
 /// per-user document limit (403) and the collection's size limit (413), or no job is

@@ -85,8 +85,9 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// From `DOCCHAT_SANDBOX*`; an unknown mode is an error.
-    pub fn from_env(dir: PathBuf) -> Result<Settings, String> {
+    /// From `DOCCHAT_SANDBOX*`, with the workspace quota of `config`; an unknown mode is an
+    /// error.
+    pub fn from_env(dir: PathBuf, config: &docchat_common::Config) -> Result<Settings, String> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         let mode = match var("DOCCHAT_SANDBOX")
             .map(|v| v.trim().to_ascii_lowercase())
@@ -118,7 +119,7 @@ impl Settings {
             max_run: Duration::from_secs(u64::from(
                 number("DOCCHAT_SANDBOX_MAX_RUN_SECONDS", 900)?.max(1),
             )),
-            workspace_quota: quota::workspace_quota(),
+            workspace_quota: quota::workspace_quota(config),
             uid_base: number("DOCCHAT_SANDBOX_UID_BASE", 64200)?.max(1000),
             helper: var("DOCCHAT_SANDBOX_HELPER").map(PathBuf::from),
         })
@@ -310,19 +311,9 @@ impl Sandbox {
     }
 
     /// The command for `spec` on this backend, as `uid`, with `tmp` as the run's private
-    /// temporary directory (the helper backend's).
+    /// temporary directory (the helper backend's), whose files may not grow past `room`
+    /// bytes each (what is left of the workspace's quota).
     fn command(
-        &self,
-        spec: &CodeSpec,
-        grants: &Grants,
-        uid: Option<u32>,
-        tmp: Option<&Path>,
-    ) -> Result<Command, String> {
-        self.command_within(spec, grants, uid, tmp, u64::MAX)
-    }
-
-    /// [`Sandbox::command`] whose files may not grow past `room` bytes each.
-    fn command_within(
         &self,
         spec: &CodeSpec,
         grants: &Grants,
@@ -495,7 +486,7 @@ impl CodeRunner for Sandbox {
         };
         let used = watch.usage().await;
         let room = self.workspace_quota.saturating_sub(used);
-        let result = match self.command_within(&spec, grants, slot.uid, tmp.as_deref(), room) {
+        let result = match self.command(&spec, grants, slot.uid, tmp.as_deref(), room) {
             Ok(cmd) => supervise::run(
                 cmd,
                 group,

@@ -13,14 +13,10 @@ pub const POLL: Duration = Duration::from_millis(500);
 
 const MIB: u64 = 1 << 20;
 
-/// The quota of one workspace, in bytes: `DOCCHAT_WORKSPACE_QUOTA_MB` (at least 1 MiB).
-pub fn workspace_quota() -> u64 {
-    std::env::var("DOCCHAT_WORKSPACE_QUOTA_MB")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(1024)
-        .max(1)
-        .saturating_mul(MIB)
+/// The quota of one workspace, in bytes (`DOCCHAT_WORKSPACE_QUOTA_MB`, Config's
+/// `workspace_quota_mb`).
+pub fn workspace_quota(config: &docchat_common::Config) -> u64 {
+    config.workspace_quota_mb.max(1).saturating_mul(MIB)
 }
 
 /// The disk `root` takes: allocated blocks of everything under it (a sparse file counts

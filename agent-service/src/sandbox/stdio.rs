@@ -62,7 +62,13 @@ impl Sandbox {
             _ => None,
         };
         let own_session = matches!(self.backend, Backend::Landlock(_));
-        match self.command(&spec, &Grants::default(), slot.uid, tmp.as_deref()) {
+        match self.command(
+            &spec,
+            &Grants::default(),
+            slot.uid,
+            tmp.as_deref(),
+            u64::MAX,
+        ) {
             Ok(mut cmd) => {
                 cmd.stdin(Stdio::piped())
                     .stdout(Stdio::piped())

@@ -63,12 +63,13 @@ pub struct Synced {
 }
 
 impl Stored {
-    pub fn new(db: DatabaseConnection, clients: Clients) -> Stored {
+    /// `quota`: a workspace's disk quota in bytes (files past it are not stored).
+    pub fn new(db: DatabaseConnection, clients: Clients, quota: u64) -> Stored {
         Stored {
             db,
             clients,
             stamps: Mutex::default(),
-            quota: crate::sandbox::quota::workspace_quota(),
+            quota,
         }
     }
 

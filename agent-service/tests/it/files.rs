@@ -104,6 +104,37 @@ fn run_start(session: &str, question: &str, n: u32) -> pb::RunStart {
 }
 
 docchat_common::backend_tests! {
+    /// Files past the workspace's disk quota are not stored (in path order), and the reply
+    /// says which.
+    async fn files_past_the_workspace_quota_are_not_stored(backend) {
+        let chunk = "x".repeat(700 * 1024);
+        let upstream = ScriptedHttp::chat_turns(vec![
+            ScriptedTurn::calls(vec![
+                ScriptedCall::new("c1", "write_file", json!({"path": "a.txt", "content": chunk})),
+                ScriptedCall::new("c2", "write_file", json!({"path": "b.txt", "content": chunk})),
+            ]),
+            ScriptedTurn::text("Written."),
+        ])
+        .await;
+        let agents = Agents::with_ingest_and(&backend, &upstream, |c| c.workspace_quota_mb = 1).await;
+        let alice = user("alice", false);
+        let session = uuid::Uuid::new_v4().to_string();
+        let (_tx, mut events) = agents.run_on(agents.agent(), &alice, run_start(&session, "Write", 1)).await;
+        let (_, finished) = events_until_finished(&mut events).await;
+        assert!(!finished.failed, "{}: {}", backend.name, finished.stop_reason);
+        let stored: Vec<&str> = finished.files.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(stored, ["a.txt"], "{}: {:?}", backend.name, finished.text);
+        assert!(
+            finished.text.contains("b.txt: not stored (the workspace is past its disk quota of 1 MiB)"),
+            "{}: {:?}",
+            backend.name,
+            finished.text
+        );
+        agents.stop().await;
+    }
+}
+
+docchat_common::backend_tests! {
     async fn a_runs_files_become_documents_that_any_replica_restores(backend) {
         let upstream = ScriptedHttp::chat_turns(vec![
             // Run 1 (replica A): writes the report.

@@ -40,13 +40,22 @@ impl Agents {
     /// As [`start`](Self::start), with ingest-service (where the runs' files are stored
     /// and the collections' documents come from) and chat-service (sessions).
     pub(crate) async fn with_ingest(backend: &Backend, upstream: &ScriptedHttp) -> Agents {
+        Agents::with_ingest_and(backend, upstream, |_| {}).await
+    }
+
+    /// [`with_ingest`](Self::with_ingest) with the agent replica's configuration tweaked.
+    pub(crate) async fn with_ingest_and(
+        backend: &Backend,
+        upstream: &ScriptedHttp,
+        tweak: impl FnOnce(&mut docchat_common::Config),
+    ) -> Agents {
         let stack = Stack::builder(backend)
             .tool_models(&upstream.base_url)
             .ingest()
             .chat_replicas(1)
             .start()
             .await;
-        let agent = stack.replica(Service::Agent, |_| {}).await;
+        let agent = stack.replica(Service::Agent, tweak).await;
         Agents { stack, agent }
     }
 

@@ -193,7 +193,7 @@ impl Completer {
         out: &mut Outgoing,
     ) {
         let elapsed = started.elapsed().as_secs_f64();
-        let text = reply.text.clone();
+        let unsent = out.unsent(&reply.text);
         let last = match store_reply(&self.db, job, &reply, &usage, elapsed).await {
             Ok(stored) => {
                 self.relay.notify();
@@ -233,7 +233,7 @@ impl Completer {
                 })
             }
         };
-        out.end(&text, last).await;
+        out.end(unsent, last).await;
     }
 }
 
@@ -310,9 +310,19 @@ impl Outgoing {
         }
     }
 
-    /// Sends the rest of `text` (stored now), then how the reply ended.
-    async fn end(&mut self, text: &str, last: pb::completion_event::Event) {
-        self.send_upto(text, text.len()).await;
+    /// What of `text` has not been sent.
+    fn unsent(&self, text: &str) -> String {
+        text.get(self.sent..).unwrap_or_default().to_owned()
+    }
+
+    /// Sends `unsent` (stored now with the reply), then how the reply ended.
+    async fn end(&mut self, unsent: String, last: pb::completion_event::Event) {
+        if !unsent.is_empty() && self.listening {
+            let _ = self
+                .tx
+                .send(Ok(event(pb::completion_event::Event::Delta(unsent))))
+                .await;
+        }
         let _ = self.tx.send(Ok(event(last))).await;
     }
 }

@@ -250,24 +250,13 @@ docchat_common::backend_tests! {
         let app = app_with_agent(&backend, &upstream).await;
         let (alice_id, alice) = app.user("alice").await;
         // Resolved settings are cached: read the limit below at once.
-        let (s, b) = app
-            .call(
-                Method::PUT,
-                "/api/v1/configurations/config_cache_ttl_seconds",
-                crate::harness::ADMIN_KEY,
-                Some(json!({"string_value": "0"})),
-            )
-            .await;
-        assert_eq!(s, 200, "{b}");
-        let (s, b) = app
-            .call(
-                Method::PUT,
-                &format!("/api/v1/users/{alice_id}/configurations/agents_document_limit_per_user"),
-                crate::harness::ADMIN_KEY,
-                Some(json!({"string_value": "1"})),
-            )
-            .await;
-        assert_eq!(s, 200, "{b}");
+        crate::harness::set_global(&app, "config_cache_ttl_seconds", "0").await;
+        crate::harness::configure(
+            &app,
+            &format!("/api/v1/users/{alice_id}/configurations/agents_document_limit_per_user"),
+            "1",
+        )
+        .await;
         let chat = session(&app, &alice, None).await;
         let mut lines = stream(
             &app,

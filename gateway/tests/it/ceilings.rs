@@ -15,7 +15,7 @@ use sea_orm::ConnectionTrait;
 use sea_orm::sea_query::{Alias, Expr, Query};
 use serde_json::{Value, json};
 
-use crate::harness::{ADMIN_KEY, Stack, assert_error};
+use crate::harness::{ADMIN_KEY, Stack, assert_error, set_global};
 
 /// The user behind a REST key, as agent-service acts for it.
 fn acting(user_id: &str, username: &str) -> docchat_common::Caller {
@@ -23,19 +23,6 @@ fn acting(user_id: &str, username: &str) -> docchat_common::Caller {
         user_id: user_id.to_owned(),
         ..docchat_common::testing::user(username, false)
     }
-}
-
-/// Sets the global runtime setting `name`.
-async fn set(app: &Stack, name: &str, value: &str) {
-    let (s, b) = app
-        .call(
-            Method::PUT,
-            &format!("/api/v1/configurations/{name}"),
-            ADMIN_KEY,
-            Some(json!({"string_value": value})),
-        )
-        .await;
-    assert_eq!(s, 200, "{name}: {b}");
 }
 
 /// A JSON object whose text is about `bytes` long.
@@ -156,7 +143,7 @@ docchat_common::backend_tests! {
     async fn memory_block_content_has_an_operator_ceiling(backend) {
         let app = Stack::docchat(&backend).await;
         // Settings reach chat-service at once (no cache), so the ceiling's change below does.
-        set(&app, "config_cache_ttl_seconds", "0").await;
+        set_global(&app, "config_cache_ttl_seconds", "0").await;
         let (alice_id, alice) = app.user("alice").await;
         let ceiling = usize::try_from(MEMORY_BLOCK_CONTENT_BYTES).unwrap();
         let two_mb = "x".repeat(2 * 1024 * 1024);
@@ -210,7 +197,7 @@ docchat_common::backend_tests! {
                 .await;
             assert_error(s, &b, 400);
         }
-        set(&app, "memory_block_max_content_bytes", "2048").await;
+        set_global(&app, "memory_block_max_content_bytes", "2048").await;
         let (s, b) = app
             .call(Method::POST, "/api/v1/memory_blocks", &alice,
                 Some(json!({"name": "small", "content": "s".repeat(3000), "max_content_length": 10000})))

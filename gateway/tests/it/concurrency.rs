@@ -7,19 +7,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::documents::upload;
-use crate::harness::{ADMIN_KEY, Stack, eventually};
-
-async fn set_global(app: &Stack, name: &str, value: &str) {
-    let (s, b) = app
-        .call(
-            Method::PUT,
-            &format!("/api/v1/configurations/{name}"),
-            ADMIN_KEY,
-            Some(json!({"string_value": value})),
-        )
-        .await;
-    assert_eq!(s, 200, "{name}: {b}");
-}
+use crate::harness::{ADMIN_KEY, Stack, collection, eventually, set_global};
 
 /// `n` collection creates of `key`, all at once: their statuses.
 async fn create_collections(app: &Stack, key: &str, n: usize) -> Vec<u16> {
@@ -48,19 +36,6 @@ async fn collection_count(app: &Stack, key: &str) -> usize {
 
 fn count(statuses: &[u16], status: u16) -> usize {
     statuses.iter().filter(|s| **s == status).count()
-}
-
-async fn collection(app: &Stack, key: &str) -> String {
-    let (s, col) = app
-        .call(
-            Method::POST,
-            "/api/v1/collections",
-            key,
-            Some(json!({"name": "kb", "description": ""})),
-        )
-        .await;
-    assert_eq!(s, 201, "{col}");
-    col["id"].as_str().unwrap().to_owned()
 }
 
 /// Upload ids of `n` small text files.

@@ -8,7 +8,7 @@ use reqwest::Method;
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 
-use crate::harness::{ADMIN_KEY, Stack, assert_error, eventually, read};
+use crate::harness::{Stack, assert_error, eventually, read};
 
 pub async fn upload(app: &Stack, key: &str, name: &str, bytes: Vec<u8>) -> (u16, Value) {
     let form = Form::new().part("file", Part::bytes(bytes).file_name(name.to_owned()));
@@ -413,27 +413,10 @@ docchat_common::backend_tests! {
     async fn a_multi_id_ingest_queues_all_or_nothing(backend) {
         let app = Stack::docchat(&backend).await;
         let name = app.backend;
-        let (s, b) = app
-            .call(
-                Method::PUT,
-                "/api/v1/configurations/document_limit_per_user",
-                ADMIN_KEY,
-                Some(json!({"string_value": "5"})),
-            )
-            .await;
-        assert_eq!(s, 200, "{b}");
+        crate::harness::set_global(&app, "document_limit_per_user", "5").await;
         let (_, alice) = app.user("alice").await;
         let (_, bob) = app.user("bob").await;
-        let (s, col) = app
-            .call(
-                Method::POST,
-                "/api/v1/collections",
-                &alice,
-                Some(json!({"name": "kb", "description": ""})),
-            )
-            .await;
-        assert_eq!(s, 201, "{col}");
-        let cid = col["id"].as_str().unwrap().to_owned();
+        let cid = crate::harness::collection(&app, &alice).await;
         let ingest = |ids: &str| {
             format!("/api/v1/uploads/{ids}/ingest?collection_id={cid}&gen_doc_summaries=false")
         };

@@ -129,20 +129,13 @@ async fn a_json_body_over_the_limit_is_413() {
 async fn json_bodies_over_four_mebibytes_reach_the_services() {
     let app = Stack::docchat(&Backend::sqlite()).await;
     let (_, erin) = app.user("erin").await;
-    for (name, value) in [
-        ("config_cache_ttl_seconds", "0".to_owned()),
-        ("memory_block_max_content_bytes", (8 << 20).to_string()),
-    ] {
-        let (s, b) = app
-            .call(
-                Method::PUT,
-                &format!("/api/v1/configurations/{name}"),
-                ADMIN_KEY,
-                Some(json!({"string_value": value})),
-            )
-            .await;
-        assert_eq!(s, 200, "{name}: {b}");
-    }
+    crate::harness::set_global(&app, "config_cache_ttl_seconds", "0").await;
+    crate::harness::set_global(
+        &app,
+        "memory_block_max_content_bytes",
+        &(8 << 20).to_string(),
+    )
+    .await;
     let content = "d".repeat(6 * 1024 * 1024);
     let (s, e) = app
         .call(

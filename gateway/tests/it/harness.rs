@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 pub use docchat_test_stack::{ADMIN_KEY, Stack, read};
+use reqwest::Method;
 use serde_json::{Value, json};
 
 /// The error body of SPEC.md, exactly.
@@ -28,4 +29,37 @@ where
         assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Sets a runtime setting as the administrator: `path` is `/api/v1/configurations/{name}`
+/// or a user's `/api/v1/users/{id}/configurations/{name}`.
+pub async fn configure(app: &Stack, path: &str, value: &str) {
+    let (s, b) = app
+        .call(
+            Method::PUT,
+            path,
+            ADMIN_KEY,
+            Some(json!({"string_value": value})),
+        )
+        .await;
+    assert_eq!(s, 200, "{path}: {b}");
+}
+
+/// Sets the global runtime setting `name`.
+pub async fn set_global(app: &Stack, name: &str, value: &str) {
+    configure(app, &format!("/api/v1/configurations/{name}"), value).await;
+}
+
+/// A new collection of `key`'s: its id.
+pub async fn collection(app: &Stack, key: &str) -> String {
+    let (s, col) = app
+        .call(
+            Method::POST,
+            "/api/v1/collections",
+            key,
+            Some(json!({"name": "kb", "description": ""})),
+        )
+        .await;
+    assert_eq!(s, 201, "{col}");
+    col["id"].as_str().unwrap().to_owned()
 }

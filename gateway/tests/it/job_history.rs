@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::completions::{collection_with, session, stream};
 use crate::documents::upload;
-use crate::harness::{ADMIN_KEY, Stack, assert_error, eventually};
+use crate::harness::{ADMIN_KEY, Stack, assert_error, collection, eventually};
 
 /// SPEC.md's job history row, every field.
 const FIELDS: [&str; 23] = [
@@ -260,19 +260,6 @@ async fn start_ingest(app: &Stack, key: &str, cid: &str, name: &str, summaries: 
     assert_eq!(s, 204, "{b}");
 }
 
-async fn new_collection(app: &Stack, key: &str) -> String {
-    let (s, col) = app
-        .call(
-            Method::POST,
-            "/api/v1/collections",
-            key,
-            Some(json!({"name": "kb", "description": ""})),
-        )
-        .await;
-    assert_eq!(s, 201, "{col}");
-    col["id"].as_str().unwrap().to_owned()
-}
-
 /// The user's own jobs (JobDetails), newest first, once `ready` holds for them.
 async fn own_jobs_when(
     app: &Stack,
@@ -334,7 +321,7 @@ docchat_common::backend_tests! {
         let name = app.backend;
         let (alice_id, alice) = app.user("alice").await;
         let (_, bob) = app.user("bob").await;
-        let cid = new_collection(&app, &alice).await;
+        let cid = collection(&app, &alice).await;
 
         // A: running, held in its summary call; B: queued behind it (one worker).
         start_ingest(&app, &alice, &cid, "slow.md", true).await;
@@ -454,7 +441,7 @@ docchat_common::backend_tests! {
         let app = app_with_model(&backend, &upstream, |c| c.job_timeout_seconds = 2).await;
         let name = app.backend;
         let (alice_id, alice) = app.user("alice").await;
-        let cid = new_collection(&app, &alice).await;
+        let cid = collection(&app, &alice).await;
 
         start_ingest(&app, &alice, &cid, "slow.md", true).await;
         let jobs = own_jobs_when(&app, &alice, "the job timed out", |j| {
@@ -598,7 +585,7 @@ docchat_common::backend_tests! {
         let name = app.backend;
         let (_, alice) = app.user("alice").await;
         let (_, bob) = app.user("bob").await;
-        let cid = new_collection(&app, &alice).await;
+        let cid = collection(&app, &alice).await;
         let (s, up) = upload(&app, &alice, "job.txt", b"The job ingests this text.".to_vec()).await;
         assert_eq!(s, 200, "{up}");
         let up_id = up["id"].as_str().unwrap().to_owned();
@@ -616,7 +603,7 @@ docchat_common::backend_tests! {
             .await;
         assert_error(s, &e, 400);
         // Another user's upload, an unknown upload: 404.
-        let bob_cid = new_collection(&app, &bob).await;
+        let bob_cid = collection(&app, &bob).await;
         let (s, e) = app.call(Method::POST, &job_path(&up_id, &bob_cid), &bob, None).await;
         assert_error(s, &e, 404);
         let (s, e) = app.call(Method::POST, &job_path("no-such-upload", &cid), &alice, None).await;

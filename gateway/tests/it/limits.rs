@@ -8,19 +8,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::completions::{ANSWER, app_with, session, stream, upstream};
-use crate::harness::{ADMIN_KEY, Stack, assert_error, eventually};
-
-async fn set(app: &Stack, path: &str, value: &str) {
-    let (s, b) = app
-        .call(
-            Method::PUT,
-            path,
-            ADMIN_KEY,
-            Some(json!({"string_value": value})),
-        )
-        .await;
-    assert_eq!(s, 200, "{path}: {b}");
-}
+use crate::harness::{ADMIN_KEY, Stack, assert_error, configure, eventually};
 
 async fn ask(app: &Stack, key: &str, chat: &str, message: &str) -> (u16, Value) {
     app.call(
@@ -37,14 +25,14 @@ docchat_common::backend_tests! {
         let model = upstream(Duration::ZERO).await;
         let app = app_with(&backend, &model).await;
         // Settings reach the services at once (no cache), so the test sees edits directly.
-        set(&app, "/api/v1/configurations/config_cache_ttl_seconds", "0").await;
+        configure(&app, "/api/v1/configurations/config_cache_ttl_seconds", "0").await;
         let (alice_id, alice) = app.user("alice").await;
         let (_, bob) = app.user("bob").await;
         let chat = session(&app, &alice, None).await;
 
         // One answer: 42 prompt tokens at 1.0 and 20 completion tokens at 2.0 per million.
         let one = (42.0 * 1.0 + 20.0 * 2.0) / 1e6;
-        set(
+        configure(
             &app,
             &format!("/api/v1/users/{alice_id}/configurations/max_llm_cost_per_user_per_24h"),
             &format!("{}", one * 1.5),
@@ -87,7 +75,7 @@ docchat_common::backend_tests! {
         assert_eq!(s, 200, "{b}");
 
         // The administrator raises the cap: accepted again.
-        set(
+        configure(
             &app,
             &format!("/api/v1/users/{alice_id}/configurations/max_llm_cost_per_user_per_24h"),
             "-1",
@@ -97,7 +85,7 @@ docchat_common::backend_tests! {
         assert_eq!(s, 200, "{b}");
 
         // The lifetime cap counts every call, the suggested questions included.
-        set(
+        configure(
             &app,
             &format!("/api/v1/users/{alice_id}/configurations/max_llm_cost_per_user"),
             &format!("{}", one * 3.0),
@@ -133,7 +121,7 @@ docchat_common::backend_tests! {
             )
             .await;
         assert!(s == 200 || s == 204, "{b}");
-        set(&app, "/api/v1/configurations/max_llm_cost_per_guest", "0").await;
+        configure(&app, "/api/v1/configurations/max_llm_cost_per_guest", "0").await;
         let guests = session(&app, &guest, None).await;
         let (s, b) = ask(&app, &guest, &guests, "hi").await;
         assert_error(s, &b, 429);
@@ -155,9 +143,9 @@ docchat_common::backend_tests! {
         // Slow enough that the first reply is still streaming while the second is asked.
         let model = upstream(Duration::from_millis(40)).await;
         let app = app_with(&backend, &model).await;
-        set(&app, "/api/v1/configurations/config_cache_ttl_seconds", "0").await;
+        configure(&app, "/api/v1/configurations/config_cache_ttl_seconds", "0").await;
         let (alice_id, alice) = app.user("alice").await;
-        set(
+        configure(
             &app,
             &format!("/api/v1/users/{alice_id}/configurations/chat_max_concurrent_per_user"),
             "1",
@@ -197,10 +185,10 @@ docchat_common::backend_tests! {
     async fn a_session_deleted_while_its_reply_streams_frees_the_slot_and_books_the_cost(backend) {
         let model = upstream(Duration::from_millis(40)).await;
         let app = app_with(&backend, &model).await;
-        set(&app, "/api/v1/configurations/config_cache_ttl_seconds", "0").await;
+        configure(&app, "/api/v1/configurations/config_cache_ttl_seconds", "0").await;
         let (alice_id, alice) = app.user("alice").await;
         let user_setting = |name: &str| format!("/api/v1/users/{alice_id}/configurations/{name}");
-        set(&app, &user_setting("chat_max_concurrent_per_user"), "1").await;
+        configure(&app, &user_setting("chat_max_concurrent_per_user"), "1").await;
         let doomed = session(&app, &alice, None).await;
         let other = session(&app, &alice, None).await;
 
@@ -246,7 +234,7 @@ docchat_common::backend_tests! {
         .await;
         assert!(holder.next(Duration::from_secs(10)).await.is_some());
         let one = (42.0 * 1.0 + 20.0 * 2.0) / 1e6;
-        set(
+        configure(
             &app,
             &user_setting("max_llm_cost_per_user_per_24h"),
             &format!("{}", one * 1.5),

@@ -115,6 +115,14 @@ docchat_common::backend_tests! {
             ));
         }
         assert_eq!(body.get("degraded"), None::<&Value>, "{body}");
+        // The answering replica's slots: 16, a quarter of them per user, none in use.
+        let slots = &body["sandbox"];
+        assert!(matches!(slots["backend"].as_str(), Some("bubblewrap" | "landlock")), "{body}");
+        assert_eq!(
+            [&slots["slots"], &slots["user_slots"], &slots["in_use"], &slots["waiting"]],
+            [16, 4, 0, 0],
+            "{body}"
+        );
         app.stop().await;
     }
 }

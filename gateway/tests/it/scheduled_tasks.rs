@@ -14,20 +14,6 @@ use crate::harness::{Stack, assert_error};
 
 const BASE: &str = "/api/v1/scheduled_tasks";
 
-/// A collection of the caller's: what a task's `collection_id` must name.
-async fn collection_of(app: &Stack, key: &str) -> String {
-    let (s, c) = app
-        .call(
-            Method::POST,
-            "/api/v1/collections",
-            key,
-            Some(json!({"name": "notes"})),
-        )
-        .await;
-    assert!(s == 200 || s == 201, "{c}");
-    c["id"].as_str().unwrap().to_owned()
-}
-
 fn task(name: &str) -> Value {
     json!({
         "name": name,
@@ -107,7 +93,7 @@ docchat_common::backend_tests! {
         let app = Stack::docchat(&backend).await;
         let (_, alice) = app.user("alice").await;
         let (_, bob) = app.user("bob").await;
-        let collection = collection_of(&app, &alice).await;
+        let collection = crate::harness::collection(&app, &alice).await;
         let before = Utc::now();
 
         let t = create(&app, &alice, with(task("daily"), json!({"notification_email": "current_user", "max_executions": 3}))).await;
@@ -223,7 +209,7 @@ docchat_common::backend_tests! {
         assert_eq!(still["status"], "active", "bob's refused calls changed nothing");
 
         // Nor can an update point a task at another user's collection.
-        let bobs = collection_of(&app, &bob).await;
+        let bobs = crate::harness::collection(&app, &bob).await;
         for body in [json!({"task_config_patch": {"collection_id": bobs}}),
                      json!({"task_config": {"message": "m", "collection_id": bobs}})] {
             let (s, e) = update(&app, &alice, &id(&t), body).await;
@@ -239,7 +225,7 @@ docchat_common::backend_tests! {
     async fn scheduled_task_updates_follow_the_rules(backend) {
         let app = Stack::docchat(&backend).await;
         let (_, alice) = app.user("alice").await;
-        let collection = collection_of(&app, &alice).await;
+        let collection = crate::harness::collection(&app, &alice).await;
         let t = create(&app, &alice, with(task("t"), json!({
             "max_executions": 5, "expires_at": "2099-01-01T00:00:00Z",
             "task_config": {"message": "m", "timezone": "UTC", "llm": "a", "llm_args": {"x": 1, "y": 2}, "collection_id": collection},
@@ -369,7 +355,7 @@ docchat_common::backend_tests! {
         let app = Stack::docchat(&backend).await;
         let (_, alice) = app.user("alice").await;
         let (_, bob) = app.user("bob").await;
-        let collection = collection_of(&app, &alice).await;
+        let collection = crate::harness::collection(&app, &alice).await;
         let a = create(&app, &alice, with(task("Alpha report"), json!({"task_config": {"message": "m", "collection_id": collection}}))).await;
         let b = create(&app, &alice, with(task("beta_ALPHA"), json!({"schedule_type": "interval", "schedule_expression": "1 hour", "task_type": "agent_task"}))).await;
         let c = create(&app, &alice, with(task("gamma"), json!({"schedule_type": "once", "schedule_expression": "2099-01-01T00:00:00Z"}))).await;

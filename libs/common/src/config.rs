@@ -142,6 +142,8 @@ pub struct Config {
     /// saying why), so a forgotten pause does not hold a fairness slot and an upstream
     /// connection for ever.
     pub chat_max_pause_seconds: u64,
+    /// MiB of disk one agent workspace may hold (agent-service's sandbox and stored files).
+    pub workspace_quota_mb: u64,
     /// How often ingest-service looks for collection descriptions to (re)generate.
     pub description_interval_seconds: u64,
     /// Where chunk vectors are searched: `auto` (pgvector when the database is PostgreSQL
@@ -231,6 +233,7 @@ impl Default for Config {
             chat_fairness_slots: 32,
             chat_completion_lease_seconds: 60,
             chat_max_pause_seconds: 600,
+            workspace_quota_mb: 1024,
             description_interval_seconds: 30,
             vector_backend: "auto".into(),
             pgvector_ef_search: 100,
@@ -300,6 +303,9 @@ impl Config {
         }
         if !(1..=604_800).contains(&self.job_timeout_seconds) {
             anyhow::bail!("DOCCHAT_JOB_TIMEOUT_SECONDS must be between 1 and 604800");
+        }
+        if self.workspace_quota_mb == 0 {
+            anyhow::bail!("DOCCHAT_WORKSPACE_QUOTA_MB must be at least 1");
         }
         if !(1..=86_400).contains(&self.chat_max_pause_seconds) {
             anyhow::bail!("DOCCHAT_CHAT_MAX_PAUSE_SECONDS must be between 1 and 86400");
