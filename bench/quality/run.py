@@ -13,6 +13,14 @@ model call (gateway + chat-service + query embedding + hybrid search + prompt); 
 Baselines: the collection's chunks, exactly as docchat cut them, come from one `all_data`
 completion (its references are every chunk, in document order, with pages), then BM25,
 dense MiniLM and their RRF rank them for each question (top 8 like docchat).
+
+--set second: the held-out second set (corpus2.tsv, questions/second.jsonl; never tune on
+it). A question with `history` is asked as a chat: its earlier questions first, in the same
+session, then the question, whose references are the ranking; docchat rewrites such a
+follow-up into a standalone query with the chat model, which the scripted upstream answers
+with the conversation's questions joined (the baselines search that same text). A question
+marked `unanswerable` has its answer in no document: it is left out of R@k and MRR, and its
+top references, their scores and the reply are recorded instead.
 """
 
 import argparse
@@ -59,9 +67,28 @@ CI_FLOOR = {"r1": 0.91, "mrr": 0.94, "page_r1": 0.64}  # measured 2026-11-27: R@
 
 # ---------------------------------------------------------------- scripted model upstream
 
+CONDENSE_PROMPT = "Rewrite the user's last question"  # chat-service retrieval.rs CONDENSE_PROMPT
+
+
+def condensed(request: str) -> str:
+    """What the scripted model writes when docchat asks it to rewrite a follow-up as a
+    standalone query: the user's questions of the conversation and the last one, joined (no
+    understanding, but deterministic; see query_text)."""
+    users = [ln[len("User: "):].strip() for ln in request.splitlines() if ln.startswith("User: ")]
+    last = [ln[len("Last question: "):].strip() for ln in request.splitlines() if ln.startswith("Last question: ")]
+    return " ".join(users + last) or "ok"
+
+
+def query_text(q: dict) -> str:
+    """The text a baseline searches for q: its earlier questions and itself, as the scripted
+    model condenses a follow-up for docchat."""
+    return " ".join(list(q.get("history") or []) + [q["question"]])
+
+
 class Upstream:
-    """An OpenAI-compatible chat completions endpoint that answers a fixed text and notes
-    when each call arrived (time.monotonic, the same clock as the client's)."""
+    """An OpenAI-compatible chat completions endpoint that answers a fixed text (a condensed
+    query when docchat asks for one) and notes when each call arrived (time.monotonic, the
+    same clock as the client's)."""
 
     def __init__(self):
         arrivals = self.arrivals = []
@@ -79,18 +106,21 @@ class Upstream:
 
             def do_POST(self):
                 now = time.monotonic()
-                with lock:
-                    arrivals.append(now)
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                messages = body.get("messages") or [{}]
+                condense = str(messages[0].get("content") or "").startswith(CONDENSE_PROMPT)
+                text = condensed(str(messages[-1].get("content") or "")) if condense else "ok"
+                with lock:
+                    arrivals.append((now, condense))
                 usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
                 if not body.get("stream"):
                     out = json.dumps({"id": "x", "object": "chat.completion", "created": 0,
                                       "model": body.get("model", "scripted"),
-                                      "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
+                                      "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                                    "finish_reason": "stop"}], "usage": usage}).encode()
                     self._send(out, "application/json")
                     return
-                events = [{"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": None}]},
+                events = [{"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]},
                           {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
                           {"choices": [], "usage": usage}]
                 out = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
@@ -108,8 +138,9 @@ class Upstream:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def first_after(self, t0: float):
+        """The first answering call (not a condensing one) from t0 on."""
         with self.lock:
-            later = [t for t in self.arrivals if t >= t0]
+            later = [t for t, condense in self.arrivals if t >= t0 and not condense]
         return min(later) if later else None
 
 
@@ -163,25 +194,32 @@ class Docchat:
             raise RuntimeError(f"ingestion failed: {failed}")
         return time.monotonic() - t0
 
-    def ask(self, collection: str, question: str, llm: str, rag_type: str):
-        """(references, seconds of the whole completion, monotonic send time)."""
+    def ask(self, collection: str, question: str, llm: str, rag_type: str, history=()):
+        """(references, seconds of the whole completion, monotonic send time, reply text).
+        The earlier questions of a conversation (history) are asked first, in the same
+        session; the figures are the last question's."""
         sid = self.call("POST", "/chats", params={"collection_id": collection}, json={})["id"]
         body = {"message": question, "llm": llm, "stream": False,
                 "llm_args": {"max_new_tokens": 8, "temperature": 0.0},
                 "rag_config": {"rag_type": rag_type}}
+        for earlier in history:
+            self.call("POST", f"/chats/{sid}/completions", json=dict(body, message=earlier))
         t0 = time.monotonic()
         out = self.call("POST", f"/chats/{sid}/completions", json=body)
         t1 = time.monotonic()
         refs = self.call("GET", f"/messages/{out['message_id']}/references")
         self.call("DELETE", f"/chats/{sid}")
-        return refs, t1 - t0, t0
+        return refs, t1 - t0, t0, out.get("body") or ""
 
-    def answer(self, collection: str, question: str, llm: str, max_tokens: int):
-        """(the model's rag answer, the first reference's document name, seconds)."""
+    def answer(self, collection: str, question: str, llm: str, max_tokens: int, history=()):
+        """(the model's rag answer, the first reference's document name, seconds); history
+        as in ask."""
         sid = self.call("POST", "/chats", params={"collection_id": collection}, json={})["id"]
         body = {"message": question, "llm": llm, "stream": False,
                 "llm_args": {"max_new_tokens": max_tokens, "temperature": 0.0},
                 "rag_config": {"rag_type": "rag"}}
+        for earlier in history:
+            self.call("POST", f"/chats/{sid}/completions", json=dict(body, message=earlier))
         t0 = time.monotonic()
         out = self.call("POST", f"/chats/{sid}/completions", json=body)
         seconds = time.monotonic() - t0
@@ -224,6 +262,30 @@ def summarize(results: list[dict]) -> dict:
     return out
 
 
+def unanswered(ranked_docs: list[tuple[str, list[int]]], scores: list, reply: str | None = None) -> dict:
+    """What a system returned for a question no document answers (not ranked): its top hits
+    with their scores (docchat's reference score, BM25's, the dense cosine; none for RRF)."""
+    out = {"unanswerable": True, "top": [[d, p, s] for (d, p), s in zip(ranked_docs[:3], scores[:3])],
+           "top_score": scores[0] if scores else None}
+    if reply is not None:
+        out["reply"] = reply
+    return out
+
+
+def unanswerable_table(systems: dict, unanswerable: list[dict], answerable: list[dict]) -> str:
+    """The first hit's score on the unanswerable questions against the answerable ones'
+    (medians): how far a score threshold could tell them apart."""
+    lines = [f"== unanswerable ({len(unanswerable)} questions, not in R@k/MRR): median score of the first hit",
+             f"{'system':<14}{'unanswerable':>14}{'answerable':>12}"]
+    for name, per_q in systems.items():
+        def med(qs):
+            xs = [per_q[q["id"]].get("top_score") for q in qs if q["id"] in per_q]
+            xs = [x for x in xs if x is not None]
+            return f"{float(np.median(xs)):.4f}" if xs else "-"
+        lines.append(f"{name:<14}{med(unanswerable):>14}{med(answerable):>12}")
+    return "\n".join(lines)
+
+
 def normalized(text: str) -> str:
     return " ".join(text.lower().split())
 
@@ -253,11 +315,18 @@ def percentile(xs, p):
     return float(np.percentile(np.array(xs), p))
 
 
+def of_format(questions: list[dict], fmt: str) -> list[dict]:
+    """The questions of a format, "all", or "followup" (those asked after a history)."""
+    if fmt == "followup":
+        return [q for q in questions if q.get("history")]
+    return [q for q in questions if fmt == "all" or q["format"] == fmt]
+
+
 def table(title: str, systems: dict, questions: list[dict]) -> str:
     lines = [title, f"{'system':<14}{'format':<9}{'n':>4}{'R@1':>7}{'R@3':>7}{'R@5':>7}{'MRR':>7}{'pageR@1':>9}"]
     for name, per_q in systems.items():
-        for fmt in FORMATS + ("all",):
-            sel = [per_q[q["id"]] for q in questions if fmt == "all" or q["format"] == fmt]
+        for fmt in FORMATS + ("all", "followup"):
+            sel = [per_q[q["id"]] for q in of_format(questions, fmt)]
             s = summarize(sel)
             if not s["n"]:
                 continue
@@ -293,7 +362,10 @@ def main():
     ap.add_argument("--llm", default="scripted", help="model name for the completions (with --url)")
     ap.add_argument("--gateway", help="gateway binary (default: release, else debug, under ~/.cache/docchat/target)")
     ap.add_argument("--models-dir", default=os.path.expanduser("~/.cache/docchat/models"))
-    ap.add_argument("--parts", default="dev,test")
+    ap.add_argument("--set", choices=("first", "second"), default="first",
+                    help="first: corpus.tsv with the dev/test questions (--parts); second: the held-out "
+                    "corpus2.tsv with questions/second.jsonl (its own collection; never tune on it)")
+    ap.add_argument("--parts", help="parts of the first set (default dev,test)")
     ap.add_argument("--ci", action="store_true", help="small subset; exit 1 below the floor")
     ap.add_argument("--no-baselines", action="store_true")
     ap.add_argument("--baselines", action="store_true", help="compute the baselines with --ci too")
@@ -309,8 +381,11 @@ def main():
     started = time.monotonic()
 
     corpus = Path(args.corpus)
-    manifest = [ln.split("\t") for ln in (HERE / "corpus.tsv").read_text().splitlines()
-                if ln.strip() and not ln.startswith("#")]
+    if args.set == "second" and (args.ci or args.parts):
+        sys.exit("--ci and --parts are for the first set; the second set is one part")
+    args.parts = "second" if args.set == "second" else (args.parts or "dev,test")
+    manifest = [ln.split("\t") for ln in (HERE / ("corpus2.tsv" if args.set == "second" else "corpus.tsv"))
+                .read_text().splitlines() if ln.strip() and not ln.startswith("#")]
     formats = {c[0]: c[1] for c in manifest}
     if args.ci:
         docs = CI_DOCS
@@ -318,6 +393,8 @@ def main():
     else:
         docs = list(formats)
         questions = [q for p in args.parts.split(",") for q in load_questions(p)]
+    # Unanswerable questions (no document holds the answer) are not ranked: see unanswered().
+    answerable = [q for q in questions if not q.get("unanswerable")]
     files = [corpus / d for d in docs]
     missing = [str(f) for f in files if not f.exists()]
     if missing:
@@ -363,7 +440,7 @@ def main():
             print(f"ingested in {ingest_s:.1f}s into collection {col}", flush=True)
 
         # docchat's chunks, as it cut them: every chunk is a reference of an all_data answer.
-        chunks, _, _ = dc.ask(col, "List everything.", args.llm, "all_data")
+        chunks, _, _, _ = dc.ask(col, "List everything.", args.llm, "all_data")
         if len(chunks) >= 2000:
             # all_data reads the first 2000 chunks only: baselines on a part would mislead.
             print("the collection has 2000+ chunks (all_data lists 2000): no baselines", file=sys.stderr)
@@ -374,13 +451,19 @@ def main():
         systems: dict[str, dict] = {"docchat": {}}
         search_lat, total_lat = [], []
         for i, q in enumerate(questions):
-            refs, total, t0 = dc.ask(col, q["question"], args.llm, "rag")
-            total_lat.append(total)
-            if upstream is not None:
-                t1 = upstream.first_after(t0)
-                if t1 is not None:
-                    search_lat.append(t1 - t0)
-            systems["docchat"][q["id"]] = score([(r["document_name"], pages_of(r)) for r in refs], q)
+            refs, total, t0, reply = dc.ask(col, q["question"], args.llm, "rag", q.get("history") or ())
+            # A follow-up's completion also condenses it (a model call): not in the latencies.
+            if not q.get("history"):
+                total_lat.append(total)
+                if upstream is not None:
+                    t1 = upstream.first_after(t0)
+                    if t1 is not None:
+                        search_lat.append(t1 - t0)
+            hits = [(r["document_name"], pages_of(r)) for r in refs]
+            if q.get("unanswerable"):
+                systems["docchat"][q["id"]] = unanswered(hits, [r.get("score") for r in refs], reply)
+            else:
+                systems["docchat"][q["id"]] = dict(score(hits, q), top_score=refs[0].get("score") if refs else None)
             if (i + 1) % 25 == 0:
                 print(f"  {i + 1}/{len(questions)} questions", flush=True)
         latency = {"docchat": {
@@ -392,12 +475,18 @@ def main():
 
         answers: dict[str, dict] = {}
         if args.answer_llm:
-            asked = [q for q in questions if q.get("answers")]
+            asked = [q for q in questions if q.get("answers") or q.get("unanswerable")]
             print(f"answers by {args.answer_llm}: {len(asked)} questions", flush=True)
             for i, q in enumerate(asked):
-                reply, first_doc, secs = dc.answer(col, q["question"], args.answer_llm, args.answer_tokens)
-                answers[q["id"]] = {"correct": correct(reply, q["answers"]), "reply": reply,
-                                    "document_first": first_doc == q["document"], "seconds": secs}
+                reply, first_doc, secs = dc.answer(col, q["question"], args.answer_llm, args.answer_tokens,
+                                                   q.get("history") or ())
+                if q.get("unanswerable"):
+                    # Not scored: the reply is kept, to see whether the model says it does not know.
+                    answers[q["id"]] = {"unanswerable": True, "reply": reply, "first_document": first_doc,
+                                        "seconds": secs}
+                else:
+                    answers[q["id"]] = {"correct": correct(reply, q["answers"]), "reply": reply,
+                                        "document_first": first_doc == q["document"], "seconds": secs}
                 if (i + 1) % 25 == 0:
                     print(f"  {i + 1}/{len(asked)} answers", flush=True)
     finally:
@@ -424,36 +513,52 @@ def main():
             systems[name] = {}
             latency[name] = []
         for q in questions:
+            text = query_text(q)
             t0 = time.perf_counter()
-            b = baselines.ranking(bm25.scores(q["question"]), 100)
+            bs = bm25.scores(text)
+            b = baselines.ranking(bs, 100)
             t1 = time.perf_counter()
-            qv = model.embed([q["question"]])[0]
-            d = baselines.ranking(vecs @ qv, 100)
+            qv = model.embed([text])[0]
+            ds = vecs @ qv
+            d = baselines.ranking(ds, 100)
             t2 = time.perf_counter()
             f = baselines.rrf([b, d], TOP_K)
             t3 = time.perf_counter()
-            for name, rk, dt in (("bm25", b, t1 - t0), ("dense", d, t2 - t1), ("rrf", f, (t1 - t0) + (t3 - t1))):
-                systems[name][q["id"]] = score([chunk_docs[i] for i in rk[:TOP_K]], q)
-                latency[name].append(dt)
+            for name, rk, sc, dt in (("bm25", b, bs, t1 - t0), ("dense", d, ds, t2 - t1),
+                                     ("rrf", f, None, (t1 - t0) + (t3 - t1))):
+                top = [chunk_docs[i] for i in rk[:TOP_K]]
+                scores = [None if sc is None else float(sc[i]) for i in rk[:TOP_K]]
+                if q.get("unanswerable"):
+                    systems[name][q["id"]] = unanswered(top, scores)
+                else:
+                    systems[name][q["id"]] = dict(score(top, q), top_score=scores[0] if scores else None)
+                if not q.get("history"):
+                    latency[name].append(dt)
         for name in ("bm25", "dense", "rrf"):
             xs = latency[name]
             latency[name] = {"search_p50_ms": percentile(xs, 50) * 1000, "search_p99_ms": percentile(xs, 99) * 1000}
 
     parts = ["ci"] if args.ci else args.parts.split(",")
     report = []
-    result = {"docchat": str(binary or args.url), "documents": len(files), "chunks": len(chunks),
+    result = {"docchat": str(binary or args.url), "set": args.set, "documents": len(files), "chunks": len(chunks),
               "chunks_per_document": {d: sum(1 for n, _ in chunk_docs if n == d) for d in docs},
               "ingest_seconds": ingest_s, "load_average": os.getloadavg(), "top_k": TOP_K, "parts": {}, "latency": latency,
               "per_question": {n: s for n, s in systems.items()}, "answer_llm": args.answer_llm,
               "answers": answers}
     for part in parts:
-        qs = questions if part == "ci" else [q for q in questions if q["part"] == part]
-        report.append(table(f"== {part} ({len(qs)} questions, {len(files)} documents, {len(chunks)} chunks)", systems, qs))
-        result["parts"][part] = {name: {fmt: summarize([per_q[q["id"]] for q in qs if fmt == "all" or q["format"] == fmt])
-                                        for fmt in FORMATS + ("all",)} for name, per_q in systems.items()}
+        qs = answerable if part == "ci" else [q for q in answerable if q["part"] == part]
+        follow = sum(1 for q in qs if q.get("history"))
+        report.append(table(f"== {part} ({len(qs)} questions{f', {follow} of them follow-ups' if follow else ''}, "
+                            f"{len(files)} documents, {len(chunks)} chunks)", systems, qs))
+        fmts = FORMATS + ("all",) + (("followup",) if follow else ())
+        result["parts"][part] = {name: {fmt: summarize([per_q[q["id"]] for q in of_format(qs, fmt)]) for fmt in fmts}
+                                 for name, per_q in systems.items()}
+    unanswerable = [q for q in questions if q.get("unanswerable")]
+    if unanswerable:
+        report.append(unanswerable_table(systems, unanswerable, answerable))
     if answers:
         for part in parts:
-            qs = questions if part == "ci" else [q for q in questions if q["part"] == part]
+            qs = answerable if part == "ci" else [q for q in answerable if q["part"] == part]
             report.append(answer_table(f"== answers by {args.answer_llm} ({part}; the reply holds a gold answer)",
                                        answers, qs))
         secs = [a["seconds"] for a in answers.values()]
