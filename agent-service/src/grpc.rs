@@ -100,6 +100,8 @@ pub struct AgentGrpc {
     pub models: Arc<AgentModels>,
     /// data_dir/agent/workspaces
     pub workspaces: PathBuf,
+    /// Bytes one user's workspaces may hold together (`DOCCHAT_USER_DISK_QUOTA_MB`).
+    pub user_disk_quota: u64,
     pub tracker: TaskTracker,
     /// The service's shutdown: running runs stop.
     pub shutdown: CancellationToken,
@@ -306,6 +308,14 @@ impl AgentService for AgentGrpc {
         tokio::fs::create_dir_all(&workspace)
             .await
             .map_err(|e| ApiError::internal("creating the workspace", e))?;
+        let disk = workspaces::user_disk(
+            &self.db,
+            &self.workspaces,
+            &caller.user_id,
+            &start.session_id,
+            self.user_disk_quota,
+        )
+        .await?;
         let (tx, rx) = tokio::sync::mpsc::channel::<pb::RunEvent>(64);
         let first = pb::RunEvent {
             event: Some(pb::run_event::Event::Accepted(accepted(
@@ -357,6 +367,7 @@ impl AgentService for AgentGrpc {
             args,
             tools,
             workspace,
+            disk,
             model,
             entry,
             custom,

@@ -196,6 +196,7 @@ pub async fn serve_with(
             clients: Some(clients),
             fetch: fetch_enabled(),
             fetch_allow,
+            workspace_quota: sandbox::quota::workspace_quota(&ctx.config),
         }),
         budget,
     };
@@ -204,6 +205,7 @@ pub async fn serve_with(
         engine,
         models: Arc::new(grpc::AgentModels::new(registry)),
         workspaces,
+        user_disk_quota: sandbox::quota::user_quota(&ctx.config),
         tracker: background.tracker.clone(),
         shutdown: shutdown.clone(),
         custom_agents: Some(custom_agent_runner),

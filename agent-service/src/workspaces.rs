@@ -77,6 +77,37 @@ pub async fn owned(db: &DatabaseConnection, session_id: &str, user_id: &str) -> 
     }
 }
 
+/// The disk of `user_id`'s workspaces other than `session_id`'s (under `root`), watched
+/// with a run's against the user's total `quota` (sandbox/quota.rs).
+pub async fn user_disk(
+    db: &DatabaseConnection,
+    root: &std::path::Path,
+    user_id: &str,
+    session_id: &str,
+    quota: u64,
+) -> ApiResult<crate::tools::UserDisk> {
+    let rows = db
+        .query_all(stmt(
+            db,
+            "SELECT session_id FROM session_workspaces WHERE user_id = ? AND session_id <> ?",
+            vec![user_id.into(), session_id.into()],
+        ))
+        .await
+        .map_err(db_error)?;
+    let mut others = Vec::with_capacity(rows.len());
+    for r in rows {
+        let id: String = r.try_get("", "session_id").map_err(db_error)?;
+        // A recorded id always was a plain name; one that is not is nobody's directory.
+        if let Ok(dir) = session_dir(root, &id) {
+            others.push(dir);
+        }
+    }
+    Ok(crate::tools::UserDisk {
+        quota: Some(quota),
+        others: others.into(),
+    })
+}
+
 /// The caller's sessions with a workspace, most recently used first: (session_id, preview);
 /// with `filter`, only those whose preview contains it (any case).
 pub async fn page(

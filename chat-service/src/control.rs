@@ -85,11 +85,20 @@ struct Running {
     stored: watch::Sender<usize>,
 }
 
-/// A generation's text so far, and whether it changed since it was last taken.
+/// A generation's text so far, and whether it changed since it was last taken; with what
+/// its model calls have used (JSON, written with the text).
 #[derive(Default)]
 struct Progress {
     text: String,
     changed: bool,
+    usage: Option<String>,
+}
+
+/// What the progress writer writes of one generation.
+pub struct Grown {
+    pub question_id: String,
+    pub text: String,
+    pub usage: Option<String>,
 }
 
 impl Controls {
@@ -137,14 +146,18 @@ impl Controls {
         }
     }
 
-    /// The text of the generations that grew since the last call, by question id.
-    pub fn take_progress(&self) -> Vec<(String, String)> {
+    /// The text of the generations that grew since the last call.
+    pub fn take_progress(&self) -> Vec<Grown> {
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         running
             .iter()
             .filter_map(|(id, r)| {
                 let mut progress = r.progress.lock().unwrap_or_else(|p| p.into_inner());
-                std::mem::take(&mut progress.changed).then(|| (id.clone(), progress.text.clone()))
+                std::mem::take(&mut progress.changed).then(|| Grown {
+                    question_id: id.clone(),
+                    text: progress.text.clone(),
+                    usage: progress.usage.clone(),
+                })
             })
             .collect()
     }
@@ -189,6 +202,14 @@ impl Registration {
         progress.changed = true;
         drop(progress);
         self.controls.grown.notify_one();
+    }
+
+    /// Records what the generation's model calls have used (written with its text).
+    pub fn spent(&self, usage: String) {
+        self.progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .usage = Some(usage);
     }
 
     /// How many bytes of the recorded text are stored in the question's row.
@@ -272,10 +293,20 @@ mod tests {
         let (_rx, guard) = controls.register("q");
         assert!(controls.take_progress().is_empty());
         guard.record("Hello ");
+        guard.spent("{}".into());
         guard.record("world");
+        let taken: Vec<_> = controls
+            .take_progress()
+            .into_iter()
+            .map(|g| (g.question_id, g.text, g.usage))
+            .collect();
         assert_eq!(
-            controls.take_progress(),
-            [("q".to_owned(), "Hello world".to_owned())]
+            taken,
+            [(
+                "q".to_owned(),
+                "Hello world".to_owned(),
+                Some("{}".to_owned())
+            )]
         );
         assert!(controls.take_progress().is_empty());
         drop(guard);

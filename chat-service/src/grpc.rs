@@ -32,6 +32,8 @@ pub struct ChatGrpc {
     pub completer: Completer,
     pub compat: Compat,
     pub bus: Arc<dyn EventBus>,
+    /// The byte budget of one list page (`docchat_common::limits::list_page_bytes`).
+    pub page_bytes: u64,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -281,10 +283,11 @@ impl ChatService for ChatGrpc {
             limit,
         } = request.into_inner();
         ok(
-            sessions::messages(&self.db, &me, &session_id, offset, limit)
+            sessions::messages(&self.db, &me, &session_id, offset, limit, self.page_bytes)
                 .await
-                .map(|rows| pb::MessageList {
-                    messages: rows.into_iter().map(message_pb).collect(),
+                .map(|page| pb::MessageList {
+                    messages: page.rows.into_iter().map(message_pb).collect(),
+                    size_limited: page.cut,
                 }),
         )
     }

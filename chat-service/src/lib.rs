@@ -117,6 +117,7 @@ pub async fn serve(
     background.tracker.spawn(recovery::run(
         db.clone(),
         controls.clone(),
+        relay.clone(),
         lease,
         background.token.clone(),
     ));
@@ -174,6 +175,7 @@ pub async fn serve(
             completer,
             compat: compat::Compat { gate },
             bus: ctx.bus.clone(),
+            page_bytes: docchat_common::limits::list_page_bytes(&ctx.config),
         }))
         .api(MemoryBlockServiceServer::new(memory_grpc::MemoryGrpc {
             db: db.clone(),

@@ -85,6 +85,7 @@ pub fn claim(
             started_at: Set(at),
             lease_until: Set(lease_until(at, lease)),
             progress: Set(None),
+            usage: Set(None),
         })
         .into_query(),
     );
@@ -180,21 +181,28 @@ pub async fn write_progress(
     controls: &Controls,
     lease: Duration,
 ) -> ApiResult<()> {
-    for (question_id, text) in controls.take_progress() {
-        let bytes = text.len();
-        active_completions::Entity::update_many()
+    for grown in controls.take_progress() {
+        let bytes = grown.text.len();
+        let mut update = active_completions::Entity::update_many()
             .col_expr(
                 active_completions::Column::Progress,
-                sea_orm::sea_query::Expr::value(text),
+                sea_orm::sea_query::Expr::value(grown.text),
             )
             .col_expr(
                 active_completions::Column::LeaseUntil,
                 sea_orm::sea_query::Expr::value(lease_until(now(), lease)),
-            )
-            .filter(active_completions::Column::QuestionId.eq(question_id.clone()))
+            );
+        if let Some(usage) = grown.usage {
+            update = update.col_expr(
+                active_completions::Column::Usage,
+                sea_orm::sea_query::Expr::value(usage),
+            );
+        }
+        update
+            .filter(active_completions::Column::QuestionId.eq(grown.question_id.clone()))
             .exec(db)
             .await?;
-        controls.mark_stored(&question_id, bytes);
+        controls.mark_stored(&grown.question_id, bytes);
     }
     Ok(())
 }

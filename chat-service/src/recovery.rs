@@ -7,12 +7,15 @@
 //! The claim is the row's conditional delete (`lease_until` still past) in the transaction
 //! that stores the reply: on PostgreSQL a second replica's delete waits for the first's
 //! commit and then finds nothing; SQLite runs one writer at a time. So a reply is recovered
-//! once. The model calls of a recovered reply are not booked: their usage died with the
-//! replica.
+//! once. Its usage is booked in the same transaction, as a stored reply's is: what its
+//! model calls had used, written with the progress (`active_completions.usage`,
+//! completions' `Spent`), and the answer's completion counted from the recovered text; the
+//! reply gets its `usage_stats` too.
 
 use std::time::Duration;
 
 use docchat_common::error::ApiResult;
+use docchat_common::outbox::{self, OutboxRelay};
 use docchat_common::time::now;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
@@ -20,8 +23,9 @@ use sea_orm::{
 };
 use tokio_util::sync::CancellationToken;
 
+use crate::completions::Spent;
 use crate::control::Controls;
-use crate::entities::{active_completions, chat_sessions, messages};
+use crate::entities::{active_completions, chat_sessions, message_meta, messages};
 
 /// The error stored with a recovered reply.
 pub const INTERRUPTED: &str =
@@ -29,10 +33,12 @@ pub const INTERRUPTED: &str =
 /// Rows recovered in one pass at most.
 const BATCH: u64 = 100;
 
-/// Recovers replies of dead replicas at start and every half `lease`, until `shutdown`.
+/// Recovers replies of dead replicas at start and every half `lease`, until `shutdown`;
+/// `relay` is told of the usage booked.
 pub async fn run(
     db: DatabaseConnection,
     controls: Controls,
+    relay: OutboxRelay,
     lease: Duration,
     shutdown: CancellationToken,
 ) {
@@ -45,7 +51,10 @@ pub async fn run(
         }
         match recover_once(&db, &controls).await {
             Ok(0) => {}
-            Ok(n) => tracing::info!(replies = n, "recovered interrupted replies"),
+            Ok(n) => {
+                relay.notify();
+                tracing::info!(replies = n, "recovered interrupted replies");
+            }
             Err(e) => tracing::warn!(error = %e.message, "recovering interrupted replies failed"),
         }
     }
@@ -103,8 +112,9 @@ async fn recover(db: &DatabaseConnection, row: active_completions::Model) -> Api
         return Ok(false);
     };
     let text = row.progress.unwrap_or_default();
+    let id = crate::completions::message_id();
     messages::Entity::insert(messages::ActiveModel {
-        id: Set(crate::completions::message_id()),
+        id: Set(id.clone()),
         session_id: Set(question.session_id.clone()),
         owner_id: Set(question.owner_id.clone()),
         username: Set(question.username.clone()),
@@ -119,6 +129,27 @@ async fn recover(db: &DatabaseConnection, row: active_completions::Model) -> Api
     })
     .exec_without_returning(&txn)
     .await?;
+    // A row written before its generation's first progress (or by an older replica) has
+    // no usage: nothing is known to book.
+    match row.usage.as_deref().map(serde_json::from_str::<Spent>) {
+        Some(Ok(spent)) => {
+            let usage = spent.calls_with(&text);
+            outbox::enqueue_all(&txn, &usage.events(&question.owner_id, &spent.model, &id)).await?;
+            let elapsed = (at - row.started_at).num_milliseconds().max(0) as f64 / 1000.0;
+            message_meta::Entity::insert(message_meta::ActiveModel {
+                message_id: Set(id.clone()),
+                info_type: Set("usage_stats".to_owned()),
+                content: Set(usage.stats(&spent.model, elapsed, None)),
+                ..Default::default()
+            })
+            .exec_without_returning(&txn)
+            .await?;
+        }
+        Some(Err(e)) => {
+            tracing::warn!(question = %question.id, error = %e, "a recovered reply's usage is unreadable; not booked");
+        }
+        None => {}
+    }
     let mut touch = chat_sessions::Entity::update_many()
         .col_expr(chat_sessions::Column::UpdatedAt, Expr::value(at));
     if !text.is_empty() {

@@ -9,8 +9,9 @@ use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOr
 use crate::entities::{message_meta, message_references, messages};
 use crate::gate::{ModelGate, model_error};
 
-/// info_type values with stored entries; agent_* ones answer empty until agents exist.
-const META_TYPES: [&str; 2] = ["usage_stats", "prompt_raw"];
+/// info_type values with stored entries (and agent_* ones); a reply without one answers
+/// empty (retrieval_trace: replies that searched the collection).
+const META_TYPES: [&str; 3] = ["usage_stats", "prompt_raw", "retrieval_trace"];
 /// Most suggestions one call returns.
 const MAX_SUGGESTIONS: u32 = 20;
 
@@ -61,7 +62,7 @@ pub async fn meta(
     let known = META_TYPES.contains(&info_type) || info_type.starts_with("agent_");
     if !known {
         return Err(ApiError::bad_request(format!(
-            "unknown info_type {info_type}: use usage_stats, prompt_raw or an agent_* type"
+            "unknown info_type {info_type}: use usage_stats, prompt_raw, retrieval_trace or an agent_* type"
         )));
     }
     let Some(reply) = reply_of(db, caller, id).await? else {

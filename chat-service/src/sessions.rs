@@ -5,6 +5,7 @@ use docchat_common::Caller;
 use docchat_common::bus::envelope;
 use docchat_common::bus::topics;
 use docchat_common::error::{ApiError, ApiResult};
+use docchat_common::limits::{SizedPage, page_by_size};
 use docchat_common::outbox;
 use docchat_common::time::now;
 use docchat_proto::events::v1::{ChatSessionCreated, ChatSessionDeleted};
@@ -160,22 +161,25 @@ pub async fn delete(
     Ok(session)
 }
 
+/// A page of the session's messages, oldest first (cut at `page_bytes`).
 pub async fn messages(
     db: &DatabaseConnection,
     caller: &Caller,
     session_id: &str,
     offset: u64,
     limit: u64,
-) -> ApiResult<Vec<messages::Model>> {
+    page_bytes: u64,
+) -> ApiResult<SizedPage<messages::Model>> {
     get(db, caller, session_id).await?;
-    Ok(messages::Entity::find()
+    let page = messages::Entity::find()
         .filter(messages::Column::SessionId.eq(session_id))
         .order_by_asc(messages::Column::CreatedAt)
         .order_by_asc(messages::Column::Id)
         .offset(offset)
-        .limit(clamp(limit))
-        .all(db)
-        .await?)
+        .limit(clamp(limit));
+    // Long questions and replies: the page stops at its byte budget, not at its count only.
+    let sized = [messages::Column::Content, messages::Column::Error];
+    Ok(page_by_size(db, page, messages::Column::Id, &sized, page_bytes).await?)
 }
 
 /// Sessions of a deleted collection lose their link; they stay usable without RAG.

@@ -823,19 +823,34 @@ impl IngestService for IngestGrpc {
             document_ids,
             query,
             top_k,
+            no_rerank,
         } = request.into_inner();
-        let hits = self
+        let searched = self
             .searcher
-            .search(&me, &collection_ids, &document_ids, &query, top_k as usize)
+            .search(
+                &me,
+                &collection_ids,
+                &document_ids,
+                &query,
+                top_k as usize,
+                !no_rerank,
+            )
             .await?;
         Ok(Response::new(pb::SearchResponse {
-            hits: hits
+            hits: searched
+                .hits
                 .into_iter()
                 .map(|h| {
                     let pages = crate::pages::cited(&h.chunk, &query);
                     hit_pb(h, pages)
                 })
                 .collect(),
+            trace_json: serde_json::to_string(&searched.trace).unwrap_or_default(),
+            rerank: searched.rerank_usage.map(|u| pb::RerankUsage {
+                model: u.model,
+                tokens: u.prompt_tokens,
+                cost: u.cost,
+            }),
         }))
     }
 }

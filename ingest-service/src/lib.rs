@@ -125,6 +125,21 @@ pub async fn serve(
         settings.clone(),
     );
     let chat_entry = registry.default_chat_model();
+    let rerank = match docchat_inference::Reranker::configured(&ctx.config, &registry) {
+        Some(reranker) => {
+            let reranker = reranker?;
+            tracing::info!(
+                reranker = reranker.name(),
+                "retrieval reranks fusion's candidates"
+            );
+            Some(Arc::new(search::RerankStage {
+                reranker,
+                candidates: ctx.config.rerank_candidates as usize,
+                budget: std::time::Duration::from_millis(ctx.config.rerank_timeout_ms),
+            }))
+        }
+        None => None,
+    };
     let vectors = vectors::VectorStore::open(&db, &ctx.config).await?;
     tracing::info!(backend = vectors.name(), "vector search backend");
     let wake = Arc::new(Notify::new());
@@ -199,7 +214,7 @@ pub async fn serve(
     Host::new(&ctx)
         .api(IngestServiceServer::new(grpc::IngestGrpc {
             db: db.clone(),
-            relay,
+            relay: relay.clone(),
             blobs,
             settings,
             fairness,
@@ -207,6 +222,8 @@ pub async fn serve(
                 db: db.clone(),
                 vectors,
                 embedders,
+                rerank,
+                relay: Some(relay),
             },
             max_upload_bytes: ctx.config.max_body_bytes as u64,
             page_bytes: docchat_common::limits::list_page_bytes(&ctx.config),

@@ -1,16 +1,22 @@
 //! Hybrid retrieval: vector similarity (in-process index or pgvector) and lexical search (SQLite FTS5 /
-//! PostgreSQL full-text), fused as [`fusion`](crate::fusion) describes.
+//! PostgreSQL full-text), fused as [`fusion`](crate::fusion) describes; then, when a
+//! reranker is configured, fusion's best candidates (`DOCCHAT_RERANK_CANDIDATES`, 40) are
+//! ordered by it ([`RerankStage`]). Every search says how it found its hits ([`Trace`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult, ErrorCode};
-use docchat_inference::Embedders;
+use docchat_common::outbox::{self, OutboxRelay};
+use docchat_inference::{Embedders, Reranker};
+use docchat_proto::events::v1::LlmUsage;
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait,
     PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Statement,
 };
+use serde::Serialize;
 
 use crate::entities::{chunks, collections, documents};
 use crate::fusion;
@@ -103,14 +109,115 @@ pub async fn lexical(
         .collect()
 }
 
+/// Retrieval's optional second stage (issue 38): fusion's best candidates read together
+/// with the query by a cross-encoder upstream ([`Reranker`]), whose scores order the hits.
+pub struct RerankStage {
+    pub reranker: Reranker,
+    /// Fusion's best candidates the reranker reads (`DOCCHAT_RERANK_CANDIDATES`).
+    pub candidates: usize,
+    /// The reranker's time for one search (`DOCCHAT_RERANK_TIMEOUT_MS`); past it, or when
+    /// it fails, fusion's order stands and the trace says why.
+    pub budget: Duration,
+}
+
 #[derive(Clone)]
 pub struct Searcher {
     pub db: DatabaseConnection,
     pub vectors: VectorStore,
     pub embedders: Arc<Embedders>,
+    /// `None` without a reranker configured.
+    pub rerank: Option<Arc<RerankStage>>,
+    /// Told when a reranker call was booked.
+    pub relay: Option<OutboxRelay>,
+}
+
+/// What a search found and how.
+pub struct Searched {
+    pub hits: Vec<Hit>,
+    pub trace: Trace,
+    /// The reranker's call, booked for the caller.
+    pub rerank_usage: Option<LlmUsage>,
+}
+
+/// How one search found its hits (the `trace_json` of SearchResponse; chat-service keeps it
+/// in a reply's `retrieval_trace`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Trace {
+    pub query: String,
+    /// Fusion's candidates (at most [`TRACE_CANDIDATES`]), in the order they were returned
+    /// or, past the hits, fusion's.
+    pub candidates: Vec<Candidate>,
+    pub reranker: RerankTrace,
+    /// Milliseconds of each stage.
+    pub timings_ms: Timings,
+}
+
+/// One candidate chunk and where each stage put it (ranks from 1).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Candidate {
+    pub chunk_id: i64,
+    pub document_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lexical: Option<Placed>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dense: Option<Placed>,
+    /// Reciprocal-rank fusion, its chunks ordered within each document.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fused: Option<Placed>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reranked: Option<Placed>,
+    /// Its rank among the hits returned, if it is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub returned: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Placed {
+    pub score: f64,
+    pub rank: usize,
+}
+
+/// What became of the reranker.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RerankTrace {
+    /// `used`, `failed` (fusion's order stands), `off` (the request opted out) or
+    /// `none` (no reranker configured).
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub candidates: usize,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Timings {
+    pub embed: f64,
+    pub dense: f64,
+    pub lexical: f64,
+    pub fusion: f64,
+    pub rerank: f64,
+    pub total: f64,
+}
+
+/// Candidates a trace lists at most.
+pub const TRACE_CANDIDATES: usize = 60;
+
+fn ms(since: Instant) -> f64 {
+    (since.elapsed().as_secs_f64() * 1e6).round() / 1e3
+}
+
+fn placed(ranking: &[(i64, f64)]) -> HashMap<i64, Placed> {
+    ranking
+        .iter()
+        .enumerate()
+        .map(|(i, &(id, score))| (id, Placed { score, rank: i + 1 }))
+        .collect()
 }
 
 impl Searcher {
+    /// The hits for `query` (see the module documentation), with how they were found;
+    /// `rerank` false leaves out the reranker.
     pub async fn search(
         &self,
         caller: &Caller,
@@ -118,7 +225,9 @@ impl Searcher {
         document_ids: &[String],
         query: &str,
         top_k: usize,
-    ) -> ApiResult<Vec<Hit>> {
+        rerank: bool,
+    ) -> ApiResult<Searched> {
+        let began = Instant::now();
         let query = query.trim();
         if query.is_empty() {
             return Err(ApiError::bad_request("the search query must not be empty"));
@@ -138,7 +247,14 @@ impl Searcher {
         } else {
             top_k.min(MAX_TOP_K)
         };
-        let candidates = (top_k * 4).max(50);
+        let stage = self.rerank.as_ref().filter(|_| rerank);
+        // Fusion's best candidates: the hits, or what the reranker reads.
+        let pool = stage.map_or(top_k, |r| r.candidates.max(top_k));
+        let candidates = (pool * 4).max(50);
+        let mut trace = Trace {
+            query: query.to_owned(),
+            ..Trace::default()
+        };
 
         let visible = collections::Entity::find()
             .filter(collections::Column::Id.is_in(collection_ids.iter().cloned()))
@@ -173,22 +289,29 @@ impl Searcher {
                     format!("embedding model {model} is not available"),
                 )
             })?;
+            let at = Instant::now();
             let query_vec = embedder
                 .embed(&[query.to_owned()])
                 .await
                 .map_err(|e| ApiError::internal("embedding the query", e))?
                 .pop()
                 .unwrap_or_default();
+            trace.timings_ms.embed += ms(at);
+            let at = Instant::now();
             vector_hits.extend(
                 self.vectors
                     .nearest(&self.db, &ids, &query_vec, candidates, docs_filter)
                     .await?,
             );
+            trace.timings_ms.dense += ms(at);
         }
         vector_hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         vector_hits.truncate(candidates);
+        let at = Instant::now();
         let lexical_hits =
             lexical(&self.db, collection_ids, document_ids, query, candidates).await?;
+        trace.timings_ms.lexical = ms(at);
+        let at = Instant::now();
         let dense_hits: Vec<(i64, f64)> = vector_hits
             .iter()
             .map(|&(id, s)| (id, f64::from(s)))
@@ -209,13 +332,12 @@ impl Searcher {
             .collect();
         let fused = fusion::order_within_documents(
             &ranked,
-            top_k,
+            pool,
             &fusion::blend(&dense_hits, &lexical_hits),
             &document_of,
         );
-        let ids: Vec<i64> = fused.iter().map(|f| f.0).collect();
         let rows: HashMap<i64, chunks::Model> = chunks::Entity::find()
-            .filter(chunks::Column::Id.is_in(ids.clone()))
+            .filter(chunks::Column::Id.is_in(fused.iter().map(|f| f.0)))
             .all(&self.db)
             .await?
             .into_iter()
@@ -229,9 +351,59 @@ impl Searcher {
             .into_iter()
             .map(|d| (d.id, d.name))
             .collect();
-        Ok(fused
+        trace.timings_ms.fusion = ms(at);
+
+        // The reranker orders fusion's pool; without it, or when it fails, fusion's order.
+        let mut reranked: Option<Vec<(i64, f64)>> = None;
+        let mut rerank_usage = None;
+        trace.reranker.status = match (&self.rerank, stage) {
+            (None, _) => "none".to_owned(),
+            (Some(_), None) => "off".to_owned(),
+            (Some(_), Some(_)) => String::new(),
+        };
+        if let Some(stage) = stage
+            && !fused.is_empty()
+        {
+            let at = Instant::now();
+            let texts: Vec<String> = fused
+                .iter()
+                .map(|(id, _)| {
+                    rows.get(id).map_or_else(String::new, |c| {
+                        let name = names.get(&c.document_id).map_or("", String::as_str);
+                        format!("{name}\n{}", c.text)
+                    })
+                })
+                .collect();
+            trace.reranker.model = Some(stage.reranker.name().to_owned());
+            trace.reranker.candidates = texts.len();
+            match stage.reranker.rerank(query, &texts, stage.budget).await {
+                Ok(done) => {
+                    trace.reranker.status = "used".to_owned();
+                    reranked = Some(
+                        done.scores
+                            .iter()
+                            .map(|&(i, score)| (fused[i].0, score))
+                            .collect(),
+                    );
+                    rerank_usage = Some(self.book(caller, stage, done.tokens, done.cost).await);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the reranker failed; fusion's order stands");
+                    trace.reranker.status = "failed".to_owned();
+                    trace.reranker.reason = Some(e.to_string());
+                }
+            }
+            trace.timings_ms.rerank = ms(at);
+        }
+        let order: Vec<(i64, f64)> = reranked
+            .clone()
+            .unwrap_or_else(|| fused.clone())
             .into_iter()
-            .filter_map(|(id, score)| {
+            .take(top_k)
+            .collect();
+        let hits: Vec<Hit> = order
+            .iter()
+            .filter_map(|&(id, score)| {
                 let chunk = rows.get(&id)?.clone();
                 Some(Hit {
                     document_name: names.get(&chunk.document_id).cloned().unwrap_or_default(),
@@ -239,7 +411,68 @@ impl Searcher {
                     score,
                 })
             })
-            .collect())
+            .collect();
+
+        // The trace: the hits first, then fusion's other candidates.
+        let (dense_at, lexical_at, fused_at) =
+            (placed(&dense_hits), placed(&lexical_hits), placed(&fused));
+        let reranked_at = reranked.as_deref().map(placed).unwrap_or_default();
+        let mut listed: Vec<i64> = hits.iter().map(|h| h.chunk.id).collect();
+        for (id, _) in reranked.as_deref().unwrap_or(&fused).iter().chain(&ranked) {
+            if listed.len() >= TRACE_CANDIDATES {
+                break;
+            }
+            if !listed.contains(id) {
+                listed.push(*id);
+            }
+        }
+        trace.candidates = listed
+            .into_iter()
+            .map(|id| Candidate {
+                chunk_id: id,
+                document_id: document_of.get(&id).cloned().unwrap_or_default(),
+                lexical: lexical_at.get(&id).copied(),
+                dense: dense_at.get(&id).copied(),
+                fused: fused_at.get(&id).copied(),
+                reranked: reranked_at.get(&id).copied(),
+                returned: hits.iter().position(|h| h.chunk.id == id).map(|i| i + 1),
+            })
+            .collect();
+        trace.timings_ms.total = ms(began);
+        Ok(Searched {
+            hits,
+            trace,
+            rerank_usage,
+        })
+    }
+
+    /// Books a reranker call for `caller` (its `usage.llm` event through the outbox); a
+    /// failure to book is logged, not the search's.
+    async fn book(&self, caller: &Caller, stage: &RerankStage, tokens: u64, cost: f64) -> LlmUsage {
+        let usage = LlmUsage {
+            user_id: caller.user_id.clone(),
+            model: stage.reranker.name().to_owned(),
+            prompt_tokens: tokens,
+            completion_tokens: 0,
+            cost,
+            purpose: "rerank".to_owned(),
+            message_id: String::new(),
+            calls: 1,
+        };
+        match outbox::enqueue_all(
+            &self.db,
+            &crate::costs::events(std::slice::from_ref(&usage)),
+        )
+        .await
+        {
+            Ok(()) => {
+                if let Some(relay) = &self.relay {
+                    relay.notify();
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "a reranker call was not booked"),
+        }
+        usage
     }
 }
 

@@ -229,6 +229,7 @@ async fn describe(
         memory_bytes: ctx.max_memory,
         documents: Some(kit.path.clone()),
         user: ctx.caller.user_id.clone(),
+        disk: ctx.disk.clone(),
     };
     let out = ctx
         .deps

@@ -61,6 +61,7 @@ impl Tool for BrowserTool {
             memory_bytes: Some(ADDRESS_SPACE),
             documents: Some(self.kit.path.clone()),
             user: ctx.caller.user_id.clone(),
+            disk: ctx.disk.clone(),
         };
         let grants = Grants {
             processes: Some(PROCESSES),

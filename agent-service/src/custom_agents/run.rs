@@ -143,6 +143,14 @@ pub struct Outcome {
     pub failed: bool,
 }
 
+/// What a custom agent's run may use: its time, memory and the caller's disk.
+pub struct RunLimits {
+    pub wall_clock: Duration,
+    pub memory_bytes: Option<u64>,
+    /// The caller's other workspaces and their total (the run writes the caller's).
+    pub disk: crate::tools::UserDisk,
+}
+
 impl Runner {
     /// The caller's custom agent called `name`, if any.
     pub async fn find(
@@ -229,7 +237,7 @@ impl Runner {
         start: &pb::RunStart,
         workspace: &Path,
         code: &dyn CodeRunner,
-        limits: (Duration, Option<u64>),
+        limits: RunLimits,
         cancel: &CancellationToken,
         answer: mpsc::Sender<String>,
     ) -> Outcome {
@@ -255,7 +263,7 @@ impl Runner {
         start: &pb::RunStart,
         workspace: &Path,
         code: &dyn CodeRunner,
-        (wall_clock, memory_bytes): (Duration, Option<u64>),
+        limits: RunLimits,
         cancel: &CancellationToken,
         answer: mpsc::Sender<String>,
     ) -> Result<Outcome, String> {
@@ -289,11 +297,12 @@ impl Runner {
             argv,
             workspace: workspace.to_path_buf(),
             stdin: Some(input.to_string().into_bytes()),
-            wall_clock,
-            memory_bytes,
+            wall_clock: limits.wall_clock,
+            memory_bytes: limits.memory_bytes,
             // The agent's folder is the run's read-only mount.
             documents: Some(folder),
             user: a.owner_id.clone(),
+            disk: limits.disk,
         };
         let redact = |s: &str| {
             secrets

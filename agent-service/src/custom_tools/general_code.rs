@@ -107,6 +107,7 @@ async fn drive(ctx: &ToolCtx, stdin: Vec<u8>) -> Result<Value, String> {
         memory_bytes: ctx.max_memory,
         documents: ctx.documents().await,
         user: ctx.caller.user_id.clone(),
+        disk: ctx.disk.clone(),
     };
     let out = ctx.deps.code.run(spec, &ctx.cancel).await?;
     if out.timed_out {

@@ -191,6 +191,8 @@ impl McpInspector {
             lifetime: self.settings.wait * 2,
             memory: None,
             user: caller.user_id.clone(),
+            // A scratch directory of the inspection's own, gone after it.
+            disk: crate::tools::UserDisk::default(),
         };
         let listed = async {
             let session = Session::connect(&server, &how).await?;

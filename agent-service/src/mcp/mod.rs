@@ -207,6 +207,7 @@ impl Opener for McpOpener {
             lifetime: self.settings.lifetime,
             memory: ctx.max_memory,
             user: ctx.caller.user_id.clone(),
+            disk: ctx.disk.clone(),
         };
         let session = Session::connect(&server, &how)
             .await

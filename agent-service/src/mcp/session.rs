@@ -33,6 +33,9 @@ pub struct Connect {
     pub memory: Option<u64>,
     /// Whose server it is (its share of the sandbox's slots).
     pub user: String,
+    /// Its user's other workspaces and their disk total (a stdio server's workspace is
+    /// watched against it).
+    pub disk: crate::tools::UserDisk,
 }
 
 /// A tool the server lists.
@@ -74,6 +77,7 @@ impl Session {
                     memory_bytes: how.memory,
                     documents: Some(s.package.clone()),
                     user: how.user.clone(),
+                    disk: how.disk.clone(),
                 };
                 let stop = CancellationToken::new();
                 let (tx, rx) = tokio::sync::oneshot::channel();

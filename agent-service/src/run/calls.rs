@@ -109,6 +109,7 @@ pub(super) fn tool_ctx(
         cancel,
         timeout: req.args.turn_timeout,
         max_memory: req.args.max_memory,
+        disk: req.disk.clone(),
         deps: engine.deps.clone(),
         asker: None,
     }

@@ -47,7 +47,11 @@ impl Engine {
             &req.start,
             &req.workspace,
             self.deps.code.as_ref(),
-            (req.args.total_timeout, req.args.max_memory),
+            crate::custom_agents::run::RunLimits {
+                wall_clock: req.args.total_timeout,
+                memory_bytes: req.args.max_memory,
+                disk: req.disk.clone(),
+            },
             control.stop_token(),
             tx,
         );

@@ -66,6 +66,8 @@ pub struct RunRequest {
     /// The tools asked for: built-in names and custom tool names (opened per run).
     pub tools: Vec<String>,
     pub workspace: PathBuf,
+    /// The caller's other workspaces and their disk total.
+    pub disk: crate::tools::UserDisk,
     pub model: Arc<ChatModel>,
     pub entry: ModelEntry,
     /// A custom agent of the caller's runs instead of the model loop (see [`custom`]).

@@ -195,6 +195,7 @@ mod tests {
             memory_bytes: memory,
             documents: None,
             user: String::new(),
+            disk: crate::tools::UserDisk::default(),
         }
     }
 

@@ -265,6 +265,7 @@ impl Sandbox {
             memory_bytes: None,
             documents: None,
             user: String::new(),
+            disk: crate::tools::UserDisk::default(),
         };
         match self.run(spec, &CancellationToken::new()).await {
             Ok(out) if out.exit_code == Some(0) && out.stdout.trim() == "ok" => Ok(self),
@@ -479,13 +480,13 @@ impl CodeRunner for Sandbox {
         } else {
             supervise::Group::New
         };
-        // The disk quota: no file may outgrow what is left, and the workspace is watched.
-        let watch = quota::Watch {
-            workspace: spec.workspace.clone(),
-            quota: self.workspace_quota,
-        };
-        let used = watch.usage().await;
-        let room = self.workspace_quota.saturating_sub(used);
+        // The disk quotas: no file may outgrow what is left, and the workspace is watched.
+        let watch = quota::Watch::new(
+            spec.workspace.clone(),
+            self.workspace_quota,
+            spec.disk.clone(),
+        );
+        let room = watch.room().await;
         let result = match self.command(&spec, grants, slot.uid, tmp.as_deref(), room) {
             Ok(cmd) => supervise::run(
                 cmd,
@@ -514,9 +515,8 @@ impl CodeRunner for Sandbox {
         let mut result = result;
         if let Ok(out) = &mut result
             && out.over_quota.is_none()
-            && watch.usage().await >= self.workspace_quota
         {
-            out.over_quota = Some(self.workspace_quota);
+            out.over_quota = watch.exceeded(true).await;
         }
         result
     }

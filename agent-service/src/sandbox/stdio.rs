@@ -3,7 +3,8 @@
 //! rlimits, its own process group or session), built by [`Sandbox::command`] for every
 //! backend, but the caller talks to the program while it lives instead of reading its
 //! output at the end. Whatever the program leaves when it ends, when its lifetime
-//! (`spec.wall_clock`) is over or when the caller cancels is killed, and the slot is given
+//! (`spec.wall_clock`) is over, when its workspace passes a disk quota (sandbox/quota.rs;
+//! its stderr tail says so) or when the caller cancels is killed, and the slot is given
 //! back only then.
 
 use std::process::Stdio;
@@ -14,6 +15,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::quota::Watch;
 use super::{Backend, Sandbox, hand_over, supervise};
 use crate::tools::{CodeSpec, Grants, Pipes};
 
@@ -62,13 +64,14 @@ impl Sandbox {
             _ => None,
         };
         let own_session = matches!(self.backend, Backend::Landlock(_));
-        match self.command(
-            &spec,
-            &Grants::default(),
-            slot.uid,
-            tmp.as_deref(),
-            u64::MAX,
-        ) {
+        // The disk quotas hold for the server's whole life, as for a code run.
+        let watch = Watch::new(
+            spec.workspace.clone(),
+            self.workspace_quota,
+            spec.disk.clone(),
+        );
+        let room = watch.room().await;
+        match self.command(&spec, &Grants::default(), slot.uid, tmp.as_deref(), room) {
             Ok(mut cmd) => {
                 cmd.stdin(Stdio::piped())
                     .stdout(Stdio::piped())
@@ -120,6 +123,11 @@ impl Sandbox {
                                     tracing::info!("a sandboxed server reached the end of its lifetime");
                                 }
                                 () = cancel.cancelled() => {}
+                                past = watch.passed() => {
+                                    tracing::info!(?past, "a sandboxed server passed a disk quota");
+                                    let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+                                    t.push_str(&format!("\n[docchat] {}\n", past.message()));
+                                }
                             }
                         }
                         supervise::kill_group(group);

@@ -68,7 +68,7 @@ pub enum Group {
 }
 
 /// Spawns `cmd` (stdio, process group and kill-on-drop are set here) and supervises it;
-/// with `watch`, its workspace is measured every [`POLL`] and the run killed past the quota.
+/// with `watch`, its workspace is measured every [`POLL`] and the run killed past a quota.
 pub async fn run(
     mut cmd: Command,
     group: Group,
@@ -141,8 +141,8 @@ pub async fn run(
                 kill_group(group);
             }
             () = sleep_until(next_check), if watch.is_some() && status.is_none() && !killed => {
-                if let Some(w) = watch && w.exceeded().await {
-                    over_quota = Some(w.quota);
+                if let Some(w) = watch && let Some(past) = w.exceeded(false).await {
+                    over_quota = Some(past);
                     killed = true;
                     kill_group(group);
                 }

@@ -23,7 +23,10 @@ use docchat_proto::agent::v1 as pb;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use python::{CodeOutput, CodeRunner, CodeSpec, DOCUMENTS_MOUNT, Grants, NoSandbox, Pipes};
+pub use python::{
+    CodeOutput, CodeRunner, CodeSpec, DOCUMENTS_MOUNT, Grants, NoSandbox, OverQuota, Pipes,
+    UserDisk,
+};
 
 /// A custom tool of the caller's as the catalogue lists it (see [`Extensions`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -99,6 +102,8 @@ pub struct ToolCtx {
     pub cancel: CancellationToken,
     pub timeout: Duration,
     pub max_memory: Option<u64>,
+    /// The caller's other workspaces and their disk total (for the code tools' runs).
+    pub disk: UserDisk,
     pub deps: Arc<ToolDeps>,
     pub asker: Option<Arc<dyn Asker>>,
 }
@@ -115,6 +120,8 @@ pub struct ToolDeps {
     /// Hosts fetch_url may reach although they resolve to loopback or private addresses
     /// (tests); empty in production.
     pub fetch_allow: Vec<String>,
+    /// Bytes one workspace may hold (`DOCCHAT_WORKSPACE_QUOTA_MB`): write_file keeps to it.
+    pub workspace_quota: u64,
 }
 
 impl ToolCtx {

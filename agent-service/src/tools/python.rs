@@ -25,6 +25,28 @@ pub struct CodeSpec {
     /// Whose run it is (the caller's user id): its share of the sandbox's slots. Empty for
     /// the service's own runs.
     pub user: String,
+    /// The user's other workspaces and their total, watched with this one.
+    pub disk: UserDisk,
+}
+
+/// The disk a run's user holds in their other sessions' workspaces, counted with the run's
+/// workspace against their total (`DOCCHAT_USER_DISK_QUOTA_MB`, sandbox/quota.rs). The
+/// default counts nothing (the service's own runs, tests).
+#[derive(Debug, Clone, Default)]
+pub struct UserDisk {
+    /// Bytes the user's workspaces may hold together; `None`: no total.
+    pub quota: Option<u64>,
+    /// The user's other sessions' workspaces.
+    pub others: std::sync::Arc<[PathBuf]>,
+}
+
+/// Which disk quota stopped a run, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverQuota {
+    /// The workspace's own (`DOCCHAT_WORKSPACE_QUOTA_MB`).
+    Workspace(u64),
+    /// The user's workspaces together (`DOCCHAT_USER_DISK_QUOTA_MB`).
+    User(u64),
 }
 
 /// Where the collection's documents appear inside a namespaced sandbox.
@@ -37,8 +59,8 @@ pub struct CodeOutput {
     pub stderr: String,
     pub timed_out: bool,
     pub cancelled: bool,
-    /// The run was stopped because its workspace passed this quota (bytes).
-    pub over_quota: Option<u64>,
+    /// The run was stopped because its workspace passed this quota.
+    pub over_quota: Option<OverQuota>,
 }
 
 /// What a run may use beyond the sandbox's usual limits (a headless browser starts well
@@ -143,10 +165,7 @@ pub fn report(out: &CodeOutput) -> Result<ToolOutput, String> {
         text.push_str(&clip(&out.stderr, SHOWN));
     }
     if let Some(quota) = out.over_quota {
-        return Err(format!(
-            "{}; output so far:\n{text}",
-            crate::sandbox::quota::exceeded_message(quota)
-        ));
+        return Err(format!("{}; output so far:\n{text}", quota.message()));
     }
     if out.timed_out {
         return Err(format!("timed out; output so far:\n{text}"));
@@ -192,6 +211,7 @@ impl Tool for Python {
             memory_bytes: ctx.max_memory,
             documents: ctx.documents().await,
             user: ctx.caller.user_id.clone(),
+            disk: ctx.disk.clone(),
         };
         report(&ctx.deps.code.run(spec, &ctx.cancel).await?)
     }

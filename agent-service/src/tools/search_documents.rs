@@ -46,6 +46,7 @@ impl Tool for SearchDocuments {
                 document_ids: vec![],
                 query: query.chars().take(10_000).collect(),
                 top_k,
+                no_rerank: false,
             })
             .await
             .map_err(|s| format!("search failed: {}", s.message()))?

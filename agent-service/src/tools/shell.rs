@@ -32,6 +32,7 @@ impl Tool for Shell {
             memory_bytes: ctx.max_memory,
             documents: ctx.documents().await,
             user: ctx.caller.user_id.clone(),
+            disk: ctx.disk.clone(),
         };
         report(&ctx.deps.code.run(spec, &ctx.cancel).await?)
     }

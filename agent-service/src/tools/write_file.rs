@@ -48,6 +48,23 @@ impl Tool for WriteFile {
         {
             return Err(format!("{rel} is a link; links are not written through"));
         }
+        // The disk quotas hold for files written here as for the code's.
+        let replacing = tokio::fs::symlink_metadata(&path).await.map_or(0, |m| {
+            std::os::unix::fs::MetadataExt::blocks(&m).saturating_mul(512)
+        });
+        crate::sandbox::quota::Watch::new(
+            ctx.workspace.clone(),
+            ctx.deps.workspace_quota,
+            ctx.disk.clone(),
+        )
+        .fits(content.len() as u64, replacing)
+        .await
+        .map_err(|past| {
+            format!(
+                "{rel} was not written: it would pass {}; delete files to make room",
+                past.what()
+            )
+        })?;
         tokio::fs::write(&path, content)
             .await
             .map_err(|e| format!("cannot write {rel}: {e}"))?;

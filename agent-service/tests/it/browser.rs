@@ -150,6 +150,7 @@ async fn lab(mode: Mode, n: u32) -> Option<Lab> {
             fetch: true,
             // As an administrator allows a host by name (DOCCHAT_AGENT_EGRESS_ALLOW).
             fetch_allow: vec!["localhost".into()],
+            workspace_quota: 1 << 30,
         }),
         dir,
     })
@@ -164,6 +165,7 @@ impl Lab {
             cancel: CancellationToken::new(),
             timeout: Duration::from_secs(60),
             max_memory: None,
+            disk: Default::default(),
             deps: self.deps.clone(),
             asker: None,
         }
@@ -402,6 +404,7 @@ async fn an_agent_run_calls_a_browser_action() {
         args,
         tools: vec!["browser_click".into()],
         workspace: lab.dir.path().join("workspace"),
+        disk: Default::default(),
         model,
         entry,
         start,

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use docchat_agent_service::sandbox::{Mode, Sandbox, Settings, supervise};
-use docchat_agent_service::tools::{CodeOutput, CodeRunner, CodeSpec};
+use docchat_agent_service::tools::{CodeOutput, CodeRunner, CodeSpec, UserDisk};
 use tokio_util::sync::CancellationToken;
 
 /// The helper binary of this package, for the Landlock backend.
@@ -116,6 +116,7 @@ impl Lab {
             memory_bytes: None,
             documents: None,
             user: String::new(),
+            disk: UserDisk::default(),
         }
     }
 
@@ -637,6 +638,7 @@ async fn without_a_backend_code_is_refused() {
                 memory_bytes: None,
                 documents: None,
                 user: String::new(),
+                disk: UserDisk::default(),
             },
             &CancellationToken::new(),
         )
@@ -677,6 +679,7 @@ async fn none_on_purpose_runs_without_isolation_and_says_so() {
                 memory_bytes: None,
                 documents: None,
                 user: String::new(),
+                disk: UserDisk::default(),
             },
             &CancellationToken::new(),
         )

@@ -103,12 +103,14 @@ fn ctx(caller: &Caller, dir: &Path) -> ToolCtx {
         cancel: Default::default(),
         timeout: Duration::from_secs(5),
         max_memory: None,
+        disk: Default::default(),
         deps: Arc::new(ToolDeps {
             code: Arc::new(NoSandbox("tests".into())),
             clients: None,
             shelf: None,
             fetch: false,
             fetch_allow: Vec::new(),
+            workspace_quota: 1 << 30,
         }),
         asker: None,
     }

@@ -105,20 +105,26 @@ fn run_start(session: &str, question: &str, n: u32) -> pb::RunStart {
 
 docchat_common::backend_tests! {
     /// Files past the workspace's disk quota are not stored (in path order), and the reply
-    /// says which.
+    /// says which; write_file refuses a file that would pass it.
     async fn files_past_the_workspace_quota_are_not_stored(backend) {
-        let chunk = "x".repeat(700 * 1024);
         let upstream = ScriptedHttp::chat_turns(vec![
-            ScriptedTurn::calls(vec![
-                ScriptedCall::new("c1", "write_file", json!({"path": "a.txt", "content": chunk})),
-                ScriptedCall::new("c2", "write_file", json!({"path": "b.txt", "content": chunk})),
-            ]),
+            ScriptedTurn::calls(vec![ScriptedCall::new(
+                "c1",
+                "write_file",
+                json!({"path": "c.txt", "content": "x".repeat(400 * 1024)}),
+            )]),
             ScriptedTurn::text("Written."),
         ])
         .await;
         let agents = Agents::with_ingest_and(&backend, &upstream, |c| c.workspace_quota_mb = 1).await;
         let alice = user("alice", false);
         let session = uuid::Uuid::new_v4().to_string();
+        // Files the run did not write, as a killed run's would be: past the quota together.
+        let dir = agents.workspace(&session);
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in ["a.txt", "b.txt"] {
+            std::fs::write(dir.join(name), vec![b'x'; 700 * 1024]).unwrap();
+        }
         let (_tx, mut events) = agents.run_on(agents.agent(), &alice, run_start(&session, "Write", 1)).await;
         let (_, finished) = events_until_finished(&mut events).await;
         assert!(!finished.failed, "{}: {}", backend.name, finished.stop_reason);
@@ -130,6 +136,55 @@ docchat_common::backend_tests! {
             backend.name,
             finished.text
         );
+        let told = tool_messages(&upstream.bodies()[1]).join("\n");
+        assert!(
+            told.contains("c.txt was not written: it would pass the workspace's disk quota of 1 MiB"),
+            "{}: {told}",
+            backend.name
+        );
+        assert!(!dir.join("c.txt").exists(), "{}", backend.name);
+        agents.stop().await;
+    }
+
+    /// One user's workspaces together hold at most DOCCHAT_USER_DISK_QUOTA_MB: a file that
+    /// fits its own workspace but not the user's total is refused, and another user's is
+    /// not counted.
+    async fn a_users_workspaces_together_keep_to_the_users_disk_quota(backend) {
+        let write = |id: &str| {
+            vec![
+                ScriptedTurn::calls(vec![ScriptedCall::new(
+                    id,
+                    "write_file",
+                    json!({"path": "data.txt", "content": "x".repeat(700 * 1024)}),
+                )]),
+                ScriptedTurn::text("Done."),
+            ]
+        };
+        let upstream = ScriptedHttp::chat_turns([write("c1"), write("c2"), write("c3")].concat()).await;
+        let agents = Agents::with_ingest_and(&backend, &upstream, |c| c.user_disk_quota_mb = 1).await;
+        let (alice, bob) = (user("alice", false), user("bob", false));
+        let first = uuid::Uuid::new_v4().to_string();
+        let second = uuid::Uuid::new_v4().to_string();
+        let others = uuid::Uuid::new_v4().to_string();
+        for (n, (who, session)) in [(&alice, &first), (&alice, &second), (&bob, &others)].into_iter().enumerate() {
+            let (_tx, mut events) = agents
+                .run_on(agents.agent(), who, run_start(session, "Write", n as u32))
+                .await;
+            let (_, finished) = events_until_finished(&mut events).await;
+            assert!(!finished.failed, "{}: {}", backend.name, finished.stop_reason);
+        }
+        let bodies = upstream.bodies();
+        let told: Vec<String> = [1, 3, 5].iter().map(|&i| tool_messages(&bodies[i]).join("\n")).collect();
+        assert!(told[0].starts_with("wrote 716800 bytes"), "{}: {}", backend.name, told[0]);
+        assert!(
+            told[1].contains("data.txt was not written: it would pass your disk quota of 1 MiB for all your sessions' workspaces together"),
+            "{}: {}",
+            backend.name,
+            told[1]
+        );
+        assert!(told[2].starts_with("wrote 716800 bytes"), "another user's: {}: {}", backend.name, told[2]);
+        assert!(agents.workspace(&first).join("data.txt").exists());
+        assert!(!agents.workspace(&second).join("data.txt").exists());
         agents.stop().await;
     }
 }

@@ -187,12 +187,14 @@ fn ctx_with(code: Arc<dyn CodeRunner>, workspace: PathBuf) -> ToolCtx {
         cancel: CancellationToken::new(),
         timeout: Duration::from_secs(30),
         max_memory: None,
+        disk: Default::default(),
         deps: Arc::new(ToolDeps {
             code,
             clients: None,
             shelf: None,
             fetch: false,
             fetch_allow: Vec::new(),
+            workspace_quota: 1 << 30,
         }),
         asker: None,
     }

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use docchat_agent_service::sandbox::{Mode, Sandbox, Settings};
-use docchat_agent_service::tools::{CodeRunner, CodeSpec};
+use docchat_agent_service::tools::{CodeRunner, CodeSpec, UserDisk};
 use tokio_util::sync::CancellationToken;
 
 const RUNS: usize = 100;
@@ -58,6 +58,7 @@ async fn sandbox_start_latency() {
         memory_bytes: None,
         documents: None,
         user: String::new(),
+        disk: UserDisk::default(),
     };
     let mut bare = Vec::new();
     let mut boxed: Vec<Vec<Duration>> = vec![Vec::new(); sandboxes.len()];

@@ -1,14 +1,15 @@
 //! The sandbox's slots are shared fairly (issue 37): one user flooding the sandbox with long
 //! runs holds only its share of the slots, so another user's one-line run starts at once;
 //! no single run holds a slot longer than `DOCCHAT_SANDBOX_MAX_RUN_SECONDS`; and a run
-//! cannot fill the disk past its workspace's quota (`DOCCHAT_WORKSPACE_QUOTA_MB`). On both
+//! cannot fill the disk past its workspace's quota (`DOCCHAT_WORKSPACE_QUOTA_MB`) or its
+//! user's workspaces together past the user's (`DOCCHAT_USER_DISK_QUOTA_MB`). On both
 //! backends (a backend this host does not offer fails in CI, as in containment.rs).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use docchat_agent_service::sandbox::{Mode, Sandbox, Settings};
-use docchat_agent_service::tools::{CodeRunner, CodeSpec};
+use docchat_agent_service::tools::{CodeRunner, CodeSpec, OverQuota, UserDisk};
 use tokio_util::sync::CancellationToken;
 
 const HELPER: &str = env!("CARGO_BIN_EXE_docchat-sandbox-exec");
@@ -68,6 +69,7 @@ impl Lab {
             memory_bytes: None,
             documents: None,
             user: user.into(),
+            disk: UserDisk::default(),
         }
     }
 }
@@ -196,11 +198,19 @@ async fn a_workspace_past_its_quota_stops_the_run(mode: Mode, base: u32) {
         0,
     )
     .await;
-    assert_eq!(out.over_quota, Some(8 * MIB), "{out:?}");
+    assert_eq!(
+        out.over_quota,
+        Some(OverQuota::Workspace(8 * MIB)),
+        "{out:?}"
+    );
     assert!(!out.timed_out, "{out:?}");
     // One file larger than the quota is cut at what is left, and the run says why.
     let out = run("open('big', 'wb').write(bytes(20 << 20))", 1).await;
-    assert_eq!(out.over_quota, Some(8 * MIB), "{out:?}");
+    assert_eq!(
+        out.over_quota,
+        Some(OverQuota::Workspace(8 * MIB)),
+        "{out:?}"
+    );
     let big = std::fs::metadata(lab.dir.path().join("user-1/big")).map_or(0, |m| m.len());
     assert!(big <= 8 * MIB, "a file grew past the quota: {big}");
     // Under the quota nothing is said.
@@ -216,4 +226,63 @@ async fn a_workspace_past_its_quota_stops_the_run_bubblewrap() {
 #[tokio::test]
 async fn a_workspace_past_its_quota_stops_the_run_landlock() {
     a_workspace_past_its_quota_stops_the_run(Mode::Landlock, 64740).await;
+}
+
+/// A run's workspace counts with the user's other workspaces against the user's total: the
+/// run is stopped past it even though its own workspace is far under its quota.
+async fn the_users_workspaces_together_stop_the_run(mode: Mode, base: u32) {
+    let Some(lab) = lab_with(mode, base, Duration::from_secs(900), 1 << 30).await else {
+        return;
+    };
+    let other = lab.dir.path().join("user-other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("kept"), vec![1u8; 6 << 20]).unwrap();
+    let run = |code: &str, n: usize| {
+        let mut spec = lab.spec(
+            "user",
+            n,
+            &format!("python3 -c \"{code}\""),
+            Duration::from_secs(120),
+        );
+        spec.disk = UserDisk {
+            quota: Some(10 * MIB),
+            others: vec![other.clone()].into(),
+        };
+        let sandbox = lab.sandbox.clone();
+        async move {
+            tokio::time::timeout(
+                Duration::from_secs(60),
+                sandbox.run(spec, &CancellationToken::new()),
+            )
+            .await
+            .expect("the run was not stopped")
+            .unwrap()
+        }
+    };
+    // 6 MiB elsewhere and 2 MiB files here under what is left, 6 MiB here in all: stopped.
+    let out = run(
+        "import time\nfor i in range(3): open(f'f{i}', 'wb').write(bytes(2 << 20))\ntime.sleep(100)",
+        0,
+    )
+    .await;
+    assert_eq!(out.over_quota, Some(OverQuota::User(10 * MIB)), "{out:?}");
+    assert!(!out.timed_out, "{out:?}");
+    // What is left of the total bounds one file.
+    let out = run("open('big', 'wb').write(bytes(8 << 20))", 1).await;
+    assert_eq!(out.over_quota, Some(OverQuota::User(10 * MIB)), "{out:?}");
+    let big = std::fs::metadata(lab.dir.path().join("user-1/big")).map_or(0, |m| m.len());
+    assert!(big <= 4 * MIB, "a file grew past the user's total: {big}");
+    // Under the total nothing is said.
+    let out = run("open('small', 'wb').write(bytes(1 << 20))", 2).await;
+    assert_eq!((out.over_quota, out.exit_code), (None, Some(0)), "{out:?}");
+}
+
+#[tokio::test]
+async fn the_users_workspaces_together_stop_the_run_bubblewrap() {
+    the_users_workspaces_together_stop_the_run(Mode::Bubblewrap, 64744).await;
+}
+
+#[tokio::test]
+async fn the_users_workspaces_together_stop_the_run_landlock() {
+    the_users_workspaces_together_stop_the_run(Mode::Landlock, 64748).await;
 }

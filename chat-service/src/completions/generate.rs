@@ -89,10 +89,15 @@ impl Completer {
                 return;
             }
         };
-        let Prompt { messages, hits } = prompt;
+        let Prompt {
+            messages,
+            hits,
+            trace,
+        } = prompt;
         let mut reply = Reply {
             references: hits,
             prompt_raw: serde_json::to_string_pretty(&messages).unwrap_or_default(),
+            meta: trace.map(|t| ("retrieval_trace", t)).into_iter().collect(),
             ..Reply::default()
         };
         let mut stream = match job
@@ -107,6 +112,14 @@ impl Completer {
                 return;
             }
         };
+        // Kept with the progress: a replica that dies leaves its usage to be booked.
+        let answer_prompt = match stream.usage().0 {
+            0 => (reply.prompt_raw.len() as u64).div_ceil(4),
+            counted => counted,
+        };
+        if let Ok(spent) = serde_json::to_string(&usage.spent(&job, answer_prompt)) {
+            registration.spent(spent);
+        }
         let mut finishing_from: Option<usize> = None;
         let mut paused_since: Option<tokio::time::Instant> = None;
         loop {

@@ -38,7 +38,7 @@ use tokio_util::task::TaskTracker;
 use tonic::Status;
 
 pub use request::{DEFAULT_MAX_NEW_TOKENS, RagMode};
-pub use store::message_id;
+pub use store::{Spent, UsageLog, message_id};
 
 use crate::control::Controls;
 use crate::entities::{chat_sessions, messages};
@@ -70,6 +70,8 @@ struct Job {
     memory: Option<memory::Memory>,
     /// The caller's own instructions for this completion (`CompletionRequest.system_prompt`).
     system_prompt: Option<String>,
+    /// Searches use the reranker when one is configured (rag_config.rerank, default on).
+    rerank: bool,
 }
 
 type Events = mpsc::Sender<Result<pb::CompletionEvent, Status>>;

@@ -16,6 +16,9 @@ const NOTES_INSTRUCTIONS: &str = "Answer the question using the notes below, sum
 pub(super) struct Prompt {
     pub(super) messages: Vec<ChatMessage>,
     pub(super) hits: Vec<SearchHit>,
+    /// How the excerpts were found (JSON; the reply's `retrieval_trace`), when the
+    /// collection was searched.
+    pub(super) trace: Option<String>,
 }
 
 pub(super) fn pages_of(hit: &SearchHit) -> String {
@@ -97,7 +100,11 @@ pub(super) fn build_prompt(
     }
     messages.extend(kept);
     messages.push(ChatMessage::user(question));
-    Prompt { messages, hits }
+    Prompt {
+        messages,
+        hits,
+        trace: None,
+    }
 }
 
 /// Adds `text` as a system message after the ones already there, before the conversation.

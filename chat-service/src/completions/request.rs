@@ -78,6 +78,19 @@ impl RagMode {
     }
 
     /// Whether this mode runs the agent.
+    /// The rag_type this mode answers.
+    pub fn name(self) -> &'static str {
+        match self {
+            RagMode::LlmOnly => "llm_only",
+            RagMode::Rag => "rag",
+            RagMode::Hyde1 => "hyde1",
+            RagMode::Hyde2 => "hyde2",
+            RagMode::RagPlus => "rag+",
+            RagMode::AllData => "all_data",
+            RagMode::Agent(_) => "agent",
+        }
+    }
+
     pub fn is_agent(self) -> bool {
         matches!(self, RagMode::Agent(_))
     }
@@ -199,6 +212,7 @@ impl Completer {
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned),
+            rerank: r.rerank.unwrap_or(true),
         })
     }
 

@@ -4,7 +4,7 @@
 
 use docchat_common::error::ApiResult;
 use docchat_inference::ChatMessage;
-use docchat_proto::ingest::v1::{ListChunksRequest, SearchHit, SearchRequest};
+use docchat_proto::ingest::v1::{ListChunksRequest, SearchHit, SearchRequest, SearchResponse};
 use futures::StreamExt;
 
 use super::prompt::{Prompt, build_prompt, context_budget, excerpts, pages_of};
@@ -25,6 +25,14 @@ const SUMMARY_TOKENS: u32 = 512;
 const MAX_SUMMARY_ROUNDS: usize = 4;
 /// Summary calls in flight at once.
 const SUMMARY_CONCURRENCY: usize = 4;
+const CONDENSE_PROMPT: &str = "Rewrite the user's last question as one standalone search query for the documents: replace what it refers to in the conversation (it, that, the same, its default...) by what it means, keep the user's own words otherwise, and add nothing else. Write only the query.";
+/// Tokens of a condensed query at most.
+const CONDENSE_TOKENS: u32 = 96;
+/// The longest a condensing call may take; past it the question is searched as asked.
+const CONDENSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+/// Earlier messages a condensing call reads (the most recent), each cut to this many bytes.
+const CONDENSE_HISTORY: usize = 6;
+const CONDENSE_MESSAGE_BYTES: usize = 600;
 const HYDE_PROMPT: &str = "Write a short passage that answers the question, as a document on the subject would. It is used to search documents, so be specific.";
 
 /// The job's memory block, its content cut to half of what the context leaves (a block of
@@ -47,21 +55,43 @@ impl Completer {
         let question = job.question.content.as_str();
         let memory = memory_within(job, question);
         let reserved = reserved(job, memory.as_ref());
+        let mut traced = Traced::default();
+        // A follow-up is searched as the standalone question it stands for.
+        let searched_for = match job.mode {
+            RagMode::Rag | RagMode::Hyde1 | RagMode::Hyde2 | RagMode::RagPlus => {
+                self.standalone(job, question, usage, &mut traced).await
+            }
+            RagMode::LlmOnly | RagMode::AllData | RagMode::Agent(_) => question.to_owned(),
+        };
+        let question_asked = question;
+        let question = searched_for.as_str();
         let (hits, notes) = match job.mode {
             // The agent builds its own prompt (see super::agent); nothing to retrieve here.
             RagMode::LlmOnly | RagMode::Agent(_) => (Vec::new(), None),
-            RagMode::Rag => (self.search(job, question).await?, None),
+            RagMode::Rag => (
+                self.traced_search(job, question, "question", usage, &mut traced)
+                    .await?,
+                None,
+            ),
             RagMode::Hyde1 | RagMode::Hyde2 => {
                 let draft = self.draft(job, question, &[], usage).await?;
-                let mut hits = self.search(job, &format!("{question}\n{draft}")).await?;
+                let query = format!("{question}\n{draft}");
+                let mut hits = self
+                    .traced_search(job, &query, "hyde", usage, &mut traced)
+                    .await?;
                 if job.mode == RagMode::Hyde2 {
                     let draft = self.draft(job, question, &hits, usage).await?;
-                    hits = self.search(job, &format!("{question}\n{draft}")).await?;
+                    let query = format!("{question}\n{draft}");
+                    hits = self
+                        .traced_search(job, &query, "hyde2", usage, &mut traced)
+                        .await?;
                 }
                 (hits, None)
             }
             RagMode::RagPlus => {
-                let found = self.search(job, question).await?;
+                let found = self
+                    .traced_search(job, question, "question", usage, &mut traced)
+                    .await?;
                 let ids: Vec<i64> = found.iter().map(|h| h.chunk_id).collect();
                 let mut chunks = self.chunks(job, ids, NEIGHBOURS).await?;
                 for c in &mut chunks {
@@ -78,7 +108,7 @@ impl Completer {
             }
         };
         let mut prompt = build_prompt(
-            question,
+            question_asked,
             &job.history,
             hits,
             notes.as_deref(),
@@ -92,7 +122,33 @@ impl Completer {
         if let Some(memory) = &memory {
             super::memory::inject(&mut prompt.messages, memory);
         }
+        prompt.trace = traced.finish(job, &prompt.hits);
         Ok(prompt)
+    }
+
+    /// [`search`](Self::search), its trace kept in `traced` and its reranker call (booked by
+    /// ingest-service) counted in the reply's usage.
+    async fn traced_search(
+        &self,
+        job: &Job,
+        query: &str,
+        purpose: &'static str,
+        usage: &mut UsageLog,
+        traced: &mut Traced,
+    ) -> ApiResult<Vec<SearchHit>> {
+        let started = std::time::Instant::now();
+        let found = self.searched(job, query).await?;
+        if let Some(r) = &found.rerank {
+            usage.add_booked("rerank", r.tokens, r.cost);
+        }
+        let search: serde_json::Value =
+            serde_json::from_str(&found.trace_json).unwrap_or(serde_json::Value::Null);
+        traced.searches.push(serde_json::json!({
+            "purpose": purpose,
+            "milliseconds": started.elapsed().as_secs_f64() * 1000.0,
+            "search": search,
+        }));
+        Ok(found.hits)
     }
 
     /// Chunks of the session's collection in document order: around `ids` (with
@@ -182,6 +238,79 @@ impl Completer {
         Ok((chunks, Some(notes)))
     }
 
+    /// The question to search for: as asked in a session without earlier questions (or
+    /// with include_chat_history off, which leaves the history empty); otherwise rewritten
+    /// by the chat model into a standalone query with the conversation in mind (bounded in
+    /// tokens and time, booked as `condense`). A call that fails or takes too long leaves
+    /// the question as asked; the trace says what was searched and why.
+    async fn standalone(
+        &self,
+        job: &Job,
+        question: &str,
+        usage: &mut UsageLog,
+        traced: &mut Traced,
+    ) -> String {
+        if !job.history.iter().any(|m| m.reply_to.is_none()) {
+            return question.to_owned();
+        }
+        let start = job.history.len().saturating_sub(CONDENSE_HISTORY);
+        let mut conversation = String::new();
+        for m in &job.history[start..] {
+            let who = if m.reply_to.is_some() {
+                "Assistant"
+            } else {
+                "User"
+            };
+            let end = (0..=m.content.len().min(CONDENSE_MESSAGE_BYTES))
+                .rev()
+                .find(|i| m.content.is_char_boundary(*i))
+                .unwrap_or(0);
+            conversation.push_str(&format!("{who}: {}\n", m.content[..end].trim()));
+        }
+        let messages = vec![
+            ChatMessage::system(CONDENSE_PROMPT),
+            ChatMessage::user(format!(
+                "Conversation:\n{conversation}\nLast question: {question}"
+            )),
+        ];
+        let started = std::time::Instant::now();
+        let call = job.model.complete(&messages, CONDENSE_TOKENS, 0.0);
+        let outcome = match tokio::time::timeout(CONDENSE_TIMEOUT, call).await {
+            Ok(Ok(done)) => {
+                usage.add(job, "condense", done.prompt_tokens, done.completion_tokens);
+                let query = done.text.trim().trim_matches('"').trim().to_owned();
+                if query.is_empty() {
+                    Err("the model wrote no query".to_owned())
+                } else {
+                    Ok(query)
+                }
+            }
+            Ok(Err(e)) => Err(format!("the model failed: {e}")),
+            Err(_) => Err(format!("no query within {} s", CONDENSE_TIMEOUT.as_secs())),
+        };
+        let milliseconds = started.elapsed().as_secs_f64() * 1000.0;
+        match outcome {
+            Ok(query) => {
+                traced.condensed = Some(serde_json::json!({
+                    "question": question,
+                    "query": query,
+                    "milliseconds": milliseconds,
+                }));
+                query
+            }
+            Err(why) => {
+                tracing::warn!(question = %job.question.id, reason = %why, "the follow-up was searched as asked");
+                traced.condensed = Some(serde_json::json!({
+                    "question": question,
+                    "query": question,
+                    "failed": why,
+                    "milliseconds": milliseconds,
+                }));
+                question.to_owned()
+            }
+        }
+    }
+
     /// A HyDE draft: what an answer might say, to search with.
     async fn draft(
         &self,
@@ -204,9 +333,15 @@ impl Completer {
         Ok(done.text)
     }
 
+    /// The session collection's best excerpts for `query`.
     pub(super) async fn search(&self, job: &Job, query: &str) -> ApiResult<Vec<SearchHit>> {
+        Ok(self.searched(job, query).await?.hits)
+    }
+
+    /// ingest-service's answer to a search of the session's collection for `query`.
+    async fn searched(&self, job: &Job, query: &str) -> ApiResult<SearchResponse> {
         let Some(collection_id) = job.session.collection_id.clone() else {
-            return Ok(Vec::new());
+            return Ok(SearchResponse::default());
         };
         Ok(self
             .clients
@@ -216,10 +351,54 @@ impl Completer {
                 document_ids: vec![],
                 query: query.chars().take(10_000).collect(),
                 top_k: TOP_K,
+                no_rerank: !job.rerank,
             })
             .await?
-            .into_inner()
-            .hits)
+            .into_inner())
+    }
+}
+
+/// What a reply's searches did, for its `retrieval_trace`.
+#[derive(Default)]
+struct Traced {
+    /// A follow-up's standalone query: the question, the query searched, and how long
+    /// writing it took (or why it failed).
+    condensed: Option<serde_json::Value>,
+    /// Each search: why it was made, how long it took, and ingest-service's trace.
+    searches: Vec<serde_json::Value>,
+}
+
+impl Traced {
+    /// The trace as stored with the reply (none when nothing was searched): the searches,
+    /// then the excerpts the prompt kept (those that fit the model's context).
+    fn finish(self, job: &Job, kept: &[SearchHit]) -> Option<String> {
+        if self.searches.is_empty() {
+            return None;
+        }
+        let kept: Vec<serde_json::Value> = kept
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                serde_json::json!({
+                    "rank": i + 1,
+                    "chunk_id": h.chunk_id,
+                    "document_id": h.document_id,
+                    "document_name": h.document_name,
+                    "pages": h.pages,
+                    "score": h.score,
+                })
+            })
+            .collect();
+        Some(
+            serde_json::json!({
+                "rag_type": job.mode.name(),
+                "reranker_requested": job.rerank,
+                "condensed": self.condensed,
+                "searches": self.searches,
+                "kept": kept,
+            })
+            .to_string(),
+        )
     }
 }
 

@@ -7,7 +7,7 @@ use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::outbox;
 use docchat_common::time::now;
-use docchat_proto::events::v1::LlmUsage;
+use docchat_proto::events::v1::{Envelope, LlmUsage};
 use docchat_proto::ingest::v1::SearchHit;
 use sea_orm::sea_query::{Expr, Func};
 use sea_orm::{
@@ -27,7 +27,7 @@ const HISTORY_MESSAGES: u64 = 20;
 
 /// Calls made for one reply, for usage_stats and the ledger.
 #[derive(Default)]
-pub(super) struct UsageLog {
+pub struct UsageLog {
     pub(super) calls: Vec<Call>,
 }
 
@@ -41,7 +41,124 @@ pub(super) struct Call {
     pub(super) booked: bool,
 }
 
+/// What a reply's model calls have used while it is generated, kept with its progress
+/// (`active_completions.usage`), so the reply of a replica that dies is booked with it
+/// (recovery.rs): the calls made before the answer's, and the answer's prompt; the answer's
+/// completion tokens are counted from the text recovered.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Spent {
+    pub model: String,
+    /// Per million input and output tokens.
+    pub prices: (f64, f64),
+    /// (purpose, prompt tokens, completion tokens) of the calls made before the answer's.
+    pub calls: Vec<(String, u64, u64)>,
+    /// The answer's prompt tokens.
+    pub answer_prompt_tokens: u64,
+}
+
+impl Spent {
+    /// The calls to book for a reply recovered with `text`: those before the answer's, and
+    /// the answer's, its completion counted at 4 bytes a token (the estimate the model
+    /// streams use when an upstream reports none).
+    pub fn calls_with(&self, text: &str) -> UsageLog {
+        let call = |purpose: &str, prompt_tokens: u64, completion_tokens: u64| Call {
+            purpose: purpose.to_owned(),
+            prompt_tokens,
+            completion_tokens,
+            cost: cost(self.prices, prompt_tokens, completion_tokens),
+            booked: false,
+        };
+        let mut calls: Vec<Call> = self
+            .calls
+            .iter()
+            .map(|(purpose, p, c)| call(purpose, *p, *c))
+            .collect();
+        calls.push(call(
+            "chat",
+            self.answer_prompt_tokens,
+            (text.len() as u64).div_ceil(4),
+        ));
+        UsageLog { calls }
+    }
+}
+
 impl UsageLog {
+    /// What the calls so far and the answer's prompt have used (calls already booked
+    /// elsewhere left out).
+    pub(super) fn spent(&self, job: &Job, answer_prompt_tokens: u64) -> Spent {
+        Spent {
+            model: job.model_name.clone(),
+            prices: job.prices,
+            calls: self
+                .calls
+                .iter()
+                .filter(|c| !c.booked)
+                .map(|c| (c.purpose.clone(), c.prompt_tokens, c.completion_tokens))
+                .collect(),
+            answer_prompt_tokens,
+        }
+    }
+
+    /// The `usage.llm` events of the calls not booked yet, for `user_id`'s message `id`.
+    pub fn events(&self, user_id: &str, model: &str, id: &str) -> Vec<Envelope> {
+        self.calls
+            .iter()
+            .filter(|call| !call.booked)
+            .map(|call| {
+                usage_event(&LlmUsage {
+                    user_id: user_id.to_owned(),
+                    model: model.to_owned(),
+                    prompt_tokens: call.prompt_tokens,
+                    completion_tokens: call.completion_tokens,
+                    cost: call.cost,
+                    purpose: call.purpose.clone(),
+                    message_id: id.to_owned(),
+                    calls: 1,
+                })
+            })
+            .collect()
+    }
+
+    /// The reply's `usage_stats` metadata.
+    pub fn stats(&self, model: &str, elapsed: f64, first_token: Option<f64>) -> String {
+        let (prompt_tokens, completion_tokens, cost) =
+            self.calls.iter().fold((0, 0, 0.0), |t, c| {
+                (
+                    t.0 + c.prompt_tokens,
+                    t.1 + c.completion_tokens,
+                    t.2 + c.cost,
+                )
+            });
+        serde_json::json!({
+            "llm": model,
+            "input_tokens": prompt_tokens,
+            "output_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "cost": cost,
+            "response_time": elapsed,
+            "time_to_first_token": first_token,
+            "calls": self.calls.iter().map(|c| serde_json::json!({
+                "purpose": c.purpose,
+                "input_tokens": c.prompt_tokens,
+                "output_tokens": c.completion_tokens,
+                "cost": c.cost,
+            })).collect::<Vec<_>>(),
+        })
+        .to_string()
+    }
+
+    /// A call another service made and booked for this reply (counted in usage_stats, not
+    /// booked again).
+    pub(super) fn add_booked(&mut self, purpose: &str, prompt_tokens: u64, cost: f64) {
+        self.calls.push(Call {
+            purpose: purpose.to_owned(),
+            prompt_tokens,
+            completion_tokens: 0,
+            cost,
+            booked: true,
+        });
+    }
+
     pub(super) fn add(
         &mut self,
         job: &Job,
@@ -253,23 +370,7 @@ async fn write_reply(
     usage: &UsageLog,
     id: &str,
 ) -> ApiResult<()> {
-    let events: Vec<_> = usage
-        .calls
-        .iter()
-        .filter(|call| !call.booked)
-        .map(|call| {
-            usage_event(&LlmUsage {
-                user_id: job.caller.user_id.clone(),
-                model: job.model_name.clone(),
-                prompt_tokens: call.prompt_tokens,
-                completion_tokens: call.completion_tokens,
-                cost: call.cost,
-                purpose: call.purpose.clone(),
-                message_id: id.to_owned(),
-                calls: 1,
-            })
-        })
-        .collect();
+    let events = usage.events(&job.caller.user_id, &job.model_name, id);
     let txn = docchat_common::db::begin(db).await?;
     let mut batch = Batch::new(txn.get_database_backend());
     if let Some(insert) = outbox::insert_statement(&events) {
@@ -337,29 +438,8 @@ fn reply_statements(
     if !references.is_empty() {
         batch.push(&message_references::Entity::insert_many(references).into_query());
     }
-    let (prompt_tokens, completion_tokens, cost) = usage.calls.iter().fold((0, 0, 0.0), |t, c| {
-        (
-            t.0 + c.prompt_tokens,
-            t.1 + c.completion_tokens,
-            t.2 + c.cost,
-        )
-    });
-    let stats = serde_json::json!({
-        "llm": job.model_name,
-        "input_tokens": prompt_tokens,
-        "output_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-        "cost": cost,
-        "response_time": elapsed,
-        "time_to_first_token": reply.first_token,
-        "calls": usage.calls.iter().map(|c| serde_json::json!({
-            "purpose": c.purpose,
-            "input_tokens": c.prompt_tokens,
-            "output_tokens": c.completion_tokens,
-            "cost": c.cost,
-        })).collect::<Vec<_>>(),
-    });
-    let mut meta = vec![("usage_stats", stats.to_string())];
+    let stats = usage.stats(&job.model_name, elapsed, reply.first_token);
+    let mut meta = vec![("usage_stats", stats)];
     if !reply.prompt_raw.is_empty() {
         meta.push(("prompt_raw", reply.prompt_raw.clone()));
     }

@@ -12,6 +12,9 @@ pub struct Model {
     pub lease_until: ChronoDateTimeUtc,
     /// The reply's text so far, written at a bounded rate while it is generated.
     pub progress: Option<String>,
+    /// What its model calls have used so far (JSON, completions/store.rs `Spent`), written
+    /// with the progress: a recovered reply books it.
+    pub usage: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -10,6 +10,7 @@ mod m20261124_000005_reference_deleted;
 mod m20261124_000006_rate_windows;
 mod m20261124_000007_completion_progress;
 mod m20261125_000001_memory_blocks;
+mod m20261129_000001_completion_usage;
 
 pub struct Migrator;
 
@@ -26,6 +27,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000006_rate_windows::Migration),
             Box::new(m20261124_000007_completion_progress::Migration),
             Box::new(m20261125_000001_memory_blocks::Migration),
+            Box::new(m20261129_000001_completion_usage::Migration),
         ]
     }
 }

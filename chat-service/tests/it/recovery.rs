@@ -1,12 +1,14 @@
 //! A replica killed while it streams a reply (kill -9: nothing of it runs after): another
 //! replica stores the reply as interrupted, with at least what its client had seen, in its
-//! place after its question, once the dead one's lease runs out; control calls on the
-//! question then answer 204 and change nothing.
+//! place after its question, with its usage booked, once the dead one's lease runs out;
+//! control calls on the question then answer 204 and change nothing.
 
 use std::time::Duration;
 
 use docchat_common::config::Service;
 use docchat_common::testing::context;
+use docchat_proto::admin::v1::LlmSpendRequest;
+use docchat_proto::admin::v1::admin_service_client::AdminServiceClient;
 use docchat_proto::chat::v1 as pb;
 use docchat_test_stack::{Stack, deltas, rest};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
@@ -194,6 +196,31 @@ docchat_common::backend_tests! {
             backend.name
         );
 
+        // Its usage is booked with it: the answer's prompt, and its completion counted from
+        // the recovered text (4 bytes a token); the ledger gets it once, beside the later
+        // reply's.
+        let stats = usage_stats(&stack, &survivor, &alice, &reply.id).await;
+        assert_eq!(stats["llm"], "scripted", "{}: {stats}", backend.name);
+        assert_eq!(
+            stats["output_tokens"].as_u64(),
+            Some((reply.content.len() as u64).div_ceil(4)),
+            "{}: {stats}",
+            backend.name
+        );
+        assert!(stats["input_tokens"].as_u64() > Some(0), "{}: {stats}", backend.name);
+        let later_reply = &listed[3].id;
+        let expected = stats["cost"].as_f64().unwrap()
+            + usage_stats(&stack, &survivor, &alice, later_reply).await["cost"].as_f64().unwrap();
+        assert!(expected > 0.0, "{}", backend.name);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while spend(&stack, &alice).await < expected - 1e-12 {
+            assert!(tokio::time::Instant::now() < deadline, "{}: the recovered reply's usage was never booked", backend.name);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let spent = spend(&stack, &alice).await;
+        assert!((spent - expected).abs() < 1e-12, "{}: booked {spent}, not {expected}", backend.name);
+
         // The question is not being generated any more: control calls are no-ops that
         // succeed (204 through REST) and leave the recovered reply as it is.
         for action in ["stop", "pause", "resume", "finish"] {
@@ -209,6 +236,44 @@ docchat_common::backend_tests! {
         survivor.stop().await.unwrap();
         stack.stop().await;
     }
+}
+
+/// A message's usage_stats, as its owner reads it.
+async fn usage_stats(
+    stack: &Stack,
+    replica: &docchat_common::testing::Spawned,
+    who: &docchat_common::Caller,
+    message_id: &str,
+) -> serde_json::Value {
+    let entries = stack
+        .chat_client(replica)
+        .get_message_meta(stack.req(
+            Service::Chat,
+            who,
+            pb::MessageMetaRequest {
+                message_id: message_id.into(),
+                info_type: "usage_stats".into(),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .entries;
+    let content = entries
+        .first()
+        .map(|e| e.content.as_str())
+        .unwrap_or_else(|| panic!("no usage_stats on {message_id}"));
+    serde_json::from_str(content).unwrap()
+}
+
+/// What `who`'s model calls cost, as the ledger has booked them.
+async fn spend(stack: &Stack, who: &docchat_common::Caller) -> f64 {
+    AdminServiceClient::new(stack.admin().channel())
+        .get_llm_spend(stack.req(Service::Admin, who, LlmSpendRequest::default()))
+        .await
+        .unwrap()
+        .into_inner()
+        .cost_total
 }
 
 fn client_at(url: &str) -> pb::chat_service_client::ChatServiceClient<tonic::transport::Channel> {

@@ -183,7 +183,7 @@ pub async fn delete_chat_session(api: Api, path: web::Path<String>) -> HttpResul
 #[utoipa::path(
     tag = "Chat",
     params(("session_id" = String, Path), PageQuery),
-    responses((status = 200, body = Vec<ChatMessage>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses((status = 200, body = Vec<ChatMessage>, headers(("x-next-offset" = u64, description = "set when the page stopped before its limit at its byte budget: the offset of the next page"))), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = []))
 )]
 #[get("/chats/{session_id}/messages")]
@@ -191,7 +191,7 @@ pub async fn get_chat_session_messages(
     api: Api,
     path: web::Path<String>,
     query: web::Query<PageQuery>,
-) -> HttpResult<web::Json<Vec<ChatMessage>>> {
+) -> HttpResult<HttpResponse> {
     let (offset, limit) = page(query.offset, query.limit)?;
     let request = pb::ListMessagesRequest {
         session_id: path.into_inner(),
@@ -199,7 +199,11 @@ pub async fn get_chat_session_messages(
         limit,
     };
     let list = api.chat().list_messages(request).await?.into_inner();
-    Ok(web::Json(
-        list.messages.into_iter().map(ChatMessage::from).collect(),
+    let messages: Vec<ChatMessage> = list.messages.into_iter().map(ChatMessage::from).collect();
+    Ok(super::list_answer(
+        &messages,
+        offset,
+        messages.len(),
+        list.size_limited,
     ))
 }

@@ -56,6 +56,8 @@ pub struct RagConfig {
     /// auto (default), llm_only, agent_only, rag, agentic_rag, rlm_rag, fast_agentic_rag,
     /// hyde1, hyde2, rag+, all_data.
     pub rag_type: Option<String>,
+    /// false: no reranker for this completion (fusion's order), when one is configured.
+    pub rerank: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -180,6 +182,7 @@ pub async fn get_completion(
     } = body.into_inner();
     let args = llm_args.unwrap_or_default();
     let agent_args_json = args.agent_args_json();
+    let rag_config = rag_config.unwrap_or_default();
     let request = pb::CompletionRequest {
         session_id: path.into_inner(),
         message,
@@ -190,10 +193,11 @@ pub async fn get_completion(
         use_agent: args.use_agent.unwrap_or(false),
         memory_block_id: args.memory_block_id,
         memory_block_name: args.memory_block_name,
-        rag_type: rag_config.and_then(|r| r.rag_type).unwrap_or_default(),
+        rag_type: rag_config.rag_type.unwrap_or_default(),
         agent_args_json,
         // SPEC.md's completion request has none; scheduled tasks send theirs.
         system_prompt: None,
+        rerank: rag_config.rerank,
     };
     let mut events = api.chat().complete(request).await?.into_inner();
     if stream {
@@ -272,7 +276,9 @@ pub async fn control_message(
 
 #[derive(Debug, Deserialize, IntoParams)]
 pub struct MetaQuery {
-    /// usage_stats, prompt_raw, or an agent_* type.
+    /// usage_stats, prompt_raw, retrieval_trace (how a RAG reply's excerpts were found:
+    /// the queries, the candidates with their lexical, dense, fused and reranked scores and
+    /// ranks, what the prompt kept, each stage's time), or an agent_* type.
     pub info_type: Option<String>,
 }
 

@@ -275,4 +275,47 @@ docchat_common::backend_tests! {
         db.close().await.unwrap();
         app.stop().await;
     }
+
+    /// A session of long messages (3 MB each, as long questions stored earlier could be):
+    /// its message list answers pages within the budget, in order, each message once.
+    async fn message_lists_page_by_size(backend) {
+        let app = Stack::docchat(&backend).await;
+        let (user_id, key) = app.user("maud").await;
+        let (s, session) = app.call(Method::POST, "/api/v1/chats", &key, Some(json!({}))).await;
+        assert!(s == 200 || s == 201, "{session}");
+        let session = session["id"].as_str().unwrap().to_owned();
+        let db = app.database(Service::Chat).await;
+        let start = chrono::Utc::now();
+        let mut inserted = Vec::new();
+        for i in 0..5i64 {
+            let id = uuid::Uuid::now_v7().to_string();
+            let insert = Query::insert()
+                .into_table(Alias::new("messages"))
+                .columns(["id", "session_id", "owner_id", "username", "content", "votes", "has_references", "total_references", "created_at"].map(Alias::new))
+                .values_panic([
+                    id.clone().into(),
+                    session.clone().into(),
+                    user_id.clone().into(),
+                    "maud".into(),
+                    format!("{i} {}", "q".repeat(3_000_000)).into(),
+                    0i32.into(),
+                    false.into(),
+                    0i64.into(),
+                    (start + chrono::Duration::seconds(i)).into(),
+                ])
+                .to_owned();
+            db.execute(db.get_database_backend().build(&insert)).await.unwrap();
+            inserted.push(id);
+        }
+        let path = format!("/api/v1/chats/{session}/messages");
+        let (s, next, len, first) = get_page(&app, &key, &path).await;
+        assert_eq!(s, 200, "{}", backend.name);
+        let n = first.as_array().unwrap().len();
+        assert!((1..5).contains(&n), "{}: {n} messages in {len} bytes", backend.name);
+        assert_eq!(next, Some(n as u64), "{}", backend.name);
+        let (ids, _) = page_through(&app, &key, &path, |b| b.as_array().unwrap()).await;
+        assert_eq!(ids, inserted, "{}: every message once, in order", backend.name);
+        db.close().await.unwrap();
+        app.stop().await;
+    }
 }

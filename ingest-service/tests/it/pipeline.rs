@@ -940,6 +940,7 @@ async fn pgvector_takes_over_earlier_vectors_and_honours_document_filters() {
                 document_ids: vec![docs[1].clone()],
                 query: "What is the capital of France?".into(),
                 top_k: 3,
+                no_rerank: false,
             },
         ))
         .await

@@ -65,6 +65,18 @@ pub struct Config {
     /// An Ollama server (`DOCCHAT_OLLAMA_BASE_URL`, else `OLLAMA_BASE_URL`; its root, e.g.
     /// `http://127.0.0.1:11434`, or its `/v1`), whose models are offered the same way.
     pub ollama_base_url: Option<String>,
+    /// A reranker upstream without a models file (`DOCCHAT_RERANK_URL`): its root, asked
+    /// `POST {url}/rerank` (or `/v1/rerank`); a models-file `kind = "rerank"` entry wins.
+    pub rerank_url: Option<String>,
+    /// The model id sent to `rerank_url` (`DOCCHAT_RERANK_MODEL`; default `rerank`).
+    pub rerank_model: Option<String>,
+    /// Its key (`DOCCHAT_RERANK_API_KEY`), sent as a bearer token.
+    pub rerank_api_key: Option<SecretString>,
+    /// Fusion's best candidates the reranker reads (`DOCCHAT_RERANK_CANDIDATES`).
+    pub rerank_candidates: u32,
+    /// The most time the reranker may take for one search, in milliseconds
+    /// (`DOCCHAT_RERANK_TIMEOUT_MS`); past it fusion's order stands.
+    pub rerank_timeout_ms: u64,
     /// The model `auto` routes to, by name (else the models file's default, else the first
     /// model listed).
     pub default_model: Option<String>,
@@ -144,6 +156,8 @@ pub struct Config {
     pub chat_max_pause_seconds: u64,
     /// MiB of disk one agent workspace may hold (agent-service's sandbox and stored files).
     pub workspace_quota_mb: u64,
+    /// MiB of disk all of one user's agent workspaces may hold together.
+    pub user_disk_quota_mb: u64,
     /// How often ingest-service looks for collection descriptions to (re)generate.
     pub description_interval_seconds: u64,
     /// Where chunk vectors are searched: `auto` (pgvector when the database is PostgreSQL
@@ -198,6 +212,11 @@ impl Default for Config {
             openai_api_key: None,
             ollama_base_url: None,
             default_model: None,
+            rerank_url: None,
+            rerank_model: None,
+            rerank_api_key: None,
+            rerank_candidates: 40,
+            rerank_timeout_ms: 2000,
             upstream_refresh_seconds: 60,
             upstream_context_length: 8192,
             bootstrap_admin_key: None,
@@ -234,6 +253,7 @@ impl Default for Config {
             chat_completion_lease_seconds: 60,
             chat_max_pause_seconds: 600,
             workspace_quota_mb: 1024,
+            user_disk_quota_mb: 4096,
             description_interval_seconds: 30,
             vector_backend: "auto".into(),
             pgvector_ef_search: 100,
@@ -304,8 +324,10 @@ impl Config {
         if !(1..=604_800).contains(&self.job_timeout_seconds) {
             anyhow::bail!("DOCCHAT_JOB_TIMEOUT_SECONDS must be between 1 and 604800");
         }
-        if self.workspace_quota_mb == 0 {
-            anyhow::bail!("DOCCHAT_WORKSPACE_QUOTA_MB must be at least 1");
+        if self.workspace_quota_mb == 0 || self.user_disk_quota_mb == 0 {
+            anyhow::bail!(
+                "DOCCHAT_WORKSPACE_QUOTA_MB and DOCCHAT_USER_DISK_QUOTA_MB must be at least 1"
+            );
         }
         if !(1..=86_400).contains(&self.chat_max_pause_seconds) {
             anyhow::bail!("DOCCHAT_CHAT_MAX_PAUSE_SECONDS must be between 1 and 86400");
@@ -321,9 +343,17 @@ impl Config {
                 "DOCCHAT_MCP_RATE_LIMIT, DOCCHAT_MCP_MAX_BODY_SIZE_MB and DOCCHAT_MCP_MAX_CONCURRENT_JOBS must be at least 1"
             );
         }
+        if !(1..=1000).contains(&self.rerank_candidates)
+            || !(1..=600_000).contains(&self.rerank_timeout_ms)
+        {
+            anyhow::bail!(
+                "DOCCHAT_RERANK_CANDIDATES must be between 1 and 1000 and DOCCHAT_RERANK_TIMEOUT_MS between 1 and 600000"
+            );
+        }
         for (var, url) in [
             ("OPENAI_BASE_URL", &self.openai_base_url),
             ("OLLAMA_BASE_URL", &self.ollama_base_url),
+            ("DOCCHAT_RERANK_URL", &self.rerank_url),
         ] {
             if let Some(url) = url.as_deref().map(str::trim).filter(|u| !u.is_empty())
                 && !(url.starts_with("http://") || url.starts_with("https://"))

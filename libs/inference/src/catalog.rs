@@ -291,6 +291,7 @@ impl Catalog {
                     default: false,
                     kind: ModelKind::Chat,
                     dimensions: None,
+                    max_documents: None,
                     local_path: None,
                 });
             }

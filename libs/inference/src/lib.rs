@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod chat;
 pub mod embed;
 pub mod registry;
+pub mod rerank;
 pub mod transcribe;
 
 pub use catalog::{Catalog, Upstream};
@@ -22,4 +23,5 @@ pub use embed::{
 };
 pub use local::{LocalChat, LocalError, LocalModel, LocalOptions, find_local_models};
 pub use registry::{ApiKey, ModelEntry, ModelKind, Registry};
+pub use rerank::{RerankError, Reranked, Reranker};
 pub use transcribe::{SpeechSegment, TranscribeError, Transcriber, Transcript};

@@ -15,6 +15,8 @@ pub enum ModelKind {
     Embedding,
     /// An OpenAI-compatible `/v1/audio/transcriptions` upstream (audio and video ingestion).
     Transcription,
+    /// A `rerank` upstream (TEI, vLLM, Infinity, Jina, Cohere): retrieval's second stage.
+    Rerank,
 }
 
 /// An upstream's API key given directly (an upstream named in the environment, see
@@ -73,6 +75,9 @@ pub struct ModelEntry {
     /// first answer).
     #[serde(default)]
     pub dimensions: Option<usize>,
+    /// Rerank upstreams: the most documents one call may carry (more go in several calls).
+    #[serde(default)]
+    pub max_documents: Option<usize>,
     /// Local models (provider `local`): the GGUF file. Found in the models dir by
     /// [`Registry::with_models`], never read from the models file.
     #[serde(skip)]
@@ -232,6 +237,19 @@ impl Registry {
         self.models
             .iter()
             .find(|m| m.kind == ModelKind::Transcription)
+    }
+
+    /// The reranker retrieval uses, if one is configured: the one marked default, else the
+    /// first.
+    pub fn rerank_model(&self) -> Option<&ModelEntry> {
+        let mut rerankers = self.models.iter().filter(|m| m.kind == ModelKind::Rerank);
+        let first = rerankers.next()?;
+        Some(
+            std::iter::once(first)
+                .chain(rerankers)
+                .find(|m| m.default)
+                .unwrap_or(first),
+        )
     }
 
     /// The model `auto` routes to: the one marked default, else the first.

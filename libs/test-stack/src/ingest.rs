@@ -164,6 +164,7 @@ impl Stack {
             document_ids: vec![],
             query: query.to_owned(),
             top_k,
+            no_rerank: false,
         };
         self.ingest_client()
             .search(self.req(Service::Ingest, who, request))

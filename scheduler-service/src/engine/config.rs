@@ -67,6 +67,7 @@ impl TaskConfig {
                 .map(str::trim)
                 .filter(|p| !p.is_empty())
                 .map(str::to_owned),
+            rerank: None,
         }
     }
 }

@@ -12,4 +12,5 @@
 mod local_llm;
 mod minilm;
 mod openai;
+mod rerank;
 mod tool_calls;

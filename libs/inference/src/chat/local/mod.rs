@@ -1011,6 +1011,7 @@ fn entry_for(path: &Path, context_cap: usize) -> Result<ModelEntry, LocalError> 
         default: false,
         kind: ModelKind::Chat,
         dimensions: None,
+        max_documents: None,
         local_path: Some(path.to_owned()),
         name,
     })
