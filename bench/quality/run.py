@@ -195,7 +195,8 @@ class Docchat:
         return time.monotonic() - t0
 
     def ask(self, collection: str, question: str, llm: str, rag_type: str, history=()):
-        """(references, seconds of the whole completion, monotonic send time, reply text).
+        """(references, seconds of the whole completion, monotonic send time, reply text, the
+        best candidate's similarity).
         The earlier questions of a conversation (history) are asked first, in the same
         session; the figures are the last question's."""
         sid = self.call("POST", "/chats", params={"collection_id": collection}, json={})["id"]
@@ -208,8 +209,12 @@ class Docchat:
         out = self.call("POST", f"/chats/{sid}/completions", json=body)
         t1 = time.monotonic()
         refs = self.call("GET", f"/messages/{out['message_id']}/references")
+        # How close the collection came to the question (the best candidate's dense cosine,
+        # from the reply's retrieval_trace): what "not in the documents" is decided on.
+        meta = self.call("GET", f"/messages/{out['message_id']}/meta", params={"info_type": "retrieval_trace"})
+        similarity = json.loads(meta[0]["content"]).get("top_similarity") if meta else None
         self.call("DELETE", f"/chats/{sid}")
-        return refs, t1 - t0, t0, out.get("body") or ""
+        return refs, t1 - t0, t0, out.get("body") or "", similarity
 
     def answer(self, collection: str, question: str, llm: str, max_tokens: int, history=()):
         """(the model's rag answer, the first reference's document name, seconds); history
@@ -440,7 +445,7 @@ def main():
             print(f"ingested in {ingest_s:.1f}s into collection {col}", flush=True)
 
         # docchat's chunks, as it cut them: every chunk is a reference of an all_data answer.
-        chunks, _, _, _ = dc.ask(col, "List everything.", args.llm, "all_data")
+        chunks, _, _, _, _ = dc.ask(col, "List everything.", args.llm, "all_data")
         if len(chunks) >= 2000:
             # all_data reads the first 2000 chunks only: baselines on a part would mislead.
             print("the collection has 2000+ chunks (all_data lists 2000): no baselines", file=sys.stderr)
@@ -451,7 +456,7 @@ def main():
         systems: dict[str, dict] = {"docchat": {}}
         search_lat, total_lat = [], []
         for i, q in enumerate(questions):
-            refs, total, t0, reply = dc.ask(col, q["question"], args.llm, "rag", q.get("history") or ())
+            refs, total, t0, reply, similarity = dc.ask(col, q["question"], args.llm, "rag", q.get("history") or ())
             # A follow-up's completion also condenses it (a model call): not in the latencies.
             if not q.get("history"):
                 total_lat.append(total)
@@ -460,10 +465,13 @@ def main():
                     if t1 is not None:
                         search_lat.append(t1 - t0)
             hits = [(r["document_name"], pages_of(r)) for r in refs]
+            # docchat's "top score" is the best candidate's similarity (its references'
+            # scores are fusion's ranks, on no scale a threshold could use).
             if q.get("unanswerable"):
-                systems["docchat"][q["id"]] = unanswered(hits, [r.get("score") for r in refs], reply)
+                systems["docchat"][q["id"]] = dict(unanswered(hits, [r.get("score") for r in refs], reply),
+                                                   top_score=similarity)
             else:
-                systems["docchat"][q["id"]] = dict(score(hits, q), top_score=refs[0].get("score") if refs else None)
+                systems["docchat"][q["id"]] = dict(score(hits, q), top_score=similarity)
             if (i + 1) % 25 == 0:
                 print(f"  {i + 1}/{len(questions)} questions", flush=True)
         latency = {"docchat": {

@@ -164,6 +164,7 @@ pub async fn serve(
         shutdown: shutdown.clone(),
         lease,
         max_pause: std::time::Duration::from_secs(ctx.config.chat_max_pause_seconds),
+        min_similarity: ctx.config.rag_min_similarity,
     };
 
     // Requests are drained first; then consumers stop and the relay publishes what is left.

@@ -846,6 +846,7 @@ impl IngestService for IngestGrpc {
                 })
                 .collect(),
             trace_json: serde_json::to_string(&searched.trace).unwrap_or_default(),
+            top_similarity: searched.top_similarity,
             rerank: searched.rerank_usage.map(|u| pb::RerankUsage {
                 model: u.model,
                 tokens: u.prompt_tokens,

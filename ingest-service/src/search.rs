@@ -137,6 +137,8 @@ pub struct Searched {
     pub trace: Trace,
     /// The reranker's call, booked for the caller.
     pub rerank_usage: Option<LlmUsage>,
+    /// The highest dense similarity of any candidate to the query.
+    pub top_similarity: Option<f64>,
 }
 
 /// How one search found its hits (the `trace_json` of SearchResponse; chat-service keeps it
@@ -440,6 +442,7 @@ impl Searcher {
             .collect();
         trace.timings_ms.total = ms(began);
         Ok(Searched {
+            top_similarity: dense_hits.first().map(|h| h.1),
             hits,
             trace,
             rerank_usage,

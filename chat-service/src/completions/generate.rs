@@ -8,7 +8,7 @@ use docchat_common::error::{ApiError, ErrorCode};
 use docchat_proto::chat::v1 as pb;
 use tokio::sync::watch;
 
-use super::prompt::Prompt;
+use super::prompt::{NOT_IN_DOCUMENTS, Prompt};
 use super::store::{Reply, UsageLog, store_reply};
 use super::{Completer, Events, Job, event};
 use crate::control::{Registration, State};
@@ -93,6 +93,7 @@ impl Completer {
             messages,
             hits,
             trace,
+            not_in_documents,
         } = prompt;
         let mut reply = Reply {
             references: hits,
@@ -100,6 +101,12 @@ impl Completer {
             meta: trace.map(|t| ("retrieval_trace", t)).into_iter().collect(),
             ..Reply::default()
         };
+        if not_in_documents {
+            // No model call: the answer says so, with the closest passages as references.
+            deliver(&mut reply, NOT_IN_DOCUMENTS, started, &registration);
+            self.finish(&job, reply, usage, started, &mut out).await;
+            return;
+        }
         let mut stream = match job
             .model
             .stream(&messages, job.max_new_tokens, job.temperature)

@@ -94,6 +94,9 @@ pub struct Completer {
     pub lease: std::time::Duration,
     /// The longest a reply stays paused (`chat_max_pause_seconds`): then it is stopped.
     pub max_pause: std::time::Duration,
+    /// RAG questions the collection comes less close to are answered "not in the documents"
+    /// (`rag_min_similarity`; 0: never).
+    pub min_similarity: f64,
 }
 
 impl Completer {

@@ -19,7 +19,13 @@ pub(super) struct Prompt {
     /// How the excerpts were found (JSON; the reply's `retrieval_trace`), when the
     /// collection was searched.
     pub(super) trace: Option<String>,
+    /// Nothing retrieved is close enough to the question: it is answered "not in the
+    /// documents", the excerpts kept as the closest references.
+    pub(super) not_in_documents: bool,
 }
+
+/// The answer to a RAG question nothing in the collection comes close to.
+pub(super) const NOT_IN_DOCUMENTS: &str = "I could not find this in the documents of this collection: nothing in them comes close enough to the question. The closest passages are listed as references.";
 
 pub(super) fn pages_of(hit: &SearchHit) -> String {
     if hit.pages.is_empty() {
@@ -104,6 +110,7 @@ pub(super) fn build_prompt(
         messages,
         hits,
         trace: None,
+        not_in_documents: false,
     }
 }
 

@@ -122,6 +122,20 @@ impl Completer {
         if let Some(memory) = &memory {
             super::memory::inject(&mut prompt.messages, memory);
         }
+        // The collection does not come close to the question (the last search decides: its
+        // hits are the excerpts): said rather than left to the model to invent.
+        if self.min_similarity > 0.0
+            && !traced.searches.is_empty()
+            && traced
+                .top_similarity
+                .is_none_or(|s| s < self.min_similarity)
+        {
+            prompt.not_in_documents = true;
+            traced.not_in_documents = Some(serde_json::json!({
+                "top_similarity": traced.top_similarity,
+                "threshold": self.min_similarity,
+            }));
+        }
         prompt.trace = traced.finish(job, &prompt.hits);
         Ok(prompt)
     }
@@ -141,6 +155,7 @@ impl Completer {
         if let Some(r) = &found.rerank {
             usage.add_booked("rerank", r.tokens, r.cost);
         }
+        traced.top_similarity = found.top_similarity;
         let search: serde_json::Value =
             serde_json::from_str(&found.trace_json).unwrap_or(serde_json::Value::Null);
         traced.searches.push(serde_json::json!({
@@ -366,6 +381,10 @@ struct Traced {
     condensed: Option<serde_json::Value>,
     /// Each search: why it was made, how long it took, and ingest-service's trace.
     searches: Vec<serde_json::Value>,
+    /// The last search's highest dense similarity.
+    top_similarity: Option<f64>,
+    /// Set when the answer is "not in the documents": the similarity and the threshold.
+    not_in_documents: Option<serde_json::Value>,
 }
 
 impl Traced {
@@ -394,6 +413,8 @@ impl Traced {
                 "rag_type": job.mode.name(),
                 "reranker_requested": job.rerank,
                 "condensed": self.condensed,
+                "top_similarity": self.top_similarity,
+                "not_in_documents": self.not_in_documents,
                 "searches": self.searches,
                 "kept": kept,
             })

@@ -30,6 +30,7 @@ mod limits;
 mod mcp;
 mod memory_agent;
 mod memory_blocks;
+mod not_in_documents;
 mod readiness;
 mod references;
 mod rerank;

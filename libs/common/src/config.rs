@@ -40,6 +40,10 @@ impl Service {
     }
 }
 
+/// The default of `rag_min_similarity`, chosen on bench/quality's dev part (see
+/// ARCHITECTURE.md §5b "Not in the documents").
+pub const RAG_MIN_SIMILARITY: f64 = 0.25;
+
 /// Everything a docchat process reads at start.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default)]
@@ -154,6 +158,10 @@ pub struct Config {
     /// saying why), so a forgotten pause does not hold a fairness slot and an upstream
     /// connection for ever.
     pub chat_max_pause_seconds: u64,
+    /// A RAG question whose closest passage is less similar to it than this (the dense,
+    /// cosine similarity of the best candidate; all-MiniLM-L6-v2's scale) is answered "not in
+    /// the documents" instead of by the model; 0 turns that off (`DOCCHAT_RAG_MIN_SIMILARITY`).
+    pub rag_min_similarity: f64,
     /// MiB of disk one agent workspace may hold (agent-service's sandbox and stored files).
     pub workspace_quota_mb: u64,
     /// MiB of disk all of one user's agent workspaces may hold together.
@@ -252,6 +260,7 @@ impl Default for Config {
             chat_fairness_slots: 32,
             chat_completion_lease_seconds: 60,
             chat_max_pause_seconds: 600,
+            rag_min_similarity: RAG_MIN_SIMILARITY,
             workspace_quota_mb: 1024,
             user_disk_quota_mb: 4096,
             description_interval_seconds: 30,
@@ -328,6 +337,9 @@ impl Config {
             anyhow::bail!(
                 "DOCCHAT_WORKSPACE_QUOTA_MB and DOCCHAT_USER_DISK_QUOTA_MB must be at least 1"
             );
+        }
+        if !(0.0..=1.0).contains(&self.rag_min_similarity) {
+            anyhow::bail!("DOCCHAT_RAG_MIN_SIMILARITY must be between 0 and 1");
         }
         if !(1..=86_400).contains(&self.chat_max_pause_seconds) {
             anyhow::bail!("DOCCHAT_CHAT_MAX_PAUSE_SECONDS must be between 1 and 86400");
