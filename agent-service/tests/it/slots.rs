@@ -58,6 +58,17 @@ async fn lab_with(mode: Mode, base: u32, max_run: Duration, quota: u64) -> Optio
 }
 
 impl Lab {
+    /// Runs `spec`, which must end (stopped or not) within a minute.
+    async fn finished(&self, spec: CodeSpec) -> docchat_agent_service::tools::CodeOutput {
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            self.sandbox.run(spec, &CancellationToken::new()),
+        )
+        .await
+        .expect("the run was not stopped")
+        .unwrap()
+    }
+
     fn spec(&self, user: &str, n: usize, command: &str, wall: Duration) -> CodeSpec {
         let workspace = self.dir.path().join(format!("{user}-{n}"));
         std::fs::create_dir_all(&workspace).unwrap();
@@ -175,22 +186,12 @@ async fn a_workspace_past_its_quota_stops_the_run(mode: Mode, base: u32) {
         return;
     };
     let run = |code: &str, n: usize| {
-        let spec = lab.spec(
+        lab.finished(lab.spec(
             "user",
             n,
             &format!("python3 -c \"{code}\""),
             Duration::from_secs(120),
-        );
-        let sandbox = lab.sandbox.clone();
-        async move {
-            tokio::time::timeout(
-                Duration::from_secs(60),
-                sandbox.run(spec, &CancellationToken::new()),
-            )
-            .await
-            .expect("the run was not stopped")
-            .unwrap()
-        }
+        ))
     };
     // Files each under what is left, 15 MiB together, then a long wait: the watch stops it.
     let out = run(
@@ -248,16 +249,7 @@ async fn the_users_workspaces_together_stop_the_run(mode: Mode, base: u32) {
             quota: Some(10 * MIB),
             others: vec![other.clone()].into(),
         };
-        let sandbox = lab.sandbox.clone();
-        async move {
-            tokio::time::timeout(
-                Duration::from_secs(60),
-                sandbox.run(spec, &CancellationToken::new()),
-            )
-            .await
-            .expect("the run was not stopped")
-            .unwrap()
-        }
+        lab.finished(spec)
     };
     // 6 MiB elsewhere and 2 MiB files here under what is left, 6 MiB here in all: stopped.
     let out = run(

@@ -11,8 +11,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::completions::session;
-use crate::documents::upload;
-use crate::harness::{Stack, collection, eventually};
+use crate::harness::{Stack, collection, ingest_texts, reference_names, reply_meta};
 
 /// What the scripted model writes when asked for a standalone query.
 const STANDALONE: &str = "What compression level does zstd use by default?";
@@ -64,35 +63,6 @@ async fn ask(app: &Stack, key: &str, chat: &str, message: &str, history: &str) -
     answer["message_id"].as_str().unwrap().to_owned()
 }
 
-async fn first_reference(app: &Stack, key: &str, reply: &str) -> String {
-    let (s, refs) = app
-        .call(
-            Method::GET,
-            &format!("/api/v1/messages/{reply}/references"),
-            key,
-            None,
-        )
-        .await;
-    assert_eq!(s, 200, "{refs}");
-    refs[0]["document_name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
-async fn meta(app: &Stack, key: &str, reply: &str, info_type: &str) -> Value {
-    let (s, meta) = app
-        .call(
-            Method::GET,
-            &format!("/api/v1/messages/{reply}/meta?info_type={info_type}"),
-            key,
-            None,
-        )
-        .await;
-    assert_eq!(s, 200, "{meta}");
-    serde_json::from_str(meta[0]["content"].as_str().unwrap()).unwrap()
-}
-
 docchat_common::backend_tests! {
     async fn a_follow_up_is_searched_with_its_conversation_in_mind(backend) {
         let upstream = model().await;
@@ -103,31 +73,20 @@ docchat_common::backend_tests! {
             .await;
         let (_, alice) = app.user("alice").await;
         let cid = collection(&app, &alice).await;
-        for (name, text) in [
+        let documents = [
             ("zstd.md", "# zstd\n\nzstd compresses fast. Without a level option it uses compression level 3; levels go from 1 to 19."),
             ("editor.md", "# Editor settings\n\nAnd its default theme? Its default is dark, and its default font is mono: the defaults and their default values."),
-        ] {
-            let (s, up) = upload(&app, &alice, name, text.as_bytes().to_vec()).await;
-            assert_eq!(s, 200, "{up}");
-            let (s, b) = app
-                .call(Method::POST, &format!("/api/v1/uploads/{}/ingest?collection_id={cid}", up["id"].as_str().unwrap()), &alice, None)
-                .await;
-            assert_eq!(s, 204, "{b}");
-        }
-        eventually("the documents are ingested", || async {
-            let (_, c) = app.call(Method::GET, &format!("/api/v1/collections/{cid}"), &alice, None).await;
-            c["document_count"] == 2
-        })
-        .await;
+        ];
+        ingest_texts(&app, &alice, &cid, &documents, 2).await;
 
         // With the conversation: the standalone query finds zstd's page.
         let chat = session(&app, &alice, Some(&cid)).await;
         let first = ask(&app, &alice, &chat, "How fast does zstd compress?", "on").await;
-        let trace = meta(&app, &alice, &first, "retrieval_trace").await;
+        let trace = reply_meta(&app, &alice, &first, "retrieval_trace").await;
         assert_eq!(trace["condensed"], Value::Null, "{}: a first question is searched as asked: {trace}", backend.name);
         let follow_up = ask(&app, &alice, &chat, "and its default?", "on").await;
-        assert_eq!(first_reference(&app, &alice, &follow_up).await, "zstd.md", "{}", backend.name);
-        let trace = meta(&app, &alice, &follow_up, "retrieval_trace").await;
+        assert_eq!(reference_names(&app, &alice, &follow_up).await[0], "zstd.md", "{}", backend.name);
+        let trace = reply_meta(&app, &alice, &follow_up, "retrieval_trace").await;
         assert_eq!(trace["condensed"]["query"], STANDALONE, "{}: {trace}", backend.name);
         assert_eq!(trace["searches"][0]["search"]["query"], STANDALONE, "{}: {trace}", backend.name);
         let rewrite = upstream
@@ -139,7 +98,7 @@ docchat_common::backend_tests! {
         let asked = rewrite["messages"][1]["content"].as_str().unwrap();
         assert!(asked.contains("User: How fast does zstd compress?") && asked.ends_with("Last question: and its default?"), "{asked}");
         assert!(rewrite["max_tokens"].as_u64() <= Some(96), "{rewrite}");
-        let stats = meta(&app, &alice, &follow_up, "usage_stats").await;
+        let stats = reply_meta(&app, &alice, &follow_up, "usage_stats").await;
         assert!(
             stats["calls"].as_array().unwrap().iter().any(|c| c["purpose"] == "condense"),
             "{}: the condensing call is booked: {stats}",
@@ -149,8 +108,8 @@ docchat_common::backend_tests! {
         // The same follow-up without the history: searched as asked, it misses.
         let calls = upstream.seen().len();
         let alone = ask(&app, &alice, &chat, "and its default?", "off").await;
-        assert_eq!(first_reference(&app, &alice, &alone).await, "editor.md", "{}", backend.name);
-        let trace = meta(&app, &alice, &alone, "retrieval_trace").await;
+        assert_eq!(reference_names(&app, &alice, &alone).await[0], "editor.md", "{}", backend.name);
+        let trace = reply_meta(&app, &alice, &alone, "retrieval_trace").await;
         assert_eq!(trace["condensed"], Value::Null, "{}: {trace}", backend.name);
         assert_eq!(upstream.seen().len(), calls + 1, "{}: no condensing call", backend.name);
         app.stop().await;

@@ -63,3 +63,77 @@ pub async fn collection(app: &Stack, key: &str) -> String {
     assert_eq!(s, 201, "{col}");
     col["id"].as_str().unwrap().to_owned()
 }
+
+/// Uploads `documents` (name, text) and ingests them into `key`'s collection `cid`, then
+/// waits until it holds `total` documents.
+pub async fn ingest_texts(
+    app: &Stack,
+    key: &str,
+    cid: &str,
+    documents: &[(&str, &str)],
+    total: u64,
+) {
+    for (name, text) in documents {
+        let (s, up) = crate::documents::upload(app, key, name, text.as_bytes().to_vec()).await;
+        assert_eq!(s, 200, "{up}");
+        let (s, b) = app
+            .call(
+                Method::POST,
+                &format!(
+                    "/api/v1/uploads/{}/ingest?collection_id={cid}",
+                    up["id"].as_str().unwrap()
+                ),
+                key,
+                None,
+            )
+            .await;
+        assert_eq!(s, 204, "{b}");
+    }
+    eventually("the documents are ingested", || async {
+        let (_, c) = app
+            .call(
+                Method::GET,
+                &format!("/api/v1/collections/{cid}"),
+                key,
+                None,
+            )
+            .await;
+        c["document_count"] == total
+    })
+    .await;
+}
+
+/// A reply's metadata entry of `info_type`, parsed as JSON (it must have one).
+pub async fn reply_meta(app: &Stack, key: &str, reply: &str, info_type: &str) -> Value {
+    let (s, meta) = app
+        .call(
+            Method::GET,
+            &format!("/api/v1/messages/{reply}/meta?info_type={info_type}"),
+            key,
+            None,
+        )
+        .await;
+    assert_eq!(s, 200, "{meta}");
+    let content = meta[0]["content"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {info_type}: {meta}"));
+    serde_json::from_str(content).unwrap()
+}
+
+/// The document names of a reply's references, best first.
+pub async fn reference_names(app: &Stack, key: &str, reply: &str) -> Vec<String> {
+    let (s, refs) = app
+        .call(
+            Method::GET,
+            &format!("/api/v1/messages/{reply}/references"),
+            key,
+            None,
+        )
+        .await;
+    assert_eq!(s, 200, "{refs}");
+    refs.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["document_name"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}

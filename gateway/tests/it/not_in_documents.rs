@@ -9,7 +9,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::completions::{ANSWER, collection_with, session, upstream};
-use crate::harness::Stack;
+use crate::harness::{Stack, reference_names, reply_meta};
 
 const NOT_IN_DOCUMENTS: &str = "I could not find this in the documents of this collection";
 
@@ -28,19 +28,6 @@ async fn ask(app: &Stack, key: &str, cid: &str, question: &str) -> (String, Stri
         answer["message_id"].as_str().unwrap().to_owned(),
         answer["body"].as_str().unwrap().to_owned(),
     )
-}
-
-async fn trace(app: &Stack, key: &str, reply: &str) -> Value {
-    let (s, meta) = app
-        .call(
-            Method::GET,
-            &format!("/api/v1/messages/{reply}/meta?info_type=retrieval_trace"),
-            key,
-            None,
-        )
-        .await;
-    assert_eq!(s, 200, "{meta}");
-    serde_json::from_str(meta[0]["content"].as_str().unwrap()).unwrap()
 }
 
 docchat_common::backend_tests! {
@@ -63,14 +50,11 @@ docchat_common::backend_tests! {
 
             let calls = model.seen().len();
             let (reply, body) = ask(&app, &alice, &cid, "How long should sourdough bread proof before baking?").await;
-            let trace = trace(&app, &alice, &reply).await;
+            let trace = reply_meta(&app, &alice, &reply, "retrieval_trace").await;
             let similarity = trace["top_similarity"].as_f64().unwrap();
             assert!(similarity < 0.5, "{}: {trace}", backend.name);
-            let (s, refs) = app
-                .call(Method::GET, &format!("/api/v1/messages/{reply}/references"), &alice, None)
-                .await;
-            assert_eq!(s, 200, "{refs}");
-            assert_eq!(refs[0]["document_name"], "france.md", "{}: the closest passage is kept", backend.name);
+            let names = reference_names(&app, &alice, &reply).await;
+            assert_eq!(names[0], "france.md", "{}: the closest passage is kept", backend.name);
             if threshold > 0.0 {
                 assert!(body.starts_with(NOT_IN_DOCUMENTS), "{}: {body}", backend.name);
                 assert_eq!(trace["not_in_documents"]["threshold"], threshold, "{}: {trace}", backend.name);

@@ -16,8 +16,9 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::completions::{session, upstream};
-use crate::documents::upload;
-use crate::harness::{Stack, assert_error, collection, eventually};
+use crate::harness::{
+    Stack, assert_error, collection, eventually, ingest_texts, reference_names, reply_meta,
+};
 
 /// The words the scripted reranker ranks by: a passage holding the first scores highest,
 /// then the second; fusion ranks the third document first for the question asked.
@@ -87,7 +88,7 @@ async fn app(
 /// A collection of `key`'s with three short documents, ingested.
 async fn three_documents(app: &Stack, key: &str) -> String {
     let cid = collection(app, key).await;
-    for (name, text) in [
+    let documents = [
         (
             "capital.md",
             "# France\n\nParis is the capital of France. The capital of France lies on the Seine.",
@@ -100,34 +101,8 @@ async fn three_documents(app: &Stack, key: &str) -> String {
             "cities.md",
             "# Cities\n\nLyon is a large city in the south-east, known for its food.",
         ),
-    ] {
-        let (s, up) = upload(app, key, name, text.as_bytes().to_vec()).await;
-        assert_eq!(s, 200, "{up}");
-        let (s, b) = app
-            .call(
-                Method::POST,
-                &format!(
-                    "/api/v1/uploads/{}/ingest?collection_id={cid}",
-                    up["id"].as_str().unwrap()
-                ),
-                key,
-                None,
-            )
-            .await;
-        assert_eq!(s, 204, "{b}");
-    }
-    eventually("the documents are ingested", || async {
-        let (_, c) = app
-            .call(
-                Method::GET,
-                &format!("/api/v1/collections/{cid}"),
-                key,
-                None,
-            )
-            .await;
-        c["document_count"] == 3
-    })
-    .await;
+    ];
+    ingest_texts(app, key, &cid, &documents, 3).await;
     cid
 }
 
@@ -145,34 +120,9 @@ async fn ask(app: &Stack, key: &str, cid: &str, rag_config: Value) -> (String, V
         .await;
     assert_eq!(s, 200, "{answer}");
     let reply = answer["message_id"].as_str().unwrap().to_owned();
-    let (s, refs) = app
-        .call(
-            Method::GET,
-            &format!("/api/v1/messages/{reply}/references"),
-            key,
-            None,
-        )
-        .await;
-    assert_eq!(s, 200, "{refs}");
-    let names = refs
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["document_name"].as_str().unwrap().to_owned())
-        .collect();
-    let (s, meta) = app
-        .call(
-            Method::GET,
-            &format!("/api/v1/messages/{reply}/meta?info_type=retrieval_trace"),
-            key,
-            None,
-        )
-        .await;
-    assert_eq!(s, 200, "{meta}");
-    let content = meta[0]["content"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no retrieval_trace: {meta}"));
-    (reply, names, serde_json::from_str(content).unwrap())
+    let names = reference_names(app, key, &reply).await;
+    let trace = reply_meta(app, key, &reply, "retrieval_trace").await;
+    (reply, names, trace)
 }
 
 /// The reranker's status in a trace's (first) search.
@@ -224,11 +174,7 @@ docchat_common::backend_tests! {
         assert_eq!(sent["documents"].as_array().map(Vec::len), Some(3), "{sent}");
 
         // Its cost is in the reply's usage and in the ledger (ingest-service books it).
-        let (s, meta) = app
-            .call(Method::GET, &format!("/api/v1/messages/{reply}/meta?info_type=usage_stats"), &alice, None)
-            .await;
-        assert_eq!(s, 200, "{meta}");
-        let stats: Value = serde_json::from_str(meta[0]["content"].as_str().unwrap()).unwrap();
+        let stats = reply_meta(&app, &alice, &reply, "usage_stats").await;
         let call = stats["calls"]
             .as_array()
             .unwrap()
