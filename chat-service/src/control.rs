@@ -86,7 +86,7 @@ struct Running {
 }
 
 /// A generation's text so far, and whether it changed since it was last taken; with what
-/// its model calls have used (JSON, written with the text).
+/// its model calls have used (JSON, written once, with the next text).
 #[derive(Default)]
 struct Progress {
     text: String,
@@ -156,7 +156,8 @@ impl Controls {
                 std::mem::take(&mut progress.changed).then(|| Grown {
                     question_id: id.clone(),
                     text: progress.text.clone(),
-                    usage: progress.usage.clone(),
+                    // Written once, with the first text after it was recorded.
+                    usage: progress.usage.take(),
                 })
             })
             .collect()

@@ -397,14 +397,11 @@ impl Searcher {
             }
             trace.timings_ms.rerank = ms(at);
         }
-        let order: Vec<(i64, f64)> = reranked
-            .clone()
-            .unwrap_or_else(|| fused.clone())
-            .into_iter()
-            .take(top_k)
-            .collect();
+        // The reranker's order when it answered, else fusion's.
+        let order = reranked.as_deref().unwrap_or(&fused);
         let hits: Vec<Hit> = order
             .iter()
+            .take(top_k)
             .filter_map(|&(id, score)| {
                 let chunk = rows.get(&id)?.clone();
                 Some(Hit {
@@ -420,7 +417,7 @@ impl Searcher {
             (placed(&dense_hits), placed(&lexical_hits), placed(&fused));
         let reranked_at = reranked.as_deref().map(placed).unwrap_or_default();
         let mut listed: Vec<i64> = hits.iter().map(|h| h.chunk.id).collect();
-        for (id, _) in reranked.as_deref().unwrap_or(&fused).iter().chain(&ranked) {
+        for (id, _) in order.iter().chain(&ranked) {
             if listed.len() >= TRACE_CANDIDATES {
                 break;
             }

@@ -9,7 +9,6 @@ use docchat_common::testing::{ScriptedHttp, SeenRequest, Streamed};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::documents::upload;
 use crate::harness::{Stack, eventually};
 
 /// The reply the scripted model streams, one word a token.
@@ -156,40 +155,9 @@ pub(crate) async fn session(app: &Stack, key: &str, collection: Option<&str>) ->
 
 /// A new collection of `key`'s holding one document, ingested: its id.
 pub(crate) async fn collection_with(app: &Stack, key: &str, name: &str, bytes: Vec<u8>) -> String {
-    let (_, col) = app
-        .call(
-            Method::POST,
-            "/api/v1/collections",
-            key,
-            Some(json!({"name": "kb", "description": ""})),
-        )
-        .await;
-    let cid = col["id"].as_str().unwrap().to_owned();
-    let (_, up) = upload(app, key, name, bytes).await;
-    let (s, _) = app
-        .call(
-            Method::POST,
-            &format!(
-                "/api/v1/uploads/{}/ingest?collection_id={cid}",
-                up["id"].as_str().unwrap()
-            ),
-            key,
-            None,
-        )
-        .await;
-    assert_eq!(s, 204);
-    eventually("the document is ingested", || async {
-        let (_, c) = app
-            .call(
-                Method::GET,
-                &format!("/api/v1/collections/{cid}"),
-                key,
-                None,
-            )
-            .await;
-        c["document_count"] == 1
-    })
-    .await;
+    let cid = crate::harness::collection(app, key).await;
+    crate::harness::ingest(app, key, &cid, name, bytes).await;
+    crate::harness::wait_documents(app, key, &cid, 1).await;
     cid
 }
 

@@ -64,31 +64,26 @@ pub async fn collection(app: &Stack, key: &str) -> String {
     col["id"].as_str().unwrap().to_owned()
 }
 
-/// Uploads `documents` (name, text) and ingests them into `key`'s collection `cid`, then
-/// waits until it holds `total` documents.
-pub async fn ingest_texts(
-    app: &Stack,
-    key: &str,
-    cid: &str,
-    documents: &[(&str, &str)],
-    total: u64,
-) {
-    for (name, text) in documents {
-        let (s, up) = crate::documents::upload(app, key, name, text.as_bytes().to_vec()).await;
-        assert_eq!(s, 200, "{up}");
-        let (s, b) = app
-            .call(
-                Method::POST,
-                &format!(
-                    "/api/v1/uploads/{}/ingest?collection_id={cid}",
-                    up["id"].as_str().unwrap()
-                ),
-                key,
-                None,
-            )
-            .await;
-        assert_eq!(s, 204, "{b}");
-    }
+/// Uploads `bytes` as `name` and queues its ingestion into `key`'s collection `cid`.
+pub async fn ingest(app: &Stack, key: &str, cid: &str, name: &str, bytes: Vec<u8>) {
+    let (s, up) = crate::documents::upload(app, key, name, bytes).await;
+    assert_eq!(s, 200, "{up}");
+    let (s, b) = app
+        .call(
+            Method::POST,
+            &format!(
+                "/api/v1/uploads/{}/ingest?collection_id={cid}",
+                up["id"].as_str().unwrap()
+            ),
+            key,
+            None,
+        )
+        .await;
+    assert_eq!(s, 204, "{b}");
+}
+
+/// Waits until `key`'s collection `cid` holds `total` documents.
+pub async fn wait_documents(app: &Stack, key: &str, cid: &str, total: u64) {
     eventually("the documents are ingested", || async {
         let (_, c) = app
             .call(
@@ -101,6 +96,21 @@ pub async fn ingest_texts(
         c["document_count"] == total
     })
     .await;
+}
+
+/// Ingests `documents` (name, text) into `key`'s collection `cid`, then waits until it
+/// holds `total` documents.
+pub async fn ingest_texts(
+    app: &Stack,
+    key: &str,
+    cid: &str,
+    documents: &[(&str, &str)],
+    total: u64,
+) {
+    for (name, text) in documents {
+        ingest(app, key, cid, name, text.as_bytes().to_vec()).await;
+    }
+    wait_documents(app, key, cid, total).await;
 }
 
 /// A reply's metadata entry of `info_type`, parsed as JSON (it must have one).
