@@ -5,7 +5,7 @@
 # use (Debian's python3-numpy, python3-pandas, python3-matplotlib) and Debian's chromium (the
 # headless browser of browser_action tools, agent-service/src/browser/). Idempotent; scripts/test.sh and scripts/run.sh
 # call it. Without root (or apt) it says what is missing and exits 0: agent-service then
-# reports the sandbox as unavailable and refuses code tools (see docs/ARCHITECTURE.md §7).
+# reports the sandbox as unavailable and refuses code tools (see docs/AGENT.md, "The sandbox").
 #
 #   scripts/sandbox-runtime.sh          install what is missing
 #   scripts/sandbox-runtime.sh --check  only report, exit 1 when something is missing
@@ -15,7 +15,7 @@ missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v prlimit >/dev/null 2>&1 || missing+=(util-linux)
 # The analyst's Python inside the sandbox: Debian's /usr/bin/python3 with numpy, pandas and
-# matplotlib, under /usr, which the sandbox binds read-only (ARCHITECTURE §7 says why these
+# matplotlib, under /usr, which the sandbox binds read-only (docs/AGENT.md says why these
 # come from Debian rather than PyPI).
 for module in numpy pandas matplotlib; do
   /usr/bin/python3 -c "import $module" >/dev/null 2>&1 || missing+=("python3-$module")
