@@ -23,10 +23,8 @@
 # DOCCHAT_COMPOSE_TEST_IMAGE=<image> skips 2 and tests that image instead (e.g. one built with
 # the Dockerfile's default, self-contained target). Prints the wall time of each step.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$root"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docchat/target}"
-models="${DOCCHAT_TEST_MODELS_DIR:-$HOME/.cache/docchat/models}"
+source "$(dirname "$0")/lib.sh"
+models="$DOCCHAT_TEST_MODELS_DIR"
 project="docchat-compose-test"
 image="${DOCCHAT_COMPOSE_TEST_IMAGE:-docchat:compose-test}"
 # The six services, and agent-service's sandbox helper (the Dockerfile installs it beside agent-service).
@@ -131,24 +129,11 @@ python="$(scripts/python-env.sh)"
 # address), so the upstream listens there and on nothing else.
 bridge="$(ip -4 -o addr show docker0 2>/dev/null | awk '{split($4, a, "/"); print a[1]; exit}')"
 [ -n "$bridge" ] || { echo "no docker0 bridge address: the containers could not reach the host" >&2; exit 1; }
-"$python" tests/client_compat/scripted_upstream.py "$bridge" >"$work/upstream.port" &
-upstream=$!
-for _ in $(seq 1 50); do [ -s "$work/upstream.port" ] && break; sleep 0.1; done
-[ -s "$work/upstream.port" ] || { echo "the scripted upstream did not start" >&2; exit 1; }
-cat >"$work/models.toml" <<MODELS
-[[models]]
-name = "scripted"
-display_name = "Scripted"
-base_model = "scripted-base"
-# An OpenAI-compatible upstream that calls tools (the agent checks).
-tools = true
-base_url = "http://host.docker.internal:$(cat "$work/upstream.port")/v1"
-MODELS
-chmod 0644 "$work/models.toml"
+start_upstream "$python" "$work" "$bridge" host.docker.internal
 took
 
 step "docker compose up --wait"
-port="$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+port="$(free_port)"
 key="sk-compose-$(date +%s)-$RANDOM"
 export DOCCHAT_IMAGE="$image"
 export DOCCHAT_MODELS_DIR="$models"
@@ -174,11 +159,8 @@ took
 # operations, now across the gRPC hops). Deleting API keys is left out and runs alone at the
 # very end: with a key it created itself, the stateful phase can delete the key this script
 # runs with (a correct 204), and everything after would get 401s (it did, once).
-delete_key='DELETE /api/v1/admin/api_keys/{key_id}'
-schemathesis() {
-  (cd "$work" && "$(dirname "$python")/schemathesis" run "http://127.0.0.1:$port/api-spec.yaml" "$1" \
-    -H "Authorization: Bearer $key" --max-examples "${DOCCHAT_COMPOSE_SCHEMATHESIS_EXAMPLES:-15}" --request-timeout 30 --no-color \
-    --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance)
+compose_schemathesis() {
+  schemathesis "$python" "$work" "http://127.0.0.1:$port" "$key" "${DOCCHAT_COMPOSE_SCHEMATHESIS_EXAMPLES:-15}" "$1"
 }
 
 step "hostile input (tests/compose/hostile.py) and schemathesis against the compose gateway"
@@ -188,7 +170,7 @@ if [ "${DOCCHAT_COMPOSE_HOSTILE:-}" != none ]; then
   # shellcheck disable=SC2086 # a list of check names
   "$python" tests/compose/hostile.py "http://127.0.0.1:$port" "$key" \
     "docker compose -p $project -f $root/docker-compose.yml -f $root/tests/compose/compose.test.yml" ${DOCCHAT_COMPOSE_HOSTILE:-}
-  schemathesis "--exclude-name=$delete_key"
+  compose_schemathesis "--exclude-name=$DELETE_KEY"
 fi
 took
 
@@ -217,6 +199,6 @@ fi
 
 if [ "${DOCCHAT_COMPOSE_HOSTILE:-}" != none ]; then
   step "schemathesis: deleting API keys (last: it may delete the key used until now)"
-  schemathesis "--include-name=$delete_key"
+  compose_schemathesis "--include-name=$DELETE_KEY"
   took
 fi

@@ -50,6 +50,8 @@ else
   fi
 fi
 scripts/sandbox-runtime.sh
+# The Landlock helper, beside the gateway: the sandbox where bubblewrap cannot work.
+cargo build --locked --profile "${DOCCHAT_RUN_PROFILE:-release}" -p docchat-sandbox --bin docchat-sandbox-exec
 # cargo run replaces itself with the gateway (exec), so signals reach the gateway directly.
 exec cargo run --locked --profile "${DOCCHAT_RUN_PROFILE:-release}" \
-  -p docchat-gateway --bin gateway -- --standalone
+  -p docchat-server --bin gateway -- --standalone

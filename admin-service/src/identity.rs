@@ -70,7 +70,7 @@ fn hint(secret: &str) -> String {
 }
 
 fn new_id() -> String {
-    uuid::Uuid::new_v4().to_string()
+    docchat_common::ids::new_id()
 }
 
 /// Parses an expiry interval such as `30 days`, `12h`, `1 week`.

@@ -196,7 +196,7 @@ pub fn extract(bytes: &[u8], dest: &Path, limits: &Limits) -> Result<Vec<Entry>,
     let tmp = parent.join(format!(
         ".{}.{}.partial",
         dest.file_name().unwrap_or_default().to_string_lossy(),
-        uuid::Uuid::new_v4().simple()
+        docchat_common::ids::new_name()
     ));
     let written = write_all(bytes, &entries, &tmp).and_then(|()| {
         std::fs::rename(&tmp, dest).map_err(|e| refuse(format!("cannot extract: {e}")))

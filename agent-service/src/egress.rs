@@ -57,17 +57,6 @@ pub async fn resolve(host: &str, port: u16, allow: &[String]) -> Result<SocketAd
         })
 }
 
-/// `DOCCHAT_AGENT_EGRESS_ALLOW`: hosts an administrator lets the agent reach although they
-/// resolve to private addresses.
-pub fn allow_from_env() -> Vec<String> {
-    std::env::var("DOCCHAT_AGENT_EGRESS_ALLOW")
-        .unwrap_or_default()
-        .split(',')
-        .map(|h| h.trim().to_ascii_lowercase())
-        .filter(|h| !h.is_empty())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

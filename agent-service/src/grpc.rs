@@ -1,16 +1,14 @@
 //! AgentService over gRPC: Run (start, then control; events until finished), CheckRun,
 //! the tool catalogue and preferences, the built-in agents, and the files of a session's
-//! workspace with their directory stats (disk walks in [`crate::files`], ownership in
-//! [`crate::workspaces`]).
+//! workspace with their directory stats. Each method unpacks, authorizes, calls and packs:
+//! run admission is [`crate::run::admit`], the run [`crate::run`], disk walks
+//! [`crate::files`], ownership [`crate::workspaces`].
 
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use docchat_common::Caller;
 use docchat_common::auth::caller;
 use docchat_common::error::{ApiError, ApiResult};
-use docchat_inference::{ChatModel, ModelEntry, Registry};
 use docchat_proto::agent::v1 as pb;
 use docchat_proto::agent::v1::agent_service_server::AgentService;
 use docchat_proto::common::v1::Empty;
@@ -19,177 +17,25 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::custom_agents::run::CustomRun;
+use crate::run::admit::Admission;
 use crate::run::agents::AgentType;
-use crate::run::args::{self, RunArgs, ToolSelection};
 use crate::run::control::Control;
-use crate::run::{Engine, RunRequest};
-use crate::tools::ExtensionTool;
 use crate::workspaces::session_dir;
 use crate::{files, preferences, workspaces};
-
-/// Tool-capable chat models, ready to call.
-pub struct AgentModels {
-    registry: Registry,
-    models: HashMap<String, Arc<ChatModel>>,
-}
-
-impl AgentModels {
-    pub fn new(registry: Registry) -> AgentModels {
-        let models = registry
-            .chat_models()
-            .filter(|e| ChatModel::calls_tools(e))
-            .filter_map(|e| {
-                match ChatModel::from_entry(e, &docchat_inference::LocalOptions::default()) {
-                    Ok(m) => Some((e.name.clone(), Arc::new(m))),
-                    Err(err) => {
-                        tracing::warn!(model = %e.name, error = %err, "agent model unusable");
-                        None
-                    }
-                }
-            })
-            .collect();
-        AgentModels { registry, models }
-    }
-
-    /// `requested` (empty or `auto`: the default model when it calls tools, else the first
-    /// that does) as a tool-capable model, or why not (400).
-    pub fn pick(&self, requested: &str) -> ApiResult<(ModelEntry, Arc<ChatModel>)> {
-        let entry = if requested.is_empty() || requested == "auto" {
-            self.registry
-                .default_chat_model()
-                .filter(|e| ChatModel::calls_tools(e))
-                .or_else(|| self.registry.chat_models().find(|e| ChatModel::calls_tools(e)))
-                .ok_or_else(|| {
-                    ApiError::bad_request(
-                        "no configured model can call tools, so the agent cannot run; mark a tool-calling model with tools = true in the models file",
-                    )
-                })?
-        } else {
-            let entry = self
-                .registry
-                .resolve(requested)
-                .ok_or_else(|| ApiError::bad_request(format!("model {requested} not found")))?;
-            if !ChatModel::calls_tools(entry) {
-                let why = if entry.provider == "local" {
-                    "it is a local model, and local models cannot call tools"
-                } else {
-                    "the models file does not mark it tools = true"
-                };
-                return Err(ApiError::bad_request(format!(
-                    "model {} cannot be used by the agent: {why}; choose a tool-calling model or llm \"auto\"",
-                    entry.name
-                )));
-            }
-            entry
-        };
-        let model = self.models.get(&entry.name).cloned().ok_or_else(|| {
-            ApiError::new(
-                docchat_common::error::ErrorCode::Unavailable,
-                format!("model {} is not usable (see the service log)", entry.name),
-            )
-        })?;
-        Ok((entry.clone(), model))
-    }
-}
 
 #[derive(Clone)]
 pub struct AgentGrpc {
     pub db: DatabaseConnection,
-    pub engine: Engine,
-    pub models: Arc<AgentModels>,
-    /// data_dir/agent/workspaces
-    pub workspaces: PathBuf,
-    /// Bytes one user's workspaces may hold together (`DOCCHAT_USER_DISK_QUOTA_MB`).
-    pub user_disk_quota: u64,
+    /// Run admission (model, tools, custom agent) and the workspace it prepares.
+    pub admission: Arc<Admission>,
     pub tracker: TaskTracker,
     /// The service's shutdown: running runs stop.
     pub shutdown: CancellationToken,
-    /// Custom agents (issue 16): run by name, listed with the agents; `None` in tests
-    /// without them.
-    pub custom_agents: Option<Arc<crate::custom_agents::run::Runner>>,
     /// Each run's job in the history.
     pub jobs: crate::jobs::RunJobs,
 }
 
 impl AgentGrpc {
-    /// The caller's custom tools (none without extensions).
-    async fn custom_tools(&self, caller: &Caller) -> ApiResult<Vec<ExtensionTool>> {
-        match &self.engine.extensions {
-            Some(ext) => ext.tools(caller).await,
-            None => Ok(Vec::new()),
-        }
-    }
-
-    /// Tool names neither built in nor among the caller's custom tools.
-    fn unknown_tools<'a>(&self, names: &'a [String], custom: &[ExtensionTool]) -> Vec<&'a str> {
-        self.engine
-            .catalog
-            .unknown(names)
-            .into_iter()
-            .filter(|n| !custom.iter().any(|c| c.name == *n))
-            .collect()
-    }
-
-    /// The tools of a run: checked names, the caller's preference or the agent's defaults;
-    /// the caller's custom tools enabled by default join every run.
-    async fn tools_for(
-        &self,
-        caller: &Caller,
-        args: &RunArgs,
-        has_collection: bool,
-    ) -> ApiResult<Vec<String>> {
-        let catalog = &self.engine.catalog;
-        let custom = self.custom_tools(caller).await?;
-        let known = |n: &String| catalog.get(n).is_some() || custom.iter().any(|c| &c.name == n);
-        let mut names: Vec<String> = match &args.tools {
-            ToolSelection::All => catalog
-                .names()
-                .map(str::to_owned)
-                .chain(custom.iter().map(|c| c.name.clone()))
-                .collect(),
-            ToolSelection::Names(names) => {
-                let unknown = self.unknown_tools(names, &custom);
-                if !unknown.is_empty() {
-                    return Err(ApiError::bad_request(format!(
-                        "unknown agent tool(s): {}; the tools are: {}",
-                        unknown.join(", "),
-                        catalog
-                            .names()
-                            .chain(custom.iter().map(|c| c.name.as_str()))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )));
-                }
-                names.clone()
-            }
-            ToolSelection::Auto => match preferences::get(&self.db, &caller.user_id).await? {
-                Some(pref) if !pref.is_empty() => pref.into_iter().filter(known).collect(),
-                _ => args
-                    .agent_type
-                    .default_tools()
-                    .iter()
-                    .filter(|n| enabled(&self.engine, n))
-                    .map(|n| (*n).to_owned())
-                    .collect(),
-            },
-        };
-        names.extend(
-            custom
-                .iter()
-                .filter(|c| c.enable_by_default)
-                .map(|c| c.name.clone()),
-        );
-        if !has_collection && args.tools != ToolSelection::All {
-            names.retain(|n| {
-                n != "search_documents" || matches!(args.tools, ToolSelection::Names(_))
-            });
-        }
-        let mut seen = std::collections::HashSet::new();
-        names.retain(|n| seen.insert(n.clone()));
-        Ok(names)
-    }
-
     /// Deletes the session's documents, its manifest and its workspace on this disk.
     async fn delete_files(
         &self,
@@ -197,7 +43,7 @@ impl AgentGrpc {
         id: &str,
         dir: &std::path::Path,
     ) -> ApiResult<()> {
-        if let Some(stored) = &self.engine.stored {
+        if let Some(stored) = &self.admission.engine.stored {
             stored.delete(caller, id, dir).await?;
         }
         // remove_dir_all removes links, never what they point to.
@@ -206,63 +52,6 @@ impl AgentGrpc {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(ApiError::internal("deleting the session's files", e)),
         }
-    }
-
-    async fn check(
-        &self,
-        caller: &Caller,
-        model: &str,
-        args_json: &str,
-        has_collection: bool,
-    ) -> ApiResult<(
-        RunArgs,
-        Vec<String>,
-        ModelEntry,
-        Arc<ChatModel>,
-        Option<CustomRun>,
-    )> {
-        let args = args::parse(args_json)?;
-        let custom = self.custom_agent(caller, &args).await?;
-        let tools = match custom {
-            // The agent brings its own tools (its associated MCP servers).
-            Some(_) => Vec::new(),
-            None => self.tools_for(caller, &args, has_collection).await?,
-        };
-        let (entry, model) = self.models.pick(model)?;
-        Ok((args, tools, entry, model, custom))
-    }
-
-    /// The caller's custom agent agent_type names; a name that is neither built in nor one
-    /// of theirs is the 400 of [`args::unknown_agent_type`].
-    async fn custom_agent(&self, caller: &Caller, args: &RunArgs) -> ApiResult<Option<CustomRun>> {
-        let Some(name) = &args.custom_agent else {
-            return Ok(None);
-        };
-        let found = match &self.custom_agents {
-            Some(runner) => runner.find(&caller.user_id, name).await?,
-            None => None,
-        };
-        found
-            .map(Some)
-            .ok_or_else(|| args::unknown_agent_type(name))
-    }
-}
-
-fn enabled(engine: &Engine, name: &str) -> bool {
-    match name {
-        "fetch_url" => engine.deps.fetch,
-        "search_documents" => engine.deps.clients.is_some(),
-        "python" | "shell" => engine.deps.code.available(),
-        _ => true,
-    }
-}
-
-fn accepted(args: &RunArgs, tools: &[String], model: &ModelEntry) -> pb::RunAccepted {
-    pb::RunAccepted {
-        max_turns: args.max_turns,
-        total_timeout_seconds: args.total_timeout.as_secs().min(u64::from(u32::MAX)) as u32,
-        tools: tools.to_vec(),
-        model: model.name.clone(),
     }
 }
 
@@ -289,38 +78,21 @@ impl AgentService for AgentGrpc {
                 );
             }
         };
-        let (args, tools, entry, model, custom) = self
-            .check(
+        let admitted = self
+            .admission
+            .admit(
                 &caller,
                 &start.model,
                 &start.agent_args_json,
                 !start.collection_id.is_empty(),
             )
             .await?;
-        let workspace = session_dir(&self.workspaces, &start.session_id)?;
-        workspaces::record(
-            &self.db,
-            &start.session_id,
-            &caller.user_id,
-            &start.session_preview,
-        )
-        .await?;
-        tokio::fs::create_dir_all(&workspace)
-            .await
-            .map_err(|e| ApiError::internal("creating the workspace", e))?;
-        let disk = workspaces::user_disk(
-            &self.db,
-            &self.workspaces,
-            &caller.user_id,
-            &start.session_id,
-            self.user_disk_quota,
-        )
-        .await?;
+        let accepted = admitted.accepted();
+        let collection_id = start.collection_id.clone();
+        let req = self.admission.prepare(caller, start, admitted).await?;
         let (tx, rx) = tokio::sync::mpsc::channel::<pb::RunEvent>(64);
         let first = pb::RunEvent {
-            event: Some(pb::run_event::Event::Accepted(accepted(
-                &args, &tools, &entry,
-            ))),
+            event: Some(pb::run_event::Event::Accepted(accepted)),
         };
         let _ = tx.send(first).await;
         let control = Arc::new(Control::default());
@@ -358,20 +130,9 @@ impl AgentService for AgentGrpc {
                 }
             }
         });
-        let engine = self.engine.clone();
+        let engine = self.admission.engine.clone();
         let jobs = self.jobs.clone();
-        let job = jobs.started(&caller, &start.collection_id).await;
-        let req = RunRequest {
-            caller,
-            start,
-            args,
-            tools,
-            workspace,
-            disk,
-            model,
-            entry,
-            custom,
-        };
+        let job = jobs.started(&req.caller, &collection_id).await;
         self.tracker.spawn(async move {
             let finished = engine.run(req, &control, &tx).await;
             jobs.finished(job, &finished).await;
@@ -397,24 +158,26 @@ impl AgentService for AgentGrpc {
     ) -> Result<Response<pb::RunAccepted>, Status> {
         let caller = caller(&request)?;
         let r = request.into_inner();
-        let (args, tools, entry, _, _) = self
-            .check(&caller, &r.model, &r.agent_args_json, r.has_collection)
+        let admitted = self
+            .admission
+            .admit(&caller, &r.model, &r.agent_args_json, r.has_collection)
             .await?;
-        Ok(Response::new(accepted(&args, &tools, &entry)))
+        Ok(Response::new(admitted.accepted()))
     }
 
     async fn list_tools(&self, request: Request<Empty>) -> Result<Response<pb::ToolList>, Status> {
         let caller = caller(&request)?;
         let defaults = AgentType::General.default_tools();
-        let custom = self.custom_tools(&caller).await?;
+        let custom = self.admission.custom_tools(&caller).await?;
         let tools = self
+            .admission
             .engine
             .catalog
             .iter()
             .map(|t| pb::Tool {
                 name: t.name().to_owned(),
                 description: t.description().to_owned(),
-                enabled: enabled(&self.engine, t.name()),
+                enabled: self.admission.enabled(t.name()),
                 default: defaults.contains(&t.name()),
                 extendable: false,
                 api_keys: Some(pb::ApiKeys::default()),
@@ -448,8 +211,8 @@ impl AgentService for AgentGrpc {
     ) -> Result<Response<Empty>, Status> {
         let caller = caller(&request)?;
         let mut tools = request.into_inner().tools;
-        let custom = self.custom_tools(&caller).await?;
-        let unknown = self.unknown_tools(&tools, &custom);
+        let custom = self.admission.custom_tools(&caller).await?;
+        let unknown = self.admission.unknown_tools(&tools, &custom);
         if !unknown.is_empty() {
             return Err(ApiError::bad_request(format!(
                 "unknown agent tool(s): {}",
@@ -491,7 +254,7 @@ impl AgentService for AgentGrpc {
                 mcp_servers: Vec::new(),
             })
             .collect();
-        if self.custom_agents.is_some() {
+        if self.admission.custom_agents.is_some() {
             agents.extend(crate::custom_agents::view::listed(&self.db, &caller.user_id).await?);
         }
         Ok(Response::new(pb::AgentList { agents }))
@@ -503,11 +266,11 @@ impl AgentService for AgentGrpc {
     ) -> Result<Response<pb::SessionFileList>, Status> {
         let caller = caller(&request)?;
         let id = request.into_inner().session_id;
-        let dir = session_dir(&self.workspaces, &id)?;
+        let dir = session_dir(&self.admission.workspaces, &id)?;
         let files = if workspaces::owned(&self.db, &id, &caller.user_id).await? {
             let session = id.clone();
             let local = blocking(move || files::list(&session, &dir)).await?;
-            match &self.engine.stored {
+            match &self.admission.engine.stored {
                 Some(stored) => stored.list(&id, local).await?,
                 None => local,
             }
@@ -523,7 +286,7 @@ impl AgentService for AgentGrpc {
     ) -> Result<Response<Empty>, Status> {
         let caller = caller(&request)?;
         let id = request.into_inner().session_id;
-        let dir = session_dir(&self.workspaces, &id)?;
+        let dir = session_dir(&self.admission.workspaces, &id)?;
         if !workspaces::owned(&self.db, &id, &caller.user_id).await? {
             return Ok(Response::new(Empty {}));
         }
@@ -540,7 +303,7 @@ impl AgentService for AgentGrpc {
     ) -> Result<Response<pb::DirectoryStatsList>, Status> {
         let caller = caller(&request)?;
         let req = request.into_inner();
-        let root = session_dir(&self.workspaces, &req.session_id)?;
+        let root = session_dir(&self.admission.workspaces, &req.session_id)?;
         let owned = workspaces::owned(&self.db, &req.session_id, &caller.user_id).await?;
         let detailed = req.detail_level > 0;
         // The session's directory is its workspace, named by the session id; a directory
@@ -590,7 +353,7 @@ impl AgentService for AgentGrpc {
         request: Request<Empty>,
     ) -> Result<Response<pb::SandboxLoadReport>, Status> {
         caller(&request)?;
-        let (backend, load) = self.engine.deps.code.load().unwrap_or_default();
+        let (backend, load) = self.admission.engine.deps.code.load().unwrap_or_default();
         Ok(Response::new(pb::SandboxLoadReport {
             backend: backend.into(),
             slots: load.total,
@@ -634,7 +397,7 @@ impl AgentService for AgentGrpc {
                 (session_id, chat_preview, files)
             })
             .collect();
-        let root = self.workspaces.clone();
+        let root = self.admission.workspaces.clone();
         let sessions = blocking(move || {
             page_stored
                 .into_iter()

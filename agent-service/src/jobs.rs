@@ -31,7 +31,7 @@ impl RunJobs {
     pub async fn started(&self, caller: &Caller, collection_id: &str) -> JobChanged {
         let at = Some(to_proto(now()));
         let job = JobChanged {
-            job_id: uuid::Uuid::new_v4().to_string(),
+            job_id: docchat_common::ids::new_id(),
             kind: KIND_AGENT_RUN.to_owned(),
             status: "running".to_owned(),
             progress: 0.0,

@@ -3,6 +3,7 @@
 
 pub mod archive;
 pub mod browser;
+pub mod budget;
 pub mod custom_agents;
 pub mod custom_tools;
 pub mod egress;
@@ -12,10 +13,10 @@ pub mod grpc;
 pub mod jobs;
 pub mod mcp;
 pub mod migrations;
+pub mod paths;
 pub mod preferences;
 pub mod run;
 pub mod run_leases;
-pub mod sandbox;
 pub mod shelf;
 pub mod stored;
 pub mod tools;
@@ -42,13 +43,22 @@ pub async fn migrate(_config: Arc<Config>, url: String) -> anyhow::Result<()> {
     docchat_common::db::migrate::<migrations::Migrator>(&db, "agent").await
 }
 
-/// fetch_url is on unless DOCCHAT_AGENT_FETCH is `off` (or `false`, `0`).
-pub fn fetch_enabled() -> bool {
-    !std::env::var("DOCCHAT_AGENT_FETCH").is_ok_and(|v| {
-        matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "off" | "false" | "0"
-        )
+/// The sandbox's settings from `config` (`DOCCHAT_SANDBOX*`, the workspace quota); an
+/// unknown backend name is an error the sandbox reports as its reason to be unavailable.
+pub fn sandbox_settings(config: &Config) -> Result<docchat_sandbox::Settings, String> {
+    let slots = config.sandbox_slots.clamp(1, 1024);
+    Ok(docchat_sandbox::Settings {
+        mode: docchat_sandbox::Mode::parse(&config.sandbox)?,
+        dir: config.data_dir.join("agent").join("sandbox"),
+        slots,
+        user_slots: config
+            .sandbox_user_slots
+            .unwrap_or((slots / 4).max(1))
+            .clamp(1, slots),
+        max_run: std::time::Duration::from_secs(config.sandbox_max_run_seconds.max(1)),
+        workspace_quota: config.workspace_quota_bytes(),
+        uid_base: config.sandbox_uid_base.max(1000),
+        helper: config.sandbox_helper.clone(),
     })
 }
 
@@ -84,7 +94,7 @@ pub async fn serve_with(
     // The administrator's egress allow list (DOCCHAT_AGENT_EGRESS_ALLOW) joins the tests'
     // own, for fetch_url, remote MCP servers and browser actions alike.
     let mut fetch_allow = fetch_allow;
-    fetch_allow.extend(egress::allow_from_env());
+    fetch_allow.extend(ctx.config.agent_egress_allow.iter().cloned());
     let background = Background::new();
     let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
     background
@@ -93,8 +103,8 @@ pub async fn serve_with(
     let leases = run_leases::Leases::new(
         format!(
             "{}-{}",
-            std::env::var("HOSTNAME").unwrap_or_else(|_| "agent".into()),
-            &uuid::Uuid::new_v4().simple().to_string()[..8]
+            ctx.config.hostname.as_deref().unwrap_or("agent"),
+            docchat_common::ids::short()
         ),
         std::time::Duration::from_secs(ctx.config.job_lease_seconds.max(1)),
     );
@@ -142,17 +152,13 @@ pub async fn serve_with(
         .as_ref()
         .clone();
     let clients = Clients::new(&ctx.config, ctx.keys.clone())?;
-    let budget = run::budget::CostBudget {
+    let budget = budget::CostBudget {
         settings: SettingsClient::new(ctx.channel(Service::Admin)?, ctx.keys.clone()),
         guard: CostGuard::new(ctx.channel(Service::Admin)?, ctx.keys.clone()),
         db: db.clone(),
         relay: relay.clone(),
     };
-    let sandbox = sandbox::Sandbox::start(sandbox::Settings::from_env(
-        ctx.config.data_dir.join("agent").join("sandbox"),
-        &ctx.config,
-    ))
-    .await;
+    let sandbox = docchat_sandbox::Sandbox::start(sandbox_settings(&ctx.config)).await;
     let sandbox_status = sandbox.status();
     // Stored keys (encrypted at rest): custom agents' environment, and the `Secrets` of
     // custom tools (MCP headers and environment references).
@@ -163,7 +169,7 @@ pub async fn serve_with(
             ctx.standalone,
         )?),
     };
-    let sandbox: Arc<dyn tools::CodeRunner> = Arc::new(sandbox);
+    let sandbox: Arc<dyn docchat_sandbox::CodeRunner> = Arc::new(sandbox);
     let custom_tools = Arc::new(custom_tools(
         &ctx,
         db.clone(),
@@ -177,7 +183,7 @@ pub async fn serve_with(
         keys: agent_keys.clone(),
         dir: ctx.config.data_dir.join("agent").join("custom_agents"),
     });
-    let budget: Arc<dyn run::budget::Budget> = Arc::new(budget);
+    let budget: Arc<dyn budget::Budget> = Arc::new(budget);
     let prompts = prompt_writer(&registry, budget.clone());
     let engine = run::Engine {
         catalog,
@@ -185,7 +191,7 @@ pub async fn serve_with(
         stored: Some(Arc::new(stored::Stored::new(
             db.clone(),
             clients.clone(),
-            sandbox::quota::workspace_quota(&ctx.config),
+            ctx.config.workspace_quota_bytes(),
         ))),
         deps: Arc::new(tools::ToolDeps {
             code: sandbox,
@@ -194,21 +200,24 @@ pub async fn serve_with(
                 clients.clone(),
             ))),
             clients: Some(clients),
-            fetch: fetch_enabled(),
+            fetch: ctx.config.agent_fetch,
             fetch_allow,
-            workspace_quota: sandbox::quota::workspace_quota(&ctx.config),
+            workspace_quota: ctx.config.workspace_quota_bytes(),
         }),
         budget,
     };
     let api = grpc::AgentGrpc {
         db: db.clone(),
-        engine,
-        models: Arc::new(grpc::AgentModels::new(registry)),
-        workspaces,
-        user_disk_quota: sandbox::quota::user_quota(&ctx.config),
+        admission: Arc::new(run::admit::Admission {
+            db: db.clone(),
+            engine,
+            models: run::admit::AgentModels::new(registry),
+            custom_agents: Some(custom_agent_runner),
+            workspaces,
+            user_disk_quota: ctx.config.user_disk_quota_bytes(),
+        }),
         tracker: background.tracker.clone(),
         shutdown: shutdown.clone(),
-        custom_agents: Some(custom_agent_runner),
         jobs: jobs::RunJobs {
             db: db.clone(),
             relay,
@@ -243,7 +252,7 @@ pub async fn serve_with(
 /// without one).
 fn prompt_writer(
     registry: &docchat_inference::Registry,
-    budget: Arc<dyn run::budget::Budget>,
+    budget: Arc<dyn budget::Budget>,
 ) -> Option<Arc<dyn custom_tools::prompt::PromptWriter>> {
     let entry = registry.default_chat_model()?.clone();
     match docchat_inference::ChatModel::from_entry(
@@ -267,7 +276,7 @@ fn prompt_writer(
 fn custom_tools(
     ctx: &ServiceContext,
     db: sea_orm::DatabaseConnection,
-    code: Arc<dyn tools::CodeRunner>,
+    code: Arc<dyn docchat_sandbox::CodeRunner>,
     secrets: Arc<dyn tools::custom::Secrets>,
     egress_allow: Vec<String>,
     registry: docchat_inference::Registry,

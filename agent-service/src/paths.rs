@@ -1,5 +1,5 @@
-//! Paths inside a session's workspace: relative, no `..`, and no symlink on the way that
-//! leads out of it.
+//! Paths inside a session's workspace, for the tools, the stored files and memory:
+//! relative, no `..`, and no symlink on the way that leads out of it.
 
 use std::path::{Component, Path, PathBuf};
 

@@ -85,7 +85,7 @@ pub async fn user_disk(
     user_id: &str,
     session_id: &str,
     quota: u64,
-) -> ApiResult<crate::tools::UserDisk> {
+) -> ApiResult<docchat_sandbox::UserDisk> {
     let rows = db
         .query_all(stmt(
             db,
@@ -102,7 +102,7 @@ pub async fn user_disk(
             others.push(dir);
         }
     }
-    Ok(crate::tools::UserDisk {
+    Ok(docchat_sandbox::UserDisk {
         quota: Some(quota),
         others: others.into(),
     })

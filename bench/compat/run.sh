@@ -34,5 +34,5 @@ if [ "$use_litellm" = 1 ]; then
 fi
 
 cd "$root"
-cargo build --release --locked -p docchat-gateway --bin gateway --example bench_compat
+cargo build --release --locked -p docchat-server --bin gateway --example bench_compat
 exec "$CARGO_TARGET_DIR/release/examples/bench_compat" "${args[@]}"

@@ -8,7 +8,7 @@ cd "$root"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docchat/target}"
 models="${DOCCHAT_MODELS_DIR:-$HOME/.cache/docchat/models}"
 scripts/fetch-models.sh "$models" >/dev/null
-cargo build --release --locked -p docchat-gateway --bin gateway >/dev/null 2>&1
+cargo build --release --locked -p docchat-server --bin gateway >/dev/null 2>&1
 work="$(mktemp -d)"
 trap 'kill $gw 2>/dev/null || true; rm -rf "$work"' EXIT
 python3 bench/ingest/make_pdf.py 200 "$work/report.pdf"

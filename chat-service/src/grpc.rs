@@ -5,7 +5,8 @@ use std::sync::Arc;
 use docchat_common::auth::caller;
 use docchat_common::bus::{EventBus, envelope, topics};
 use docchat_common::clients::Clients;
-use docchat_common::error::{ApiError, ApiResult};
+use docchat_common::error::ApiError;
+use docchat_common::grpc::{Reply, ok};
 use docchat_common::outbox::OutboxRelay;
 use docchat_common::time::to_proto;
 use docchat_proto::chat::v1 as pb;
@@ -34,12 +35,6 @@ pub struct ChatGrpc {
     pub bus: Arc<dyn EventBus>,
     /// The byte budget of one list page (`docchat_common::limits::list_page_bytes`).
     pub page_bytes: u64,
-}
-
-type Reply<T> = Result<Response<T>, Status>;
-
-fn ok<T>(result: ApiResult<T>) -> Reply<T> {
-    result.map(Response::new).map_err(Status::from)
 }
 
 fn session_pb(s: chat_sessions::Model) -> pb::ChatSession {

@@ -185,7 +185,7 @@ pub async fn create(
     check_sizes(&fields, content_ceiling)?;
     let at = now();
     let mut block = memory_blocks::Model {
-        id: uuid::Uuid::new_v4().to_string(),
+        id: docchat_common::ids::new_id(),
         owner_id: caller.user_id.clone(),
         owner_username: caller.username.clone(),
         name: String::new(),

@@ -3,6 +3,7 @@
 use docchat_common::Caller;
 use docchat_common::auth::caller;
 use docchat_common::error::{ApiError, ApiResult};
+use docchat_common::grpc::{Reply, ok};
 use docchat_common::limits;
 use docchat_common::settings::SettingsClient;
 use docchat_common::time::{from_proto, to_proto};
@@ -10,7 +11,7 @@ use docchat_proto::chat::v1 as pb;
 use docchat_proto::chat::v1::memory_block_service_server::MemoryBlockService;
 use docchat_proto::common::v1::Empty;
 use sea_orm::DatabaseConnection;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response};
 
 use crate::memory_blocks::{self as store, Fields, ListQuery, Share, View};
 
@@ -33,12 +34,6 @@ impl MemoryGrpc {
             .unwrap_or(limits::MEMORY_BLOCK_CONTENT_BYTES);
         Ok(usize::try_from(setting).unwrap_or(0))
     }
-}
-
-type Reply<T> = Result<Response<T>, Status>;
-
-fn ok<T>(result: ApiResult<T>) -> Reply<T> {
-    result.map(Response::new).map_err(Status::from)
 }
 
 fn empty(result: ApiResult<()>) -> Reply<Empty> {

@@ -49,7 +49,7 @@ pub async fn create(
         None => (None, None),
     };
     let session = chat_sessions::ActiveModel {
-        id: Set(uuid::Uuid::new_v4().to_string()),
+        id: Set(docchat_common::ids::new_id()),
         owner_id: Set(caller.user_id.clone()),
         owner_username: Set(caller.username.clone()),
         name: Set(None),

@@ -1,13 +1,14 @@
 //! docchat's REST gateway: Bearer auth, every route of SPEC.md, the OpenAPI description and
-//! Swagger UI. `--standalone` also runs every service in this process ([`standalone`]).
+//! Swagger UI. The `gateway` binary (the top-level `server` crate) serves it, alone or with
+//! every service in its process (`--standalone`).
 
 pub mod auth;
 pub mod error;
+pub mod form;
 pub mod mcp_limits;
 pub mod nul;
 pub mod openapi;
 pub mod routes;
-pub mod standalone;
 pub mod state;
 
 use std::sync::Arc;

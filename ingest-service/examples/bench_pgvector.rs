@@ -126,6 +126,7 @@ async fn load(
 }
 
 #[tokio::main]
+#[expect(clippy::disallowed_methods, reason = "a benchmark's settings")]
 async fn main() {
     let n: usize = std::env::args()
         .nth(1)

@@ -207,7 +207,7 @@ impl AgentFiles<'_> {
             .await?;
         let at = now();
         let doc = rows::ActiveModel {
-            id: Set(uuid::Uuid::new_v4().to_string()),
+            id: Set(docchat_common::ids::new_id()),
             owner_id: Set(caller.user_id.clone()),
             owner_username: Set(caller.username.clone()),
             collection_id: Set(String::new()),

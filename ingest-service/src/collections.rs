@@ -57,8 +57,9 @@ pub struct CollectionView {
     pub user_count: i64,
 }
 
-/// Collections the caller can read: its own and public ones.
-fn visible_to(caller: &Caller) -> Condition {
+/// The collections `caller` may read: their own and the public ones (the one copy of the
+/// rule; search and the collection routes use it).
+pub(crate) fn visible_to(caller: &Caller) -> Condition {
     Condition::any()
         .add(collections::Column::OwnerId.eq(caller.user_id.clone()))
         .add(collections::Column::IsPublic.eq(true))
@@ -128,7 +129,7 @@ pub async fn create(
         db::serialize_on(&txn, "ingest.collections").await?;
     }
     let row = collections::ActiveModel {
-        id: Set(uuid::Uuid::new_v4().to_string()),
+        id: Set(docchat_common::ids::new_id()),
         owner_id: Set(caller.user_id.clone()),
         owner_username: Set(caller.username.clone()),
         name: Set(name.to_owned()),

@@ -246,7 +246,7 @@ async fn generate(
 /// The history's view of one description run.
 fn run_job(c: &collections::Model, started: chrono::DateTime<chrono::Utc>) -> JobChanged {
     JobChanged {
-        job_id: uuid::Uuid::new_v4().to_string(),
+        job_id: docchat_common::ids::new_id(),
         kind: KIND_COLLECTION_DESCRIPTION.to_owned(),
         status: "running".to_owned(),
         progress: 0.0,

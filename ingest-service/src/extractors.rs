@@ -221,7 +221,7 @@ pub async fn create(
     apply(&mut spec, f)?;
     let at = now();
     Ok(extractors::ActiveModel {
-        id: Set(uuid::Uuid::new_v4().to_string()),
+        id: Set(docchat_common::ids::new_id()),
         owner_id: Set(caller.user_id.clone()),
         name: Set(spec.name.clone()),
         is_public: Set(false),

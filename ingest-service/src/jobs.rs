@@ -141,7 +141,7 @@ pub async fn enqueue<C: ConnectionTrait>(
     let at = now();
     let job =
         jobs::ActiveModel {
-            id: Set(uuid::Uuid::new_v4().to_string()),
+            id: Set(docchat_common::ids::new_id()),
             kind: Set(KIND_INGEST_UPLOAD.to_owned()),
             owner_id: Set(caller.user_id.clone()),
             owner_username: Set(caller.username.clone()),

@@ -260,11 +260,7 @@ impl Searcher {
 
         let visible = collections::Entity::find()
             .filter(collections::Column::Id.is_in(collection_ids.iter().cloned()))
-            .filter(
-                Condition::any()
-                    .add(collections::Column::OwnerId.eq(caller.user_id.clone()))
-                    .add(collections::Column::IsPublic.eq(true)),
-            )
+            .filter(crate::collections::visible_to(caller))
             .all(&self.db)
             .await?;
         for id in collection_ids {
@@ -297,7 +293,9 @@ impl Searcher {
                 .await
                 .map_err(|e| ApiError::internal("embedding the query", e))?
                 .pop()
-                .unwrap_or_default();
+                .ok_or_else(|| {
+                    ApiError::internal("embedding the query", "the embedder returned no vector")
+                })?;
             trace.timings_ms.embed += ms(at);
             let at = Instant::now();
             vector_hits.extend(
@@ -493,11 +491,7 @@ impl Searcher {
         limit: u64,
     ) -> ApiResult<(Vec<Hit>, bool)> {
         let visible = collections::Entity::find_by_id(collection_id.to_owned())
-            .filter(
-                Condition::any()
-                    .add(collections::Column::OwnerId.eq(caller.user_id.clone()))
-                    .add(collections::Column::IsPublic.eq(true)),
-            )
+            .filter(crate::collections::visible_to(caller))
             .one(&self.db)
             .await?;
         if visible.is_none() {

@@ -66,7 +66,7 @@ fn new_tag(
     format: Option<String>,
 ) -> tags::Model {
     tags::Model {
-        id: uuid::Uuid::new_v4().to_string(),
+        id: docchat_common::ids::new_id(),
         name: name.to_owned(),
         description,
         format,

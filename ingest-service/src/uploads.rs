@@ -43,7 +43,7 @@ pub async fn write_blob<S>(blobs: &BlobStore, mut pieces: S, max_bytes: u64) -> 
 where
     S: Stream<Item = ApiResult<Vec<u8>>> + Unpin,
 {
-    let id = uuid::Uuid::new_v4().to_string();
+    let id = docchat_common::ids::new_id();
     let mut writer = blobs.writer(&id).await?;
     while let Some(bytes) = pieces.next().await {
         let bytes = bytes?;

@@ -468,7 +468,7 @@ impl Workers {
         // One transaction: document, chunks, counters, job completion, events.
         let txn = docchat_common::db::begin(&self.db).await?;
         let at = now();
-        let document_id = uuid::Uuid::new_v4().to_string();
+        let document_id = docchat_common::ids::new_id();
         let segments: Vec<Segment> = parsed
             .segments
             .iter()

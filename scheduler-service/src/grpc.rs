@@ -5,12 +5,13 @@ use std::sync::Arc;
 
 use docchat_common::auth::caller;
 use docchat_common::error::ApiResult;
+use docchat_common::grpc::{Reply, ok};
 use docchat_common::time::{opt_to_proto, to_proto};
 use docchat_proto::common::v1::Empty;
 use docchat_proto::scheduler::v1 as pb;
 use docchat_proto::scheduler::v1::scheduler_service_server::SchedulerService;
 use sea_orm::DatabaseConnection;
-use tonic::{Request, Response, Status};
+use tonic::Request;
 
 use crate::engine::Engine;
 use crate::entities::{scheduled_tasks, task_executions};
@@ -23,12 +24,6 @@ pub struct SchedulerGrpc {
     pub engine: Arc<Engine>,
     /// The byte budget of one list page (`docchat_common::limits::list_page_bytes`).
     pub page_bytes: u64,
-}
-
-type Reply<T> = Result<Response<T>, Status>;
-
-fn ok<T>(result: ApiResult<T>) -> Reply<T> {
-    result.map(Response::new).map_err(Status::from)
 }
 
 fn fields(f: Option<pb::TaskFields>) -> Fields {

@@ -273,7 +273,7 @@ pub async fn create(
     check_sizes(f.description.as_deref(), None)?;
     let collection_id = check_config(&config)?;
     let mut task = scheduled_tasks::Model {
-        id: uuid::Uuid::new_v4().to_string(),
+        id: docchat_common::ids::new_id(),
         user_id: caller.user_id.clone(),
         username: caller.username.clone(),
         name: required(f.name, "name")?,

@@ -137,7 +137,7 @@ async fn main() {
     listener.set_nonblocking(true).unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let app = tokio::spawn(docchat_gateway::standalone::run(
+    let app = tokio::spawn(docchat_server::standalone::run(
         config,
         listener,
         shutdown.clone(),

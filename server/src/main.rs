@@ -65,7 +65,7 @@ async fn run(config: Config, standalone: bool) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     docchat_common::grpc::cancel_on_signal(shutdown.clone());
     if standalone {
-        docchat_gateway::standalone::run(config, http, shutdown).await
+        docchat_server::standalone::run(config, http, shutdown).await
     } else {
         let keys = Arc::new(JwtKeys::from_config(&config)?);
         tracing::info!(addr = %config.http_addr, "serving rest");

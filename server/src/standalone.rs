@@ -80,7 +80,7 @@ pub async fn run(
             tracing::info!(addr = %http.local_addr()?, "docchat standalone is ready");
             let http_shutdown = shutdown.clone();
             let http_result = tokio::select! {
-                r = crate::serve_http(config.clone(), keys, http, http_shutdown) => r,
+                r = docchat_gateway::serve_http(config.clone(), keys, http, http_shutdown) => r,
                 Some(joined) = tasks.join_next() => match joined {
                     Ok((service, Err(e))) => Err(e.context(format!("{}-service stopped", service.name()))),
                     Ok((service, Ok(()))) => Err(anyhow::anyhow!("{}-service stopped unexpectedly", service.name())),

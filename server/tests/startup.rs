@@ -4,6 +4,8 @@
 //! file, so the test needs no model files) it starts and serves. On SIGTERM it keeps serving
 //! for `DOCCHAT_SHUTDOWN_DELAY_SECONDS` with readiness 503, then exits 0.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: fail loudly
+
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};

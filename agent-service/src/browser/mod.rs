@@ -32,7 +32,8 @@ pub use proxy::EgressProxy;
 pub use tool::BrowserTool;
 
 use crate::tools::custom::{Opener, Secrets, ToolRecord};
-use crate::tools::{CodeSpec, Grants, Opened, ToolCtx};
+use crate::tools::{Opened, ToolCtx};
+use docchat_sandbox::{CodeSpec, Grants};
 
 /// The runner the sandbox's python executes (see its docstring).
 const RUNNER: &str = include_str!("runner.py");
@@ -142,7 +143,7 @@ impl Opener for BrowserOpener {
 /// (`tool/`), readable by the sandbox's uid.
 fn make_kit(dir: &Path, files: &Path) -> std::io::Result<Kit> {
     std::fs::create_dir_all(dir)?;
-    let path = dir.join(format!("kit-{}", uuid::Uuid::new_v4().simple()));
+    let path = dir.join(format!("kit-{}", docchat_common::ids::new_name()));
     std::fs::create_dir(&path)?;
     let kit = Kit { path };
     set_mode(&kit.path, 0o755)?;

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use super::{ADDRESS_SPACE, EgressProxy, Kit, PROCESSES};
-use crate::tools::{CodeSpec, Grants, Tool, ToolCtx, ToolOutput, clip};
+use crate::tools::{Tool, ToolCtx, ToolOutput, clip};
+use docchat_sandbox::{CodeSpec, Grants};
 
 /// Bytes of the script's answer (or its error) the model reads.
 const SHOWN: usize = 20_000;
@@ -42,7 +43,7 @@ impl Tool for BrowserTool {
 
     async fn call(&self, ctx: &ToolCtx, args: Value) -> Result<ToolOutput, String> {
         // A proxy of this call's own: what it refused is this call's, and it ends with it.
-        let socket = format!("proxy-{}.sock", uuid::Uuid::new_v4().simple());
+        let socket = format!("proxy-{}.sock", docchat_common::ids::new_name());
         let proxy = EgressProxy::bind(&self.kit.path.join(&socket), ctx.deps.fetch_allow.clone())
             .map_err(|e| format!("the egress proxy: {e}"))?;
         let spec = CodeSpec {

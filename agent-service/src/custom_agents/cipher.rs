@@ -43,14 +43,11 @@ impl Cipher {
     /// The deployment's cipher; see the module documentation for where the secret comes
     /// from.
     pub fn from_deployment(config: &Config, standalone: bool) -> anyhow::Result<Cipher> {
-        if let Ok(v) = std::env::var("DOCCHAT_AGENT_KEYS_SECRET")
-            && !v.trim().is_empty()
+        // At least 16 characters when set: Config::validate.
+        if let Some(v) = &config.agent_keys_secret
+            && !v.expose_secret().trim().is_empty()
         {
-            anyhow::ensure!(
-                v.trim().len() >= 16,
-                "DOCCHAT_AGENT_KEYS_SECRET must be at least 16 characters"
-            );
-            return Ok(Cipher::new(v.trim().as_bytes()));
+            return Ok(Cipher::new(v.expose_secret().trim().as_bytes()));
         }
         if !standalone && let Some(s) = &config.internal_jwt_secret {
             return Ok(Cipher::new(s.expose_secret().as_bytes()));

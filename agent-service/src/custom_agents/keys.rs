@@ -123,7 +123,7 @@ impl KeyStore {
                 new.name
             )));
         }
-        let id = uuid::Uuid::new_v4().to_string();
+        let id = docchat_common::ids::new_id();
         let sealed = self
             .cipher
             .seal(&Self::row(&caller.user_id, &id), &new.value);

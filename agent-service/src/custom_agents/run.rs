@@ -35,7 +35,7 @@ use super::keys::KeyStore;
 use super::store::{self, AgentRow};
 use super::tools;
 use crate::archive::{self, Limits};
-use crate::tools::{CodeOutput, CodeRunner, CodeSpec};
+use docchat_sandbox::{CodeOutput, CodeRunner, CodeSpec};
 
 /// Sets the environment from the JSON on stdin, writes the files it names into a private
 /// temporary directory, then runs the agent's command, copying its stdout as it comes to
@@ -148,7 +148,7 @@ pub struct RunLimits {
     pub wall_clock: Duration,
     pub memory_bytes: Option<u64>,
     /// The caller's other workspaces and their total (the run writes the caller's).
-    pub disk: crate::tools::UserDisk,
+    pub disk: docchat_sandbox::UserDisk,
 }
 
 impl Runner {

@@ -145,7 +145,7 @@ pub async fn save(
             a.id.clone()
         }
         None => {
-            let id = uuid::Uuid::new_v4().to_string();
+            let id = docchat_common::ids::new_id();
             exec(
                 db,
                 "INSERT INTO custom_agents (id, owner_id, owner_email, agent_name, agent_type, agent_args, description, mcp_servers, command, folder, folder_sha256, created_at, updated_at) \
@@ -352,7 +352,7 @@ pub async fn add_tool_association(
     server: &str,
     tool_id: Option<&str>,
 ) -> ApiResult<String> {
-    let id = uuid::Uuid::new_v4().to_string();
+    let id = docchat_common::ids::new_id();
     exec(
         db,
         "INSERT INTO custom_agent_tool_associations (id, agent_id, owner_id, mcp_server_name, tool_id, created_at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -459,7 +459,7 @@ pub async fn add_key_association(
     requirement: &str,
     default: Option<String>,
 ) -> ApiResult<String> {
-    let id = uuid::Uuid::new_v4().to_string();
+    let id = docchat_common::ids::new_id();
     exec(
         db,
         "INSERT INTO custom_agent_key_associations (id, agent_id, owner_id, env_key_name, key_id, requirement_type, default_value, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

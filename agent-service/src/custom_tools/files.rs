@@ -42,7 +42,7 @@ fn write(dir: &Path, file: &StoredFile) -> Result<(), String> {
     let parent = dir.parent().ok_or("no directory for the tool's files")?;
     let io = |e: std::io::Error| format!("the tool's files: {e}");
     std::fs::create_dir_all(parent).map_err(io)?;
-    let tmp = parent.join(format!(".{}.partial", uuid::Uuid::new_v4().simple()));
+    let tmp = parent.join(format!(".{}.partial", docchat_common::ids::new_name()));
     let name = Path::new(&file.name)
         .file_name()
         .map(|n| n.to_owned())

@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 
 use super::upload::{extension, source_path};
 use crate::tools::custom::{Opener, Secrets, ToolRecord};
-use crate::tools::{CodeSpec, Opened, Tool, ToolCtx, ToolOutput, clip};
+use crate::tools::{Opened, Tool, ToolCtx, ToolOutput, clip};
+use docchat_sandbox::CodeSpec;
 
 /// The driver run in the sandbox (general_code.py).
 const DRIVER: &str = include_str!("general_code.py");

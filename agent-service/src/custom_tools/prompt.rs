@@ -9,7 +9,7 @@ use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult, ErrorCode};
 use docchat_inference::{ChatMessage, ChatModel, ModelEntry};
 
-use crate::run::budget::{Budget, usage_of};
+use crate::budget::{Budget, usage_of};
 
 /// Writes a tool's system prompt from its code.
 #[async_trait::async_trait]

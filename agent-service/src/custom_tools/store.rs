@@ -61,7 +61,7 @@ pub async fn insert(
     for (i, t) in tools.into_iter().enumerate() {
         // The tools of one upload list in their order (a microsecond apart).
         let now = now + chrono::Duration::microseconds(i as i64);
-        let id = uuid::Uuid::new_v4().to_string();
+        let id = docchat_common::ids::new_id();
         let sha = t.file.as_ref().map(|b| hex::encode(Sha256::digest(b)));
         tx.execute(stmt(
             db,

@@ -16,8 +16,8 @@ use serde_json::{Map, Value};
 use super::config::{self, Server};
 use super::session::{Connect, Listed, Session};
 use super::{Scratch, Settings, server_of};
-use crate::tools::CodeRunner;
 use crate::tools::custom::{InspectTarget, Inspector, Secrets};
+use docchat_sandbox::CodeRunner;
 
 /// An inspected package's caps: about 100 MB uploads.
 const PACKAGE: crate::archive::Limits = crate::archive::Limits {
@@ -192,7 +192,7 @@ impl McpInspector {
             memory: None,
             user: caller.user_id.clone(),
             // A scratch directory of the inspection's own, gone after it.
-            disk: crate::tools::UserDisk::default(),
+            disk: docchat_sandbox::UserDisk::default(),
         };
         let listed = async {
             let session = Session::connect(&server, &how).await?;

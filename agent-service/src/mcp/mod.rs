@@ -72,7 +72,7 @@ pub type Openers = Vec<(ToolType, Arc<dyn Opener>)>;
 /// What lib.rs registers (the custom-tools registry takes them): the openers of local_mcp
 /// and remote_mcp, and the inspector, with `registry`'s models reviewing.
 pub fn for_service(
-    code: Arc<dyn crate::tools::CodeRunner>,
+    code: Arc<dyn docchat_sandbox::CodeRunner>,
     settings: Settings,
     registry: docchat_inference::Registry,
 ) -> (Openers, Arc<dyn crate::tools::custom::Inspector>) {
@@ -171,7 +171,7 @@ pub struct Scratch(pub PathBuf);
 
 impl Scratch {
     pub fn new(root: &Path) -> Result<Scratch, String> {
-        let dir = root.join(uuid::Uuid::new_v4().simple().to_string());
+        let dir = root.join(docchat_common::ids::new_name());
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot prepare scratch space: {e}"))?;
         // Searchable by the sandbox's slot uids (the package inside is read by them).
         use std::os::unix::fs::PermissionsExt;

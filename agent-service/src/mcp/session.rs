@@ -16,7 +16,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::config::Server;
 use super::{http, sse};
-use crate::tools::{CodeRunner, CodeSpec};
+use docchat_sandbox::{CodeRunner, CodeSpec};
 
 /// What connecting needs besides the server.
 pub struct Connect {
@@ -35,7 +35,7 @@ pub struct Connect {
     pub user: String,
     /// Its user's other workspaces and their disk total (a stdio server's workspace is
     /// watched against it).
-    pub disk: crate::tools::UserDisk,
+    pub disk: docchat_sandbox::UserDisk,
 }
 
 /// A tool the server lists.

@@ -6,7 +6,7 @@ use docchat_common::Caller;
 use docchat_inference::{ChatMessage, ChatModel, ModelEntry, Sampling};
 use docchat_proto::agent::v1 as pb;
 
-use super::budget::{Budget, usage_of};
+use crate::budget::{Budget, usage_of};
 use crate::tools::Asker;
 
 pub struct RunAsker {

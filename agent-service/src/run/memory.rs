@@ -18,8 +18,8 @@ use docchat_common::clients::Clients;
 use docchat_proto::agent::v1 as pb;
 use docchat_proto::chat::v1 as chat;
 
+use crate::paths;
 use crate::tools::memory::limit_words;
-use crate::tools::workspace;
 
 /// The folder of memory files in the workspace.
 pub const DIR: &str = ".memory";
@@ -223,7 +223,7 @@ pub async fn save_back(
 
 /// The file's text: inside the workspace, not a link, at most [`MAX_READ`] bytes, UTF-8.
 async fn read_back(workspace: &Path, rel: &str) -> Result<String, String> {
-    let path = workspace::resolve(workspace, rel)?;
+    let path = paths::resolve(workspace, rel)?;
     let meta = tokio::fs::symlink_metadata(&path)
         .await
         .map_err(|_| format!("{rel} was removed"))?;

@@ -4,10 +4,10 @@
 //! (model calls), agent_total_timeout, agent_timeout per model call and per tool call.
 //! Control: see [`control`].
 
+pub mod admit;
 pub mod agents;
 pub mod args;
 mod asker;
-pub mod budget;
 mod calls;
 pub mod control;
 mod custom;
@@ -28,10 +28,10 @@ use docchat_inference::{
 use docchat_proto::agent::v1 as pb;
 use tokio::sync::mpsc;
 
+use crate::budget::{Budget, usage_of};
 use crate::stored::Stored;
 use crate::tools::{Catalog, Extensions, ToolDeps};
 use args::RunArgs;
-use budget::{Budget, usage_of};
 use control::Control;
 use history::History;
 
@@ -67,7 +67,7 @@ pub struct RunRequest {
     pub tools: Vec<String>,
     pub workspace: PathBuf,
     /// The caller's other workspaces and their disk total.
-    pub disk: crate::tools::UserDisk,
+    pub disk: docchat_sandbox::UserDisk,
     pub model: Arc<ChatModel>,
     pub entry: ModelEntry,
     /// A custom agent of the caller's runs instead of the model loop (see [`custom`]).

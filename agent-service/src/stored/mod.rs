@@ -29,7 +29,7 @@ use docchat_proto::ingest::v1::AgentFileMeta;
 use sea_orm::DatabaseConnection;
 use sha2::{Digest, Sha256};
 
-use crate::tools::workspace;
+use crate::paths;
 use manifest::Entry;
 
 /// The largest file stored as a document.
@@ -120,7 +120,7 @@ impl Stored {
     ) -> ApiResult<Vec<String>> {
         let mut notes = Vec::new();
         for e in manifest::entries(&self.db, session_id).await? {
-            let Ok(host) = workspace::resolve(root, &e.path) else {
+            let Ok(host) = paths::resolve(root, &e.path) else {
                 notes.push(format!("{}: not restored (its path leads out)", e.path));
                 continue;
             };

@@ -105,7 +105,7 @@ pub async fn read(
         dest.file_name()
             .map(|n| n.to_string_lossy())
             .unwrap_or_default(),
-        uuid::Uuid::new_v4().simple()
+        docchat_common::ids::new_name()
     ));
     let written = async {
         let mut f = tokio::fs::File::create(&tmp).await.map_err(io)?;

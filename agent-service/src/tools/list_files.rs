@@ -2,7 +2,8 @@
 
 use serde_json::{Value, json};
 
-use super::{Tool, ToolCtx, ToolOutput, workspace};
+use super::{Tool, ToolCtx, ToolOutput};
+use crate::paths;
 
 /// Entries listed at most.
 const MAX_ENTRIES: usize = 1000;
@@ -30,7 +31,7 @@ impl Tool for ListFiles {
 
     async fn call(&self, ctx: &ToolCtx, args: Value) -> Result<ToolOutput, String> {
         let rel = args.get("path").and_then(Value::as_str).unwrap_or(".");
-        let start = workspace::resolve(&ctx.workspace, rel)?;
+        let start = paths::resolve(&ctx.workspace, rel)?;
         let root = ctx.workspace.clone();
         let lines = tokio::task::spawn_blocking(move || walk(&root, &start))
             .await
@@ -47,7 +48,7 @@ fn walk(root: &std::path::Path, start: &std::path::Path) -> Result<Vec<String>, 
     let mut stack = vec![start.to_path_buf()];
     while let Some(dir) = stack.pop() {
         let mut entries: Vec<_> = std::fs::read_dir(&dir)
-            .map_err(|e| format!("cannot list {}: {e}", workspace::display(root, &dir)))?
+            .map_err(|e| format!("cannot list {}: {e}", paths::display(root, &dir)))?
             .filter_map(Result::ok)
             .collect();
         entries.sort_by_key(|e| e.file_name());
@@ -55,7 +56,7 @@ fn walk(root: &std::path::Path, start: &std::path::Path) -> Result<Vec<String>, 
             let Ok(meta) = e.path().symlink_metadata() else {
                 continue;
             };
-            let shown = workspace::display(root, &e.path());
+            let shown = paths::display(root, &e.path());
             if meta.is_dir() {
                 stack.push(e.path());
             } else if meta.file_type().is_symlink() {

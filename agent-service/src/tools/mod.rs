@@ -10,7 +10,6 @@ mod python;
 mod read_file;
 mod search_documents;
 mod shell;
-pub mod workspace;
 mod write_file;
 
 use std::path::PathBuf;
@@ -20,13 +19,9 @@ use std::time::Duration;
 use docchat_common::Caller;
 use docchat_common::clients::Clients;
 use docchat_proto::agent::v1 as pb;
+use docchat_sandbox::{CodeRunner, UserDisk};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-
-pub use python::{
-    CodeOutput, CodeRunner, CodeSpec, DOCUMENTS_MOUNT, Grants, NoSandbox, OverQuota, Pipes,
-    UserDisk,
-};
 
 /// A custom tool of the caller's as the catalogue lists it (see [`Extensions`]).
 #[derive(Debug, Clone, PartialEq)]

@@ -2,7 +2,8 @@
 
 use serde_json::{Value, json};
 
-use super::{Tool, ToolCtx, ToolOutput, arg, clip, workspace};
+use super::{Tool, ToolCtx, ToolOutput, arg, clip};
+use crate::paths;
 
 /// Bytes of a file shown to the model.
 const MAX_BYTES: usize = 100_000;
@@ -30,7 +31,7 @@ impl Tool for ReadFile {
 
     async fn call(&self, ctx: &ToolCtx, args: Value) -> Result<ToolOutput, String> {
         let rel = arg(&args, "path")?;
-        let path = workspace::resolve(&ctx.workspace, rel)?;
+        let path = paths::resolve(&ctx.workspace, rel)?;
         let bytes = tokio::fs::read(&path)
             .await
             .map_err(|e| format!("cannot read {rel}: {e}"))?;

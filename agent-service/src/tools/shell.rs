@@ -2,8 +2,9 @@
 
 use serde_json::{Value, json};
 
-use super::python::{CodeSpec, report};
+use super::python::report;
 use super::{Tool, ToolCtx, ToolOutput, arg};
+use docchat_sandbox::CodeSpec;
 
 pub struct Shell;
 

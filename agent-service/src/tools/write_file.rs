@@ -2,7 +2,8 @@
 
 use serde_json::{Value, json};
 
-use super::{Tool, ToolCtx, ToolOutput, arg, workspace};
+use super::{Tool, ToolCtx, ToolOutput, arg};
+use crate::paths;
 
 /// Largest file written at once.
 const MAX_BYTES: usize = 20 << 20;
@@ -32,7 +33,7 @@ impl Tool for WriteFile {
         if content.len() > MAX_BYTES {
             return Err(format!("the content is larger than {MAX_BYTES} bytes"));
         }
-        let path = workspace::resolve(&ctx.workspace, rel)?;
+        let path = paths::resolve(&ctx.workspace, rel)?;
         if path == ctx.workspace {
             return Err("a file name is needed".into());
         }
@@ -52,7 +53,7 @@ impl Tool for WriteFile {
         let replacing = tokio::fs::symlink_metadata(&path).await.map_or(0, |m| {
             std::os::unix::fs::MetadataExt::blocks(&m).saturating_mul(512)
         });
-        crate::sandbox::quota::Watch::new(
+        docchat_sandbox::quota::Watch::new(
             ctx.workspace.clone(),
             ctx.deps.workspace_quota,
             ctx.disk.clone(),
@@ -71,7 +72,7 @@ impl Tool for WriteFile {
         Ok(ToolOutput::text(format!(
             "wrote {} bytes to {}",
             content.len(),
-            workspace::display(&ctx.workspace, &path)
+            paths::display(&ctx.workspace, &path)
         )))
     }
 }

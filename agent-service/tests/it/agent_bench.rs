@@ -67,7 +67,7 @@ async fn agent_step_overhead() {
 
     let mut per_step = Vec::new();
     for round in 0..3 {
-        let session = uuid::Uuid::new_v4().to_string();
+        let session = docchat_common::ids::new_id();
         let _ = round;
         let t = Instant::now();
         let (_tx, mut events) = agents
@@ -97,10 +97,7 @@ async fn agent_step_overhead() {
         let args = args.clone();
         async move {
             let (_tx, mut events) = agents
-                .run(
-                    &alice,
-                    start(&uuid::Uuid::new_v4().to_string(), "Loop", args),
-                )
+                .run(&alice, start(&docchat_common::ids::new_id(), "Loop", args))
                 .await
                 .unwrap();
             events_until_finished(&mut events).await.1

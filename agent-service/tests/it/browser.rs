@@ -12,16 +12,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use docchat_agent_service::browser::BrowserOpener;
-use docchat_agent_service::run::budget::Budget;
+use docchat_agent_service::budget::Budget;
 use docchat_agent_service::run::control::Control;
 use docchat_agent_service::run::{Engine, RunRequest};
-use docchat_agent_service::sandbox::{Mode, Sandbox, Settings};
 use docchat_agent_service::tools::custom::{NoSecrets, Opener, ToolRecord, ToolType};
 use docchat_agent_service::tools::{Catalog, ExtensionTool, Extensions, Opened, ToolCtx, ToolDeps};
 use docchat_common::Caller;
 use docchat_common::error::ApiError;
 use docchat_common::testing::{ScriptedCall, ScriptedHttp, ScriptedTurn, user};
 use docchat_proto::agent::v1 as pb;
+use docchat_sandbox::{Mode, Sandbox, Settings};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
@@ -131,7 +131,7 @@ async fn lab(mode: Mode, n: u32) -> Option<Lab> {
         max_run: Duration::from_secs(900),
         workspace_quota: 1 << 30,
         uid_base: base,
-        helper: Some(env!("CARGO_BIN_EXE_docchat-sandbox-exec").into()),
+        helper: Some(docchat_sandbox::testing::helper()),
     }))
     .await;
     if sandbox.status().backend != name {

@@ -12,12 +12,13 @@ use docchat_agent_service::custom_tools::{CustomTools, store};
 use docchat_agent_service::tools::custom::{
     InspectTarget, Inspector, Opener, Secrets, ToolRecord, ToolType,
 };
-use docchat_agent_service::tools::{Extensions, NoSandbox, Opened, ToolCtx, ToolDeps};
+use docchat_agent_service::tools::{Extensions, Opened, ToolCtx, ToolDeps};
 use docchat_common::Caller;
 use docchat_common::error::ApiError;
 use docchat_common::testing::user;
 use docchat_proto::agent::v1 as pb;
 use docchat_proto::agent::v1::custom_tool_service_server::CustomToolService;
+use docchat_sandbox::NoSandbox;
 use serde_json::json;
 
 /// Remembers what it was asked to inspect.

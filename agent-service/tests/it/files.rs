@@ -118,7 +118,7 @@ docchat_common::backend_tests! {
         .await;
         let agents = Agents::with_ingest_and(&backend, &upstream, |c| c.workspace_quota_mb = 1).await;
         let alice = user("alice", false);
-        let session = uuid::Uuid::new_v4().to_string();
+        let session = docchat_common::ids::new_id();
         // Files the run did not write, as a killed run's would be: past the quota together.
         let dir = agents.workspace(&session);
         std::fs::create_dir_all(&dir).unwrap();
@@ -163,9 +163,9 @@ docchat_common::backend_tests! {
         let upstream = ScriptedHttp::chat_turns([write("c1"), write("c2"), write("c3")].concat()).await;
         let agents = Agents::with_ingest_and(&backend, &upstream, |c| c.user_disk_quota_mb = 1).await;
         let (alice, bob) = (user("alice", false), user("bob", false));
-        let first = uuid::Uuid::new_v4().to_string();
-        let second = uuid::Uuid::new_v4().to_string();
-        let others = uuid::Uuid::new_v4().to_string();
+        let first = docchat_common::ids::new_id();
+        let second = docchat_common::ids::new_id();
+        let others = docchat_common::ids::new_id();
         for (n, (who, session)) in [(&alice, &first), (&alice, &second), (&bob, &others)].into_iter().enumerate() {
             let (_tx, mut events) = agents
                 .run_on(agents.agent(), who, run_start(session, "Write", n as u32))
@@ -225,7 +225,7 @@ docchat_common::backend_tests! {
         let replica_b = agents.replica_with_own_disk(other_disk.path()).await;
         let alice = user("alice", false);
         let bob = user("bob", false);
-        let session = uuid::Uuid::new_v4().to_string();
+        let session = docchat_common::ids::new_id();
 
         // Run 1: the file is announced as it is stored and is the turn's file.
         let (_tx, mut events) = agents.run_on(agents.agent(), &alice, run_start(&session, "Write it", 1)).await;
@@ -370,7 +370,7 @@ docchat_common::backend_tests! {
         let job = stack.finished(&alice, &job.id).await;
         assert_eq!(job.status, "completed", "{}: {job:?}", backend.name);
 
-        let session = uuid::Uuid::new_v4().to_string();
+        let session = docchat_common::ids::new_id();
         let (_tx, mut events) = agents
             .run_on(
                 agents.agent(),

@@ -11,7 +11,6 @@
 mod agent_bench;
 mod agent_keys;
 mod browser;
-mod containment;
 mod custom_tools;
 mod sandbox_bench;
 mod slots;

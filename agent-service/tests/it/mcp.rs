@@ -11,16 +11,16 @@ use std::time::Duration;
 
 use docchat_agent_service::mcp::inspect::McpInspector;
 use docchat_agent_service::mcp::{McpOpener, Settings};
-use docchat_agent_service::sandbox::{Mode, Sandbox, Settings as SandboxSettings};
 use docchat_agent_service::tools::custom::{
     InspectTarget, Inspector, NoSecrets, Opener, Secrets, ToolRecord, ToolType,
 };
-use docchat_agent_service::tools::{CodeRunner, NoSandbox, Tool, ToolCtx, ToolDeps};
+use docchat_agent_service::tools::{Tool, ToolCtx, ToolDeps};
 use docchat_common::testing::{unavailable, user};
+use docchat_sandbox::{CodeRunner, NoSandbox};
+use docchat_sandbox::{Mode, Sandbox, Settings as SandboxSettings};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-const HELPER: &str = env!("CARGO_BIN_EXE_docchat-sandbox-exec");
 const SERVER: &str = include_str!("mcp_data/server.py");
 const MCP: &str = "mcp==1.30.0";
 /// What server.py expects in the Authorization header (without "Bearer ").
@@ -46,6 +46,10 @@ fn python() -> Option<PathBuf> {
 }
 
 /// `mcp` and its dependencies installed for a package (once, cached).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the cache lives under the test user's HOME"
+)]
 fn vendored(python: &Path) -> Option<PathBuf> {
     let home = std::env::var_os("HOME").map(PathBuf::from)?;
     let dir = home.join(".cache/docchat/mcp-vendor").join(MCP);
@@ -135,7 +139,7 @@ async fn lab_on(mode: Mode, n: u32, server: &str) -> Option<Lab> {
         max_run: Duration::from_secs(900),
         workspace_quota: 1 << 30,
         uid_base: 64900 + n * 4,
-        helper: Some(HELPER.into()),
+        helper: Some(docchat_sandbox::testing::helper()),
     }))
     .await;
     if !sandbox.status().isolated() || wanted.is_some_and(|w| w != sandbox.status().backend) {

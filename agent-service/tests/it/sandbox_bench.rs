@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use docchat_agent_service::sandbox::{Mode, Sandbox, Settings};
-use docchat_agent_service::tools::{CodeRunner, CodeSpec, UserDisk};
+use docchat_sandbox::{CodeRunner, CodeSpec, UserDisk};
+use docchat_sandbox::{Mode, Sandbox, Settings};
 use tokio_util::sync::CancellationToken;
 
 const RUNS: usize = 100;
@@ -39,7 +39,7 @@ async fn sandbox_start_latency() {
             max_run: Duration::from_secs(900),
             workspace_quota: 1 << 30,
             uid_base,
-            helper: Some(env!("CARGO_BIN_EXE_docchat-sandbox-exec").into()),
+            helper: Some(docchat_sandbox::testing::helper()),
         }))
         .await;
         if sandbox.status().backend == name {

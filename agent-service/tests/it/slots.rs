@@ -8,11 +8,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use docchat_agent_service::sandbox::{Mode, Sandbox, Settings};
-use docchat_agent_service::tools::{CodeRunner, CodeSpec, OverQuota, UserDisk};
+use docchat_sandbox::{CodeRunner, CodeSpec, OverQuota, UserDisk};
+use docchat_sandbox::{Mode, Sandbox, Settings};
 use tokio_util::sync::CancellationToken;
-
-const HELPER: &str = env!("CARGO_BIN_EXE_docchat-sandbox-exec");
 
 struct Lab {
     sandbox: Arc<Sandbox>,
@@ -44,7 +42,7 @@ async fn lab_with(mode: Mode, base: u32, max_run: Duration, quota: u64) -> Optio
         max_run,
         workspace_quota: quota,
         uid_base: base,
-        helper: Some(HELPER.into()),
+        helper: Some(docchat_sandbox::testing::helper()),
     }))
     .await;
     if sandbox.status().backend != name {
@@ -59,7 +57,7 @@ async fn lab_with(mode: Mode, base: u32, max_run: Duration, quota: u64) -> Optio
 
 impl Lab {
     /// Runs `spec`, which must end (stopped or not) within a minute.
-    async fn finished(&self, spec: CodeSpec) -> docchat_agent_service::tools::CodeOutput {
+    async fn finished(&self, spec: CodeSpec) -> docchat_sandbox::CodeOutput {
         tokio::time::timeout(
             Duration::from_secs(60),
             self.sandbox.run(spec, &CancellationToken::new()),

@@ -3,13 +3,10 @@
 //! custom-agent bodies ([`TerseResult`]: a 401 says only `Unauthorized`); the permission
 //! checks are the service's, so every client of it gets the same rules.
 
-use actix_multipart::Multipart;
 use actix_web::{HttpRequest, HttpResponse, delete, get, post, put, web};
 use docchat_common::auth::permissions;
-use docchat_common::error::{ApiError, ErrorCode};
 use docchat_proto::agent::v1 as pb;
 use docchat_proto::common::v1::Empty;
-use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
@@ -18,6 +15,7 @@ use utoipa_actix_web::service_config::ServiceConfig;
 use super::{Count, comma_list};
 use crate::auth::AgentsApi;
 use crate::error::{ErrorBody, HttpError, TerseResult, bad_request};
+use crate::form::{self, FormReader};
 
 /// Registers this module's routes.
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -34,9 +32,6 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(create_custom_agent_key_association)
         .service(delete_custom_agent_key_associations);
 }
-
-/// The upload limit (SPEC.md "Limits").
-const MAX_UPLOAD: usize = 20 * 1024 * 1024;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CreatedAgent {
@@ -214,48 +209,20 @@ pub struct NewKeyAssociation {
     pub key_id: String,
 }
 
-fn form_error() -> HttpError {
-    bad_request("Failed to parse form data.")
-}
-
 /// The parts of POST custom_agents; the file is read up to the limit and no further.
-async fn read_form(mut payload: Multipart) -> Result<pb::CustomAgentUpload, HttpError> {
-    let mut up = pb::CustomAgentUpload::default();
-    let mut has_file = false;
-    while let Some(field) = payload.next().await {
-        let mut field = field.map_err(|_| form_error())?;
-        let name = field.name().unwrap_or("").to_owned();
-        if name == "file" {
-            has_file = true;
-            up.file_name = field
-                .content_disposition()
-                .and_then(|cd| cd.get_filename())
-                .unwrap_or("")
-                .to_owned();
-        }
-        let mut data = Vec::new();
-        while let Some(chunk) = field.next().await {
-            data.extend_from_slice(&chunk.map_err(|_| form_error())?);
-            if data.len() > MAX_UPLOAD {
-                return Err(HttpError(ApiError::new(
-                    ErrorCode::PayloadTooLarge,
-                    "File is too large, maximum size is 20MB",
-                )));
-            }
-        }
-        let text = || String::from_utf8(data.clone()).map_err(|_| form_error());
-        match name.as_str() {
-            "file" => up.file = data,
-            "agent_type" => up.agent_type = text()?,
-            "agent_args" => up.agent_args_json = text()?,
-            "agent_name" => up.agent_name = Some(text()?).filter(|n| !n.trim().is_empty()),
-            _ => {}
-        }
-    }
-    if !has_file {
-        return Err(bad_request("The request does not contain a file."));
-    }
-    Ok(up)
+async fn read_upload(form: FormReader) -> Result<pb::CustomAgentUpload, HttpError> {
+    let mut form = form.read_all(form::MAX_FILE).await?;
+    let Some((file_name, file)) = form.file.take() else {
+        return Err(bad_request(form::NO_FILE));
+    };
+    let mut text = |name: &str| form.texts.remove(name).unwrap_or_default();
+    Ok(pb::CustomAgentUpload {
+        file_name,
+        file,
+        agent_type: text("agent_type"),
+        agent_args_json: text("agent_args"),
+        agent_name: Some(text("agent_name")).filter(|n| !n.trim().is_empty()),
+    })
 }
 
 #[utoipa::path(tag = "Agents",
@@ -263,9 +230,14 @@ async fn read_form(mut payload: Multipart) -> Result<pb::CustomAgentUpload, Http
     responses((status = 201, body = Vec<CreatedAgent>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)),
     security(("bearer" = [])))]
 #[post("/agents/custom_agents")]
-pub async fn add_custom_agent(api: AgentsApi, payload: Multipart) -> TerseResult<HttpResponse> {
+pub async fn add_custom_agent(
+    api: AgentsApi,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> TerseResult<HttpResponse> {
     api.require(permissions::MANAGE_CUSTOM_AGENT)?;
-    let up = read_form(payload).await?;
+    let max_body = api.state().config.max_body_bytes;
+    let up = read_upload(FormReader::open(&req, payload, max_body)?).await?;
     let ids = api.custom_agents().create_custom_agents(up).await?;
     let out: Vec<CreatedAgent> = ids
         .into_inner()

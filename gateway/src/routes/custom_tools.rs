@@ -4,7 +4,6 @@
 //! Writes need ConfigureAgents, checked here before the body is read and again by the
 //! service; reads need only a valid key.
 
-use actix_multipart::{Field, Multipart};
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::{HttpRequest, HttpResponse, delete, get, post, put, web};
 use docchat_common::auth::permissions::CONFIGURE_AGENTS;
@@ -20,11 +19,7 @@ use super::comma_list;
 use super::files::attachment;
 use crate::auth::AgentsApi;
 use crate::error::{ErrorBody, HttpError, TerseResult, bad_request};
-
-/// SPEC.md's upload limit.
-const MAX_FILE: usize = 20 * 1024 * 1024;
-const TOO_LARGE: &str = "File is too large, maximum size is 20MB";
-const BAD_FORM: &str = "Failed to parse form data.";
+use crate::form::{self, FormReader};
 
 /// Registers this module's routes.
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -79,80 +74,6 @@ pub struct ToolUpdate {
     pub tool_args: Option<serde_json::Value>,
 }
 
-fn form_error<E: std::fmt::Display>(e: E) -> HttpError {
-    tracing::debug!(error = %e, "unreadable custom tool form");
-    bad_request(BAD_FORM)
-}
-
-/// A part's bytes, or a 413 past `max`.
-async fn read_part(field: &mut Field, max: usize) -> Result<Vec<u8>, HttpError> {
-    let mut out = Vec::new();
-    while let Some(chunk) = field.next().await {
-        let chunk = chunk.map_err(form_error)?;
-        if out.len() + chunk.len() > max {
-            return Err(HttpError(ApiError::new(
-                ErrorCode::PayloadTooLarge,
-                TOO_LARGE,
-            )));
-        }
-        out.extend_from_slice(&chunk);
-    }
-    Ok(out)
-}
-
-/// A text part (tool_args, tool_type, …): at most 1 MB.
-async fn read_text(field: &mut Field) -> Result<String, HttpError> {
-    const MAX_TEXT: usize = 1 << 20;
-    let mut out = Vec::new();
-    while let Some(chunk) = field.next().await {
-        let chunk = chunk.map_err(form_error)?;
-        if out.len() + chunk.len() > MAX_TEXT {
-            return Err(bad_request(
-                "A form field other than file is larger than 1 MB.",
-            ));
-        }
-        out.extend_from_slice(&chunk);
-    }
-    String::from_utf8(out).map_err(form_error)
-}
-
-/// The multipart form's parts, by name (the file part with its name).
-#[derive(Default)]
-struct Form {
-    texts: std::collections::HashMap<String, String>,
-    file: Option<(String, Vec<u8>)>,
-}
-
-async fn read_form(req: &HttpRequest, payload: web::Payload) -> Result<Form, HttpError> {
-    let is_multipart = req
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.to_ascii_lowercase().starts_with("multipart/form-data"));
-    if !is_multipart {
-        return Err(bad_request(BAD_FORM));
-    }
-    let mut parts = Multipart::new(req.headers(), payload);
-    let mut form = Form::default();
-    while let Some(field) = parts.next().await {
-        let mut field = field.map_err(form_error)?;
-        let name = field.name().unwrap_or_default().to_owned();
-        if name == "file" {
-            let file_name = field
-                .content_disposition()
-                .and_then(|cd| cd.get_filename())
-                .unwrap_or_default()
-                .to_owned();
-            let data = read_part(&mut field, MAX_FILE).await?;
-            form.file = Some((file_name, data));
-        } else {
-            let text = read_text(&mut field).await?;
-            form.texts.insert(name, text);
-        }
-    }
-    Ok(form)
-}
-
 #[utoipa::path(
     tag = "Agents",
     request_body(content_type = "multipart/form-data", description = "tool_type, tool_args (a JSON string), file, filename, generate_system_prompt, system_prompt_generation_timeout"),
@@ -171,7 +92,10 @@ pub async fn add_custom_agent_tool(
     payload: web::Payload,
 ) -> TerseResult<HttpResponse> {
     api.require(CONFIGURE_AGENTS)?;
-    let mut form = read_form(&req, payload).await?;
+    let max_body = api.state().config.max_body_bytes;
+    let mut form = FormReader::open(&req, payload, max_body)?
+        .read_all(form::MAX_FILE)
+        .await?;
     let text = |k: &str| form.texts.get(k).map(|s| s.trim().to_owned());
     let timeout = match text("system_prompt_generation_timeout").filter(|s| !s.is_empty()) {
         None => 0,
@@ -253,6 +177,7 @@ pub async fn get_custom_agent_tool(
 async fn update_args(
     req: &HttpRequest,
     mut payload: web::Payload,
+    max_body: usize,
 ) -> Result<Option<String>, HttpError> {
     let is_json = req
         .headers()
@@ -260,15 +185,18 @@ async fn update_args(
         .and_then(|v| v.to_str().ok())
         .is_none_or(|v| !v.to_ascii_lowercase().starts_with("multipart/"));
     if !is_json {
-        return Ok(read_form(req, payload).await?.texts.remove("tool_args"));
+        let form = FormReader::open(req, payload, max_body)?
+            .read_all(form::MAX_FILE)
+            .await?;
+        return Ok(form.texts.get("tool_args").cloned());
     }
     let mut body = Vec::new();
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|e| bad_request(format!("unreadable body: {e}")))?;
-        if body.len() + chunk.len() > MAX_FILE {
+        if body.len() + chunk.len() > form::MAX_FILE {
             return Err(HttpError(ApiError::new(
                 ErrorCode::PayloadTooLarge,
-                TOO_LARGE,
+                form::FILE_TOO_LARGE,
             )));
         }
         body.extend_from_slice(&chunk);
@@ -300,7 +228,7 @@ pub async fn update_custom_agent_tool(
     payload: web::Payload,
 ) -> TerseResult<HttpResponse> {
     api.require(CONFIGURE_AGENTS)?;
-    let tool_args_json = update_args(&req, payload).await?;
+    let tool_args_json = update_args(&req, payload, api.state().config.max_body_bytes).await?;
     let update = pb::CustomToolUpdate {
         id: path.into_inner(),
         tool_args_json,

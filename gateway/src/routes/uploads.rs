@@ -1,13 +1,7 @@
 //! /api/v1/uploads: files stream from the multipart body into ingest-service's blob store
 //! (client-streaming gRPC) without ever being held whole; ingestion is queued from there.
 
-use std::cell::Cell;
-use std::rc::Rc;
-
-use actix_multipart::Multipart;
-use actix_web::error::PayloadError;
 use actix_web::{HttpRequest, HttpResponse, post, put, web};
-use docchat_common::error::{ApiError, ErrorCode};
 use docchat_proto::ingest::v1 as pb;
 use docchat_proto::ingest::v1::upload_chunk::Part;
 use futures::StreamExt;
@@ -20,6 +14,7 @@ use super::jobs::{JobDetails, ingest_details};
 
 use crate::auth::Api;
 use crate::error::{ErrorBody, HttpError, HttpResult, bad_request};
+use crate::form::{self, FormReader};
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct UploadedFile {
@@ -34,13 +29,6 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(ingest_upload_job);
 }
 
-fn too_large(max: usize) -> HttpError {
-    HttpError(ApiError::new(
-        ErrorCode::PayloadTooLarge,
-        format!("the request body is larger than {} MB", max / 1_000_000),
-    ))
-}
-
 #[utoipa::path(
     tag = "Document Ingestion",
     request_body(content_type = "multipart/form-data", description = "a part named `file`"),
@@ -53,44 +41,20 @@ pub async fn upload_file(
     req: HttpRequest,
     body: web::Payload,
 ) -> HttpResult<HttpResponse> {
-    let max = api.state().config.max_body_bytes;
-    let declared = req
-        .headers()
-        .get(actix_web::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > max) {
-        return Err(too_large(max));
-    }
     // The limit is on the whole body (SPEC.md: HTTP body size), also when its length is not
-    // declared (chunked): the multipart parser reads through this count.
-    let over = Rc::new(Cell::new(false));
-    let mut payload = Multipart::new(req.headers(), limited(body, max, over.clone()));
-    let form_error = move |e: actix_multipart::MultipartError| {
-        if over.get() {
-            too_large(max)
-        } else {
-            bad_request(format!("Failed to parse form data. {e}"))
-        }
-    };
-    while let Some(field) = payload.next().await {
-        let mut field = field.map_err(&form_error)?;
+    // declared (chunked).
+    let mut form = FormReader::open(&req, body, api.state().config.max_body_bytes)?;
+    while let Some(mut field) = form.next().await? {
         if field.name() != Some("file") {
-            // Other parts are not ours to keep; read past them.
-            while let Some(chunk) = field.next().await {
-                chunk.map_err(&form_error)?;
-            }
+            // Other parts are not ours to keep.
+            form.skip(&mut field).await?;
             continue;
         }
-        let filename = field
-            .content_disposition()
-            .and_then(|cd| cd.get_filename())
-            .unwrap_or("")
-            .to_owned();
+        let filename = form::file_name(&field);
         let (tx, rx) = tokio::sync::mpsc::channel::<pb::UploadChunk>(16);
         let chunks = tokio_stream::wrappers::ReceiverStream::new(rx);
         let mut client = api.ingest();
-        let form_error = &form_error;
+        let form = &form;
         let send = async move {
             let meta = pb::UploadChunk {
                 part: Some(Part::Meta(pb::UploadMeta { filename })),
@@ -99,7 +63,7 @@ pub async fn upload_file(
                 return Ok(());
             }
             while let Some(chunk) = field.next().await {
-                let bytes = chunk.map_err(form_error)?;
+                let bytes = chunk.map_err(|e| form.error(e))?;
                 let part = pb::UploadChunk {
                     part: Some(Part::Data(bytes.to_vec())),
                 };
@@ -121,25 +85,7 @@ pub async fn upload_file(
             filename: uploaded.filename,
         }));
     }
-    Err(bad_request("The request does not contain a file."))
-}
-
-/// `body` as it arrives, failing with `Overflow` (and setting `over`) past `max` bytes.
-fn limited(
-    body: web::Payload,
-    max: usize,
-    over: Rc<Cell<bool>>,
-) -> impl futures::Stream<Item = Result<web::Bytes, PayloadError>> + 'static {
-    let mut total = 0usize;
-    body.map(move |chunk| {
-        let chunk = chunk?;
-        total = total.saturating_add(chunk.len());
-        if total > max {
-            over.set(true);
-            return Err(PayloadError::Overflow);
-        }
-        Ok(chunk)
-    })
+    Err(bad_request(form::NO_FILE))
 }
 
 /// How long a new ingestion job's answer waits for the job history (fed by events) to show

@@ -36,7 +36,6 @@ mod references;
 mod rerank;
 mod scheduled_tasks;
 mod slice;
-mod startup;
 mod tags_extractors;
 mod tags_per_user;
 mod upstream_errors;

@@ -27,7 +27,7 @@ impl LocalBlobs {
     }
 
     pub async fn writer(&self, id: &str) -> ApiResult<LocalWriter> {
-        let tmp = self.root.join("tmp").join(uuid::Uuid::new_v4().to_string());
+        let tmp = self.root.join("tmp").join(docchat_common::ids::new_id());
         let file = tokio::fs::File::create(&tmp)
             .await
             .map_err(|e| ApiError::internal("creating blob", e))?;

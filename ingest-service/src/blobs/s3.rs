@@ -97,7 +97,7 @@ impl S3Blobs {
     }
 
     async fn probe(&self) -> object_store::Result<()> {
-        let path = self.key(&format!(".probe/{}", uuid::Uuid::new_v4()));
+        let path = self.key(&format!(".probe/{}", docchat_common::ids::new_id()));
         self.store
             .put(&path, PutPayload::from_static(b"docchat"))
             .await?;

@@ -127,7 +127,7 @@ fn split(tags: Vec<TagRow>, links: Vec<LinkRow>) -> (Vec<TagRow>, Vec<(String, S
         let id = match owned.get(&key) {
             Some(id) => id.clone(),
             None => {
-                let id = uuid::Uuid::new_v4().to_string();
+                let id = docchat_common::ids::new_id();
                 out.push(TagRow {
                     id: id.clone(),
                     created_by: link.owner_id.clone(),

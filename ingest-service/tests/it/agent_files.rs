@@ -27,7 +27,7 @@ fn http(status: &Status) -> u16 {
 }
 
 fn new_session() -> String {
-    uuid::Uuid::new_v4().to_string()
+    docchat_common::ids::new_id()
 }
 
 /// The stack's blob store (a directory, or the backend's S3 bucket).

@@ -17,7 +17,7 @@ async fn store(
 }
 
 fn id() -> String {
-    uuid::Uuid::new_v4().to_string()
+    docchat_common::ids::new_id()
 }
 
 /// Writes `bytes` in pieces of `piece` bytes; returns the SHA-256 `finish` reported.

@@ -781,7 +781,7 @@ docchat_common::vector_backend_tests! {
         ] {
             let at = docchat_common::time::now();
             rows::ActiveModel {
-                id: Set(uuid::Uuid::new_v4().to_string()),
+                id: Set(docchat_common::ids::new_id()),
                 owner_id: Set(alice.user_id.clone()),
                 owner_username: Set("alice".into()),
                 collection_id: Set("c1".into()),

@@ -166,6 +166,31 @@ pub struct Config {
     pub workspace_quota_mb: u64,
     /// MiB of disk all of one user's agent workspaces may hold together.
     pub user_disk_quota_mb: u64,
+    /// agent-service's code sandbox backend: `auto`, `bubblewrap`, `landlock` or `none`
+    /// (`DOCCHAT_SANDBOX`; an unknown name leaves code tools unavailable, said at start).
+    pub sandbox: String,
+    /// Code runs at once on one agent-service replica (1..=1024).
+    pub sandbox_slots: u32,
+    /// Code runs of one user at once; unset: a quarter of the slots, at least one.
+    pub sandbox_user_slots: Option<u32>,
+    /// The longest one code run may hold a slot, whatever its own timeout says.
+    pub sandbox_max_run_seconds: u64,
+    /// The first slot uid when agent-service runs as root (at least 1000).
+    pub sandbox_uid_base: u32,
+    /// The Landlock helper `docchat-sandbox-exec`; unset: next to the running binary.
+    pub sandbox_helper: Option<PathBuf>,
+    /// Hosts the agent may reach although they resolve to private addresses (fetch_url,
+    /// remote MCP servers, browser actions): a comma-separated list, or a TOML array.
+    #[serde(deserialize_with = "list")]
+    pub agent_egress_allow: Vec<String>,
+    /// Whether the agent's fetch_url tool is offered (`DOCCHAT_AGENT_FETCH=off` turns it off).
+    #[serde(deserialize_with = "switch")]
+    pub agent_fetch: bool,
+    /// The secret custom agents' stored keys are sealed with (at least 16 characters);
+    /// unset: the internal JWT secret, or a file under the data dir in standalone mode.
+    pub agent_keys_secret: Option<SecretString>,
+    /// This replica's name (`HOSTNAME`, a pod's name on Kubernetes), in lease owners.
+    pub hostname: Option<String>,
     /// How often ingest-service looks for collection descriptions to (re)generate.
     pub description_interval_seconds: u64,
     /// Where chunk vectors are searched: `auto` (pgvector when the database is PostgreSQL
@@ -263,6 +288,16 @@ impl Default for Config {
             rag_min_similarity: RAG_MIN_SIMILARITY,
             workspace_quota_mb: 1024,
             user_disk_quota_mb: 4096,
+            sandbox: "auto".into(),
+            sandbox_slots: 16,
+            sandbox_user_slots: None,
+            sandbox_max_run_seconds: 900,
+            sandbox_uid_base: 64200,
+            sandbox_helper: None,
+            agent_egress_allow: Vec::new(),
+            agent_fetch: true,
+            agent_keys_secret: None,
+            hostname: None,
             description_interval_seconds: 30,
             vector_backend: "auto".into(),
             pgvector_ef_search: 100,
@@ -284,6 +319,10 @@ impl Default for Config {
 
 impl Config {
     /// Loads defaults, then `DOCCHAT_CONFIG_FILE` (TOML) if set, then `DOCCHAT_*` variables.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the configuration is where the environment is read"
+    )]
     pub fn load() -> anyhow::Result<Config> {
         let mut figment = Figment::new();
         if let Ok(file) = std::env::var("DOCCHAT_CONFIG_FILE") {
@@ -292,7 +331,12 @@ impl Config {
         // The conventions users know from Open WebUI and LiteLLM, under docchat's own names
         // where both are set.
         let config: Config = figment
-            .merge(Env::raw().only(&["openai_base_url", "openai_api_key", "ollama_base_url"]))
+            .merge(Env::raw().only(&[
+                "openai_base_url",
+                "openai_api_key",
+                "ollama_base_url",
+                "hostname",
+            ]))
             .merge(Env::prefixed("DOCCHAT_").ignore(&["config_file"]))
             .extract()?;
         config.validate()?;
@@ -308,6 +352,16 @@ impl Config {
             )),
             ..Config::default()
         }
+    }
+
+    /// Bytes one agent workspace may hold (`workspace_quota_mb`).
+    pub fn workspace_quota_bytes(&self) -> u64 {
+        self.workspace_quota_mb.max(1).saturating_mul(1 << 20)
+    }
+
+    /// Bytes all of one user's agent workspaces may hold together (`user_disk_quota_mb`).
+    pub fn user_disk_quota_bytes(&self) -> u64 {
+        self.user_disk_quota_mb.max(1).saturating_mul(1 << 20)
     }
 
     pub fn validate(&self) -> anyhow::Result<()> {
@@ -337,6 +391,11 @@ impl Config {
             anyhow::bail!(
                 "DOCCHAT_WORKSPACE_QUOTA_MB and DOCCHAT_USER_DISK_QUOTA_MB must be at least 1"
             );
+        }
+        if let Some(secret) = &self.agent_keys_secret
+            && (1..16).contains(&secret.expose_secret().trim().len())
+        {
+            anyhow::bail!("DOCCHAT_AGENT_KEYS_SECRET must be at least 16 characters");
         }
         if !(0.0..=1.0).contains(&self.rag_min_similarity) {
             anyhow::bail!("DOCCHAT_RAG_MIN_SIMILARITY must be between 0 and 1");
@@ -471,6 +530,47 @@ pub fn s3_location(url: &str) -> Option<(&str, &str)> {
     valid.then(|| (bucket, prefix.trim_matches('/')))
 }
 
+/// A list from a comma-separated string (an environment variable) or a sequence (TOML).
+fn list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Text(String),
+        Items(Vec<String>),
+    }
+    let items = match Raw::deserialize(d)? {
+        Raw::Text(text) => text.split(',').map(str::to_owned).collect(),
+        Raw::Items(items) => items,
+    };
+    Ok(items
+        .iter()
+        .map(|h| h.trim().to_ascii_lowercase())
+        .filter(|h| !h.is_empty())
+        .collect())
+}
+
+/// A switch: a boolean, 1/0, or on/off, true/false, yes/no in any case.
+fn switch<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Flag(bool),
+        Number(i64),
+        Text(String),
+    }
+    match Raw::deserialize(d)? {
+        Raw::Flag(b) => Ok(b),
+        Raw::Number(n) => Ok(n != 0),
+        Raw::Text(t) => match t.trim().to_ascii_lowercase().as_str() {
+            "on" | "true" | "yes" | "1" => Ok(true),
+            "off" | "false" | "no" | "0" => Ok(false),
+            other => Err(serde::de::Error::custom(format!(
+                "{other:?} is not on or off"
+            ))),
+        },
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::result_large_err)] // figment's Jail closure signature
 mod tests {
@@ -529,6 +629,36 @@ mod tests {
             jail.set_env("DOCCHAT_S3_ENDPOINT", "http://minio:9000");
             let c = Config::load().map_err(|e| e.to_string())?;
             assert_eq!(c.blob_url.as_deref(), Some("s3://docchat/blobs"));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn agent_settings_from_the_environment() {
+        figment::Jail::expect_with(|jail| {
+            let c = Config::load().map_err(|e| e.to_string())?;
+            assert!(c.agent_fetch && c.agent_egress_allow.is_empty());
+            assert_eq!((c.sandbox.as_str(), c.sandbox_slots), ("auto", 16));
+            jail.set_env("DOCCHAT_AGENT_FETCH", "Off");
+            jail.set_env("DOCCHAT_AGENT_EGRESS_ALLOW", "127.0.0.1, Models.internal,,");
+            jail.set_env("DOCCHAT_SANDBOX", "landlock");
+            jail.set_env("DOCCHAT_SANDBOX_SLOTS", "4");
+            jail.set_env("HOSTNAME", "agent-7c9f");
+            let c = Config::load().map_err(|e| e.to_string())?;
+            assert!(!c.agent_fetch);
+            assert_eq!(c.agent_egress_allow, ["127.0.0.1", "models.internal"]);
+            assert_eq!((c.sandbox.as_str(), c.sandbox_slots), ("landlock", 4));
+            assert_eq!(c.hostname.as_deref(), Some("agent-7c9f"));
+            jail.set_env("DOCCHAT_AGENT_FETCH", "0");
+            assert!(!Config::load().map_err(|e| e.to_string())?.agent_fetch);
+            jail.set_env("DOCCHAT_AGENT_FETCH", "maybe");
+            assert!(Config::load().is_err(), "a switch is on or off");
+            jail.set_env("DOCCHAT_AGENT_FETCH", "on");
+            jail.set_env("DOCCHAT_AGENT_KEYS_SECRET", "short");
+            assert!(
+                Config::load().is_err(),
+                "a keys secret of under 16 characters"
+            );
             Ok(())
         });
     }

@@ -40,6 +40,17 @@ impl ServiceContext {
     }
 }
 
+/// What a tonic method answers.
+pub type Reply<T> = Result<tonic::Response<T>, tonic::Status>;
+
+/// A service call's result as a tonic answer (an [`ApiError`](crate::error::ApiError)
+/// becomes its status).
+pub fn ok<T>(result: crate::error::ApiResult<T>) -> Reply<T> {
+    result
+        .map(tonic::Response::new)
+        .map_err(tonic::Status::from)
+}
+
 /// A server with request spans parented to the caller's trace and a bounded connection age,
 /// so HTTP/2 clients rebalance across replicas.
 pub fn server() -> Server {

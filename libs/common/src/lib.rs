@@ -12,6 +12,7 @@ pub mod db;
 pub mod error;
 pub mod grpc;
 pub mod host;
+pub mod ids;
 pub mod jobs;
 pub mod limits;
 pub mod outbox;

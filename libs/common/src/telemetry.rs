@@ -30,6 +30,10 @@ impl Drop for TelemetryGuard {
 
 /// Installs the global subscriber: `RUST_LOG` filter (default `info`), text or JSON lines on
 /// stderr, and the OpenTelemetry layer when an OTLP endpoint is configured.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "OpenTelemetry's own variables (OTEL_*) configure the exporter"
+)]
 pub fn init(service_name: &str, log_format: &str) -> anyhow::Result<TelemetryGuard> {
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));

@@ -187,7 +187,7 @@ pub fn model_file(relative: &str) -> Option<std::path::PathBuf> {
 
 /// A fresh name for databases and bus namespaces.
 pub fn unique(prefix: &str) -> String {
-    let id = uuid::Uuid::new_v4().simple().to_string();
+    let id = crate::ids::new_name();
     format!("{prefix}{}", &id[..12])
 }
 

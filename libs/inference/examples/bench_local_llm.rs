@@ -56,6 +56,7 @@ struct Row {
     decode_long_tps: f64,
 }
 
+#[expect(clippy::disallowed_methods, reason = "a benchmark's settings")]
 fn main() -> Result<(), Box<dyn Error>> {
     let mut model = std::env::var_os("DOCCHAT_MODELS_DIR")
         .map(PathBuf::from)

@@ -93,6 +93,25 @@ fn default_context_length() -> u64 {
 }
 
 impl ModelEntry {
+    /// The upstream's API key: the entry's own ([`ModelEntry::api_key`]), else the
+    /// environment variable it names (`api_key_env`, which must then be set; `Err` names
+    /// it), else none. The models file names variables so that keys stay out of it; this
+    /// is the one place they are read.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the models file names the variable holding an upstream's key"
+    )]
+    pub fn upstream_key(&self) -> Result<Option<SecretString>, String> {
+        match (&self.api_key, &self.api_key_env) {
+            (Some(key), _) => Ok(Some(key.0.clone())),
+            (None, Some(var)) => match std::env::var(var) {
+                Ok(key) if !key.trim().is_empty() => Ok(Some(SecretString::from(key))),
+                _ => Err(var.clone()),
+            },
+            (None, None) => Ok(None),
+        }
+    }
+
     pub fn display_name(&self) -> &str {
         self.display_name.as_deref().unwrap_or(&self.name)
     }

@@ -142,13 +142,7 @@ impl Reranker {
     }
 
     pub fn from_entry(entry: &ModelEntry) -> Result<Reranker, RerankError> {
-        let api_key = match (&entry.api_key, &entry.api_key_env) {
-            (Some(key), _) => Some(key.0.clone()),
-            (None, Some(var)) => Some(SecretString::from(
-                std::env::var(var).map_err(|_| RerankError::MissingKey(var.clone()))?,
-            )),
-            (None, None) => None,
-        };
+        let api_key = entry.upstream_key().map_err(RerankError::MissingKey)?;
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .build()

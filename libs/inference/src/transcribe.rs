@@ -82,12 +82,7 @@ pub struct Transcriber {
 
 impl Transcriber {
     pub fn from_entry(entry: &ModelEntry) -> Result<Transcriber, TranscribeError> {
-        let api_key = match &entry.api_key_env {
-            Some(var) => Some(SecretString::from(
-                std::env::var(var).map_err(|_| TranscribeError::MissingKey(var.clone()))?,
-            )),
-            None => None,
-        };
+        let api_key = entry.upstream_key().map_err(TranscribeError::MissingKey)?;
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(3600))

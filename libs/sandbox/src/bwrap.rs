@@ -15,7 +15,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::limits::{Limits, TMP_BYTES};
-use crate::tools::CodeSpec;
+use crate::CodeSpec;
 
 /// The uid inside an unprivileged sandbox's user namespace.
 pub const INNER_UID: u32 = 1000;
@@ -53,6 +53,10 @@ pub struct Bwrap {
 }
 
 /// The first of `names` found in `/usr/bin`, `/bin` or PATH.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "PATH is where programs are looked up"
+)]
 pub fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     ["/usr/bin", "/bin"]
@@ -200,7 +204,7 @@ impl Bwrap {
             &"/workspace",
         ]);
         if let Some(docs) = &spec.documents {
-            push(&[&"--ro-bind", docs, &crate::tools::DOCUMENTS_MOUNT]);
+            push(&[&"--ro-bind", docs, &crate::DOCUMENTS_MOUNT]);
         }
         for (k, v) in super::environment(Path::new("/workspace"), Path::new("/tmp")) {
             push(&[&"--setenv", &k, &v]);

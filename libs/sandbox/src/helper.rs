@@ -178,7 +178,7 @@ impl Helper {
     pub fn private_tmp(&self, uid: Option<u32>) -> std::io::Result<PathBuf> {
         let dir = self
             .tmp_root
-            .join(uuid::Uuid::new_v4().simple().to_string());
+            .join(uuid::Uuid::now_v7().simple().to_string());
         std::fs::create_dir(&dir)?;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
         if let Some(uid) = uid {

@@ -1,5 +1,7 @@
-//! The code sandbox: the [`CodeRunner`] behind the python and shell tools (ARCHITECTURE.md
-//! §7 "Sandbox"). One backend is chosen when the service starts, by probing this host:
+//! docchat's code sandbox: the [`CodeRunner`] behind agent-service's python and shell tools,
+//! custom code tools, local MCP servers and browser actions (docs/AGENT.md, "Sandbox"). A
+//! crate of its own so that the helper program `docchat-sandbox-exec`, which starts as
+//! root in some deployments, links only this crate's few dependencies. One backend is chosen when the service starts, by probing this host:
 //!
 //! - **bubblewrap** ([`bwrap`]): namespaces, a read-only system, the workspace as the only
 //!   writable place (besides a small tmpfs), no network;
@@ -23,7 +25,7 @@
 //! freed slot goes to the waiting user holding the fewest, and one code run holds its slot at
 //! most `DOCCHAT_SANDBOX_MAX_RUN_SECONDS` whatever the run's own timeout says.
 //!
-//! Settings (environment): `DOCCHAT_SANDBOX` = `auto` (default) | `bubblewrap` |
+//! [`Settings`] come from agent-service's configuration: `DOCCHAT_SANDBOX` = `auto` (default) | `bubblewrap` |
 //! `landlock` (alias `helper`) | `none`; `DOCCHAT_SANDBOX_SLOTS` (runs at once on this
 //! replica, default 16); `DOCCHAT_SANDBOX_USER_SLOTS` (runs of one user at once, default a
 //! quarter of the slots, at least one); `DOCCHAT_SANDBOX_MAX_RUN_SECONDS` (the longest one
@@ -40,6 +42,15 @@ pub mod quota;
 pub mod stdio;
 pub mod supervise;
 
+mod runner;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use runner::{
+    CodeOutput, CodeRunner, CodeSpec, DOCUMENTS_MOUNT, Grants, NoSandbox, OverQuota, Pipes,
+    UserDisk,
+};
+
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -48,7 +59,6 @@ use std::time::Duration;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use crate::tools::{CodeOutput, CodeRunner, CodeSpec, Grants};
 use bwrap::Bwrap;
 use helper::{Helper, Invocation};
 use limits::{Limits, Slots};
@@ -66,7 +76,22 @@ pub enum Mode {
     None,
 }
 
-/// The sandbox's settings, from the environment.
+impl Mode {
+    /// `auto`, `bubblewrap` (or `bwrap`), `landlock` (or `helper`) or `none`, in any case.
+    pub fn parse(name: &str) -> Result<Mode, String> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(Mode::Auto),
+            "bubblewrap" | "bwrap" => Ok(Mode::Bubblewrap),
+            "landlock" | "helper" => Ok(Mode::Landlock),
+            "none" => Ok(Mode::None),
+            other => Err(format!(
+                "DOCCHAT_SANDBOX={other:?} is not one of auto, bubblewrap, landlock, none"
+            )),
+        }
+    }
+}
+
+/// The sandbox's settings (agent-service reads them from its `Config`).
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub mode: Mode,
@@ -82,48 +107,6 @@ pub struct Settings {
     pub uid_base: u32,
     /// The helper program; `None`: `docchat-sandbox-exec` next to the running binary.
     pub helper: Option<PathBuf>,
-}
-
-impl Settings {
-    /// From `DOCCHAT_SANDBOX*`, with the workspace quota of `config`; an unknown mode is an
-    /// error.
-    pub fn from_env(dir: PathBuf, config: &docchat_common::Config) -> Result<Settings, String> {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-        let mode = match var("DOCCHAT_SANDBOX")
-            .map(|v| v.trim().to_ascii_lowercase())
-            .as_deref()
-        {
-            None | Some("auto") => Mode::Auto,
-            Some("bubblewrap" | "bwrap") => Mode::Bubblewrap,
-            Some("landlock" | "helper") => Mode::Landlock,
-            Some("none") => Mode::None,
-            Some(other) => {
-                return Err(format!(
-                    "DOCCHAT_SANDBOX={other:?} is not one of auto, bubblewrap, landlock, none"
-                ));
-            }
-        };
-        let number = |k: &str, default: u32| match var(k) {
-            None => Ok(default),
-            Some(v) => v
-                .trim()
-                .parse::<u32>()
-                .map_err(|_| format!("{k}={v:?} is not a number")),
-        };
-        let slots = number("DOCCHAT_SANDBOX_SLOTS", 16)?.clamp(1, 1024);
-        Ok(Settings {
-            mode,
-            dir,
-            slots,
-            user_slots: number("DOCCHAT_SANDBOX_USER_SLOTS", (slots / 4).max(1))?.clamp(1, slots),
-            max_run: Duration::from_secs(u64::from(
-                number("DOCCHAT_SANDBOX_MAX_RUN_SECONDS", 900)?.max(1),
-            )),
-            workspace_quota: quota::workspace_quota(config),
-            uid_base: number("DOCCHAT_SANDBOX_UID_BASE", 64200)?.max(1000),
-            helper: var("DOCCHAT_SANDBOX_HELPER").map(PathBuf::from),
-        })
-    }
 }
 
 enum Backend {
@@ -265,7 +248,7 @@ impl Sandbox {
             memory_bytes: None,
             documents: None,
             user: String::new(),
-            disk: crate::tools::UserDisk::default(),
+            disk: crate::UserDisk::default(),
         };
         match self.run(spec, &CancellationToken::new()).await {
             Ok(out) if out.exit_code == Some(0) && out.stdout.trim() == "ok" => Ok(self),
@@ -536,7 +519,7 @@ impl CodeRunner for Sandbox {
     async fn serve(
         &self,
         spec: CodeSpec,
-        started: tokio::sync::oneshot::Sender<Result<crate::tools::Pipes, String>>,
+        started: tokio::sync::oneshot::Sender<Result<crate::Pipes, String>>,
         cancel: CancellationToken,
     ) {
         self.serve_stdio(spec, started, cancel).await;
@@ -544,7 +527,7 @@ impl CodeRunner for Sandbox {
 
     fn documents_at(&self, host: &Path) -> PathBuf {
         match self.backend {
-            Backend::Bubblewrap(_) => PathBuf::from(crate::tools::DOCUMENTS_MOUNT),
+            Backend::Bubblewrap(_) => PathBuf::from(crate::DOCUMENTS_MOUNT),
             // No mount namespace: the program sees the host's path.
             _ => host.to_path_buf(),
         }

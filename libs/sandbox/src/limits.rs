@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use nix::fcntl::{Flock, FlockArg};
 
 use super::fair::{FairSlots, Load, Share};
-use crate::tools::CodeSpec;
+use crate::CodeSpec;
 
 const MIB: u64 = 1 << 20;
 /// Address space when the run does not say (`agent_max_memory_usage`).
@@ -55,7 +55,7 @@ impl Limits {
     }
 
     /// These limits with what `grants` raises.
-    pub fn granting(mut self, grants: &crate::tools::Grants) -> Limits {
+    pub fn granting(mut self, grants: &crate::Grants) -> Limits {
         if let Some(n) = grants.processes {
             self.processes = n;
         }
@@ -195,7 +195,7 @@ mod tests {
             memory_bytes: memory,
             documents: None,
             user: String::new(),
-            disk: crate::tools::UserDisk::default(),
+            disk: crate::UserDisk::default(),
         }
     }
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::tools::{OverQuota, UserDisk};
+use crate::{OverQuota, UserDisk};
 
 /// How often a running program's workspace is measured.
 pub const POLL: Duration = Duration::from_millis(500);
@@ -22,18 +22,6 @@ pub const POLL: Duration = Duration::from_millis(500);
 pub const OTHERS_POLL: Duration = Duration::from_secs(2);
 
 const MIB: u64 = 1 << 20;
-
-/// The quota of one workspace, in bytes (`DOCCHAT_WORKSPACE_QUOTA_MB`, Config's
-/// `workspace_quota_mb`).
-pub fn workspace_quota(config: &docchat_common::Config) -> u64 {
-    config.workspace_quota_mb.max(1).saturating_mul(MIB)
-}
-
-/// The total of one user's workspaces, in bytes (`DOCCHAT_USER_DISK_QUOTA_MB`, Config's
-/// `user_disk_quota_mb`).
-pub fn user_quota(config: &docchat_common::Config) -> u64 {
-    config.user_disk_quota_mb.max(1).saturating_mul(MIB)
-}
 
 /// The disk `root` takes: allocated blocks of everything under it (a sparse file counts
 /// what it holds, not its length), without following links or leaving its filesystem.

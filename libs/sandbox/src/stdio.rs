@@ -17,13 +17,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::quota::Watch;
 use super::{Backend, Sandbox, hand_over, supervise};
-use crate::tools::{CodeSpec, Grants, Pipes};
+use crate::{CodeSpec, Grants, Pipes};
 
 /// Bytes of stderr kept (the end of it): enough for a traceback.
 const STDERR_TAIL: usize = 8 * 1024;
 
 impl Sandbox {
-    /// See [`crate::tools::CodeRunner::serve`].
+    /// See [`crate::CodeRunner::serve`].
     pub(super) async fn serve_stdio(
         &self,
         spec: CodeSpec,

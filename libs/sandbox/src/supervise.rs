@@ -16,7 +16,7 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::quota::{POLL, Watch};
-use crate::tools::CodeOutput;
+use crate::CodeOutput;
 
 /// Bytes of stdout and of stderr kept per run.
 pub const CAPTURE_BYTES: usize = 256 * 1024;

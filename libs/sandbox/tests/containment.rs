@@ -8,11 +8,20 @@
 //! service's own files are to a sandbox that runs as the service's user: only the sandbox
 //! (a mount namespace, or Landlock) keeps them out of reach, not the file permissions.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr,
+    clippy::disallowed_methods
+)] // test code: fail loudly; its tasks end with the test's runtime
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use docchat_agent_service::sandbox::{Mode, Sandbox, Settings, supervise};
-use docchat_agent_service::tools::{CodeOutput, CodeRunner, CodeSpec, UserDisk};
+use docchat_sandbox::{
+    CodeOutput, CodeRunner, CodeSpec, Mode, Sandbox, Settings, UserDisk, supervise,
+};
 use tokio_util::sync::CancellationToken;
 
 /// The helper binary of this package, for the Landlock backend.

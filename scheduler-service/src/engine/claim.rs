@@ -166,7 +166,7 @@ pub(super) fn new_execution(
     at: DateTime<Utc>,
 ) -> executions::Model {
     executions::Model {
-        id: uuid::Uuid::new_v4().to_string(),
+        id: docchat_common::ids::new_id(),
         task_id: task.id.clone(),
         user_id: task.user_id.clone(),
         username: task.username.clone(),

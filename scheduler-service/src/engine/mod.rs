@@ -74,8 +74,8 @@ impl Engine {
         let config = &ctx.config;
         let worker = format!(
             "{}-{}",
-            std::env::var("HOSTNAME").unwrap_or_else(|_| "scheduler".into()),
-            &uuid::Uuid::new_v4().simple().to_string()[..8]
+            config.hostname.as_deref().unwrap_or("scheduler"),
+            docchat_common::ids::short()
         );
         Ok(Engine(Arc::new(Inner {
             db,

@@ -132,6 +132,10 @@ async fn a_killed_replicas_execution_is_reaped_and_the_next_time_runs_once() {
     .await;
 
     let config = &stack.config;
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the child gets only the test's PATH of its environment"
+    )]
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_scheduler-service"))
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())

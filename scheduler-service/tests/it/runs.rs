@@ -122,7 +122,7 @@ docchat_common::backend_tests! {
         // Due at a time that already has its execution (it ran): moves on without running.
         let ran = task(&db, &bob, "ran", ("interval", "10 minutes"), msg.clone(), now - Duration::minutes(1), |t| t.execution_count = 1).await;
         executions::ActiveModel::from(executions::Model {
-            id: uuid::Uuid::new_v4().to_string(),
+            id: docchat_common::ids::new_id(),
             task_id: ran.id.clone(),
             user_id: bob.user_id.clone(),
             username: bob.username.clone(),

@@ -144,7 +144,7 @@ pub async fn task(
     let now = micros(Utc::now());
     let due = micros(due);
     let mut t = tasks::Model {
-        id: uuid::Uuid::new_v4().to_string(),
+        id: docchat_common::ids::new_id(),
         user_id: owner.user_id.clone(),
         username: owner.username.clone(),
         name: name.into(),

@@ -41,5 +41,5 @@ fn unix_now() -> i64 {
 }
 
 fn new_id(prefix: &str) -> String {
-    format!("{prefix}{}", uuid::Uuid::new_v4().simple())
+    format!("{prefix}{}", docchat_common::ids::new_name())
 }

@@ -56,7 +56,7 @@ impl Subscription {
     /// and disappears with the replica's connection. For signals that only matter while
     /// their sender waits, such as `chat.control`.
     pub fn broadcast(group: &str, bindings: &[&str]) -> Self {
-        let id = uuid::Uuid::new_v4().simple().to_string();
+        let id = crate::ids::new_name();
         Subscription {
             broadcast: true,
             max_attempts: 1,
@@ -109,7 +109,7 @@ pub(crate) async fn handle_guarded(
 /// Builds an envelope for `payload`, stamped with a new id, the time and the trace context.
 pub fn envelope(event_type: &str, actor: &str, payload: &impl Message) -> Envelope {
     Envelope {
-        id: uuid::Uuid::new_v4().to_string(),
+        id: crate::ids::new_id(),
         r#type: event_type.to_owned(),
         time: Some(crate::time::to_proto(crate::time::now())),
         actor: actor.to_owned(),

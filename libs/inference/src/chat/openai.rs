@@ -76,13 +76,7 @@ pub struct OpenAiChat {
 
 impl OpenAiChat {
     pub fn from_entry(entry: &ModelEntry) -> Result<OpenAiChat, ChatError> {
-        let api_key = match (&entry.api_key, &entry.api_key_env) {
-            (Some(key), _) => Some(key.0.clone()),
-            (None, Some(var)) => Some(SecretString::from(
-                std::env::var(var).map_err(|_| ChatError::MissingKey(var.clone()))?,
-            )),
-            (None, None) => None,
-        };
+        let api_key = entry.upstream_key().map_err(ChatError::MissingKey)?;
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(600))

@@ -33,6 +33,10 @@ pub(crate) const COLS: usize = 64;
 
 /// Whether the AMX path can run here: the CPU has AMX-TILE and AMX-INT8, the kernel gave
 /// this process the tile state, and `DOCCHAT_EMBED_AMX` is not `0`. Asked once.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a CPU kernel switch, read once where the kernels are chosen (the embedder has no Config)"
+)]
 pub(crate) fn available() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
     *OK.get_or_init(|| {

@@ -75,18 +75,12 @@ impl OpenAiEmbedder {
     /// Builds the embedder of a models-file entry, reading its API key from the environment
     /// variable the entry names (`api_key_env`); that variable must be set.
     pub fn from_entry(entry: &ModelEntry) -> Result<Self, EmbedError> {
-        let api_key = match &entry.api_key_env {
-            Some(var) => match std::env::var(var) {
-                Ok(key) if !key.is_empty() => Some(SecretString::from(key)),
-                _ => {
-                    return Err(EmbedError::MissingApiKey {
-                        model: entry.name.clone(),
-                        var: var.clone(),
-                    });
-                }
-            },
-            None => None,
-        };
+        let api_key = entry
+            .upstream_key()
+            .map_err(|var| EmbedError::MissingApiKey {
+                model: entry.name.clone(),
+                var,
+            })?;
         Self::new(entry, api_key)
     }
 
