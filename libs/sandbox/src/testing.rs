@@ -6,7 +6,10 @@ use std::path::PathBuf;
 /// [`crate::Settings::helper`]: it sits in the target directory beside the test binary's
 /// `deps/`. Cargo builds it with the workspace (`cargo nextest run --workspace`, what
 /// scripts/test.sh runs); a test run of one other crate must build it first.
-#[allow(clippy::panic, reason = "test support: a missing helper fails the test that needs it")]
+#[allow(
+    clippy::panic,
+    reason = "test support: a missing helper fails the test that needs it"
+)]
 pub fn helper() -> PathBuf {
     let profile = std::env::current_exe()
         .ok()
