@@ -6,6 +6,7 @@ pub mod browser;
 pub mod custom_agents;
 pub mod custom_tools;
 pub mod egress;
+pub mod entities;
 pub mod events;
 pub mod files;
 pub mod grpc;
