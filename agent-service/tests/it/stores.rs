@@ -226,7 +226,7 @@ docchat_common::backend_tests! {
         assert_eq!(n, 0, "{}", backend.name);
         let n = agents::delete_associations(&db, Associations::Tool, "alice", &one).await.unwrap();
         assert_eq!(n, 1, "{}", backend.name);
-        assert_eq!(agents::delete(&db, &bob, &[id.clone()]).await.unwrap(), 0, "{}", backend.name);
+        assert_eq!(agents::delete(&db, &bob, std::slice::from_ref(&id)).await.unwrap(), 0, "{}", backend.name);
         assert_eq!(agents::delete(&db, &alice, &[id.clone(), id.clone()]).await.unwrap(), 1, "{}", backend.name);
         assert!(agents::tool_associations(&db, "alice", None).await.unwrap().is_empty(), "{}", backend.name);
         assert!(agents::key_associations(&db, "alice", None).await.unwrap().is_empty(), "{}", backend.name);
