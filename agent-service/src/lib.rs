@@ -7,6 +7,7 @@ pub mod budget;
 pub mod custom_agents;
 pub mod custom_tools;
 pub mod egress;
+pub mod entities;
 pub mod events;
 pub mod files;
 pub mod grpc;

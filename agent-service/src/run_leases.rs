@@ -9,17 +9,19 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use docchat_common::bus::{envelope, topics};
 use docchat_common::error::error_line;
 use docchat_common::jobs::KIND_AGENT_RUN;
 use docchat_common::outbox::{self, OutboxRelay};
 use docchat_common::time::{from_proto, now, to_proto};
 use docchat_proto::events::v1::JobChanged;
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
+};
 use tokio_util::sync::CancellationToken;
 
-use crate::preferences::stmt;
+use crate::entities::run_leases::{self, Column};
 
 /// The error of a run whose replica stopped renewing its lease.
 pub const LAPSED: &str = "the agent-service replica running it stopped";
@@ -69,20 +71,16 @@ impl Leases {
         job: &JobChanged,
     ) -> Result<(), DbErr> {
         let created = job.created_at.as_ref().map(from_proto).unwrap_or_else(now);
-        conn.execute(stmt(
-            conn,
-            "INSERT INTO run_leases (job_id, user_id, username, collection_id, created_at, worker, lease_until) \
-             VALUES (?, ?, ?, ?, ?, ?, ?)",
-            vec![
-                job.job_id.clone().into(),
-                job.user_id.clone().into(),
-                job.username.clone().into(),
-                job.collection_id.clone().into(),
-                created.into(),
-                self.worker.clone().into(),
-                (now() + self.lease).into(),
-            ],
-        ))
+        run_leases::Entity::insert(run_leases::ActiveModel {
+            job_id: Set(job.job_id.clone()),
+            user_id: Set(job.user_id.clone()),
+            username: Set(job.username.clone()),
+            collection_id: Set(job.collection_id.clone()),
+            created_at: Set(created),
+            worker: Set(self.worker.clone()),
+            lease_until: Set(now() + self.lease),
+        })
+        .exec_without_returning(conn)
         .await?;
         self.set_held(&job.job_id, true);
         Ok(())
@@ -95,24 +93,21 @@ impl Leases {
         job_id: &str,
     ) -> Result<(), DbErr> {
         self.set_held(job_id, false);
-        conn.execute(stmt(
-            conn,
-            "DELETE FROM run_leases WHERE job_id = ?",
-            vec![job_id.into()],
-        ))
-        .await?;
+        run_leases::Entity::delete_by_id(job_id).exec(conn).await?;
         Ok(())
     }
 
     async fn renew(&self, db: &DatabaseConnection) -> Result<(), DbErr> {
         let until = now() + self.lease;
         for job_id in self.held() {
-            db.execute(stmt(
-                db,
-                "UPDATE run_leases SET lease_until = ? WHERE job_id = ?",
-                vec![until.into(), job_id.into()],
-            ))
-            .await?;
+            run_leases::Entity::update_many()
+                .set(run_leases::ActiveModel {
+                    lease_until: Set(until),
+                    ..Default::default()
+                })
+                .filter(Column::JobId.eq(job_id))
+                .exec(db)
+                .await?;
         }
         Ok(())
     }
@@ -120,43 +115,37 @@ impl Leases {
     /// Ends the jobs whose lease lapsed as `stale`; how many.
     pub async fn reap(&self, db: &DatabaseConnection, relay: &OutboxRelay) -> Result<usize, DbErr> {
         let at = now();
-        let rows = db
-            .query_all(stmt(
-                db,
-                &format!(
-                    "SELECT job_id, user_id, username, collection_id, created_at FROM run_leases \
-                     WHERE lease_until < ? ORDER BY lease_until LIMIT {REAP_BATCH}"
-                ),
-                vec![at.into()],
-            ))
+        let rows = run_leases::Entity::find()
+            .filter(Column::LeaseUntil.lt(at))
+            .order_by_asc(Column::LeaseUntil)
+            .limit(REAP_BATCH)
+            .all(db)
             .await?;
         let mut reaped = 0;
         for row in rows {
-            let job_id: String = row.try_get("", "job_id")?;
-            let created: DateTime<Utc> = row.try_get("", "created_at")?;
             let txn = docchat_common::db::begin(db).await?;
-            let gone = txn
-                .execute(stmt(
-                    &txn,
-                    "DELETE FROM run_leases WHERE job_id = ? AND lease_until < ?",
-                    vec![job_id.clone().into(), at.into()],
-                ))
+            // Taken only if still lapsed: a lease renewed or given back meanwhile stays.
+            let gone = run_leases::Entity::delete_many()
+                .filter(Column::JobId.eq(row.job_id.as_str()))
+                .filter(Column::LeaseUntil.lt(at))
+                .exec(&txn)
                 .await?
-                .rows_affected();
+                .rows_affected;
             if gone == 0 {
                 // Renewed or ended meanwhile.
                 txn.rollback().await?;
                 continue;
             }
+            let created = row.created_at;
             let job = JobChanged {
-                job_id: job_id.clone(),
+                job_id: row.job_id.clone(),
                 kind: KIND_AGENT_RUN.to_owned(),
                 status: "stale".to_owned(),
                 progress: 1.0,
                 errors: vec![error_line(LAPSED)],
-                user_id: row.try_get("", "user_id")?,
-                username: row.try_get("", "username")?,
-                collection_id: row.try_get("", "collection_id")?,
+                user_id: row.user_id,
+                username: row.username,
+                collection_id: row.collection_id,
                 created_at: Some(to_proto(created)),
                 started_at: Some(to_proto(created)),
                 finished_at: Some(to_proto(at)),
@@ -164,7 +153,7 @@ impl Leases {
             };
             outbox::enqueue(&txn, &envelope(&topics::job("stale"), &job.user_id, &job)).await?;
             txn.commit().await?;
-            tracing::warn!(job_id = %job_id, "an agent run's lease lapsed (its replica stopped): its job is stale");
+            tracing::warn!(job_id = %row.job_id, "an agent run's lease lapsed (its replica stopped): its job is stale");
             reaped += 1;
         }
         if reaped > 0 {

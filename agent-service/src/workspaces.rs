@@ -4,9 +4,13 @@
 //! replica.
 
 use docchat_common::error::{ApiError, ApiResult};
-use sea_orm::{ConnectionTrait, DatabaseConnection};
+use sea_orm::sea_query::{Alias, Expr, Func, LikeExpr, OnConflict};
+use sea_orm::{
+    ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+};
 
-use crate::preferences::stmt;
+use crate::entities::Owned;
+use crate::entities::{session_deletions, session_workspaces};
 
 /// The workspace directory of `session_id` under `root`; 400 for an id that is not a plain
 /// directory name.
@@ -34,22 +38,26 @@ pub async fn record(
     user_id: &str,
     preview: &str,
 ) -> ApiResult<()> {
+    use session_workspaces::Column as C;
     let now = chrono::Utc::now();
     let preview: String = preview.chars().take(200).collect();
-    db.execute(stmt(
-        db,
-        "INSERT INTO session_workspaces (session_id, user_id, chat_preview, created_at, updated_at) \
-         VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET \
-         chat_preview = excluded.chat_preview, updated_at = excluded.updated_at \
-         WHERE session_workspaces.user_id = excluded.user_id",
-        vec![
-            session_id.into(),
-            user_id.into(),
-            preview.into(),
-            now.into(),
-            now.into(),
-        ],
-    ))
+    session_workspaces::Entity::insert(session_workspaces::ActiveModel {
+        session_id: Set(session_id.to_owned()),
+        user_id: Set(user_id.to_owned()),
+        chat_preview: Set(preview),
+        created_at: Set(now),
+        updated_at: Set(now),
+    })
+    .on_conflict(
+        OnConflict::column(C::SessionId)
+            .update_columns([C::ChatPreview, C::UpdatedAt])
+            .action_and_where(
+                Expr::col((session_workspaces::Entity, C::UserId))
+                    .equals((Alias::new("excluded"), C::UserId)),
+            )
+            .to_owned(),
+    )
+    .exec_without_returning(db)
     .await
     .map_err(db_error)?;
     Ok(())
@@ -58,16 +66,16 @@ pub async fn record(
 /// Whether the session's workspace is the caller's: `Ok(true)` when it is, `Ok(false)` when
 /// the session has none recorded (nothing to show), 404 when it is another user's.
 pub async fn owned(db: &DatabaseConnection, session_id: &str, user_id: &str) -> ApiResult<bool> {
-    let row = db
-        .query_one(stmt(
-            db,
-            "SELECT user_id FROM session_workspaces WHERE session_id = ?",
-            vec![session_id.into()],
-        ))
+    let Some(owner) = session_workspaces::Entity::find_by_id(session_id)
+        .select_only()
+        .column(session_workspaces::Column::UserId)
+        .into_tuple::<String>()
+        .one(db)
         .await
-        .map_err(db_error)?;
-    let Some(row) = row else { return Ok(false) };
-    let owner: String = row.try_get("", "user_id").map_err(db_error)?;
+        .map_err(db_error)?
+    else {
+        return Ok(false);
+    };
     if owner == user_id {
         Ok(true)
     } else {
@@ -86,17 +94,16 @@ pub async fn user_disk(
     session_id: &str,
     quota: u64,
 ) -> ApiResult<docchat_sandbox::UserDisk> {
-    let rows = db
-        .query_all(stmt(
-            db,
-            "SELECT session_id FROM session_workspaces WHERE user_id = ? AND session_id <> ?",
-            vec![user_id.into(), session_id.into()],
-        ))
+    let ids = session_workspaces::Entity::find_by_owner(user_id)
+        .filter(session_workspaces::Column::SessionId.ne(session_id))
+        .select_only()
+        .column(session_workspaces::Column::SessionId)
+        .into_tuple::<String>()
+        .all(db)
         .await
         .map_err(db_error)?;
-    let mut others = Vec::with_capacity(rows.len());
-    for r in rows {
-        let id: String = r.try_get("", "session_id").map_err(db_error)?;
+    let mut others = Vec::with_capacity(ids.len());
+    for id in ids {
         // A recorded id always was a plain name; one that is not is nobody's directory.
         if let Ok(dir) = session_dir(root, &id) {
             others.push(dir);
@@ -117,6 +124,7 @@ pub async fn page(
     offset: u64,
     limit: u64,
 ) -> ApiResult<Vec<(String, String)>> {
+    use session_workspaces::Column as C;
     let pattern = format!(
         "%{}%",
         filter
@@ -126,39 +134,30 @@ pub async fn page(
             .replace('%', "\\%")
             .replace('_', "\\_")
     );
-    let rows = db
-        .query_all(stmt(
-            db,
-            "SELECT session_id, chat_preview FROM session_workspaces WHERE user_id = ? \
-             AND LOWER(chat_preview) LIKE ? ESCAPE '\\' \
-             ORDER BY updated_at DESC, session_id LIMIT ? OFFSET ?",
-            vec![
-                user_id.into(),
-                pattern.into(),
-                (limit as i64).into(),
-                (offset as i64).into(),
-            ],
-        ))
+    session_workspaces::Entity::find_by_owner(user_id)
+        .filter(
+            Expr::expr(Func::lower(Expr::col(C::ChatPreview)))
+                .like(LikeExpr::new(pattern).escape('\\')),
+        )
+        .order_by_desc(C::UpdatedAt)
+        .order_by_asc(C::SessionId)
+        .limit(limit)
+        .offset(offset)
+        .select_only()
+        .columns([C::SessionId, C::ChatPreview])
+        .into_tuple::<(String, String)>()
+        .all(db)
         .await
-        .map_err(db_error)?;
-    rows.into_iter()
-        .map(|r| {
-            Ok((
-                r.try_get("", "session_id").map_err(db_error)?,
-                r.try_get("", "chat_preview").map_err(db_error)?,
-            ))
-        })
-        .collect()
+        .map_err(db_error)
 }
 
 /// Whether the session has a workspace on record.
 pub async fn recorded(db: &DatabaseConnection, session_id: &str) -> ApiResult<bool> {
-    Ok(db
-        .query_one(stmt(
-            db,
-            "SELECT 1 AS one FROM session_workspaces WHERE session_id = ?",
-            vec![session_id.into()],
-        ))
+    Ok(session_workspaces::Entity::find_by_id(session_id)
+        .select_only()
+        .column(session_workspaces::Column::SessionId)
+        .into_tuple::<String>()
+        .one(db)
         .await
         .map_err(db_error)?
         .is_some())
@@ -166,13 +165,10 @@ pub async fn recorded(db: &DatabaseConnection, session_id: &str) -> ApiResult<bo
 
 /// Forgets the session's workspace (the session was deleted).
 pub async fn forget(db: &DatabaseConnection, session_id: &str) -> ApiResult<()> {
-    db.execute(stmt(
-        db,
-        "DELETE FROM session_workspaces WHERE session_id = ?",
-        vec![session_id.into()],
-    ))
-    .await
-    .map_err(db_error)?;
+    session_workspaces::Entity::delete_by_id(session_id)
+        .exec(db)
+        .await
+        .map_err(db_error)?;
     Ok(())
 }
 
@@ -183,18 +179,22 @@ const DELETION_LEASE: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 /// Starts a deletion of the session's files on every replica's behalf (table
 /// session_deletions): 409 while another one runs.
 pub async fn begin_deletion(db: &DatabaseConnection, session_id: &str) -> ApiResult<()> {
+    use session_deletions::Column as C;
     let now = chrono::Utc::now();
-    let done = db
-        .execute(stmt(
-            db,
-            "INSERT INTO session_deletions (session_id, until) VALUES (?, ?) \
-             ON CONFLICT (session_id) DO UPDATE SET until = excluded.until \
-             WHERE session_deletions.until < ?",
-            vec![session_id.into(), (now + DELETION_LEASE).into(), now.into()],
-        ))
-        .await
-        .map_err(db_error)?;
-    if done.rows_affected() == 0 {
+    let done = session_deletions::Entity::insert(session_deletions::ActiveModel {
+        session_id: Set(session_id.to_owned()),
+        until: Set(now + DELETION_LEASE),
+    })
+    .on_conflict(
+        OnConflict::column(C::SessionId)
+            .update_column(C::Until)
+            .action_and_where(Expr::col((session_deletions::Entity, C::Until)).lt(now))
+            .to_owned(),
+    )
+    .exec_without_returning(db)
+    .await
+    .map_err(db_error)?;
+    if done == 0 {
         return Err(ApiError::conflict(
             "a deletion of this session's files is already in progress",
         ));
@@ -204,12 +204,9 @@ pub async fn begin_deletion(db: &DatabaseConnection, session_id: &str) -> ApiRes
 
 /// Ends the session's deletion.
 pub async fn end_deletion(db: &DatabaseConnection, session_id: &str) -> ApiResult<()> {
-    db.execute(stmt(
-        db,
-        "DELETE FROM session_deletions WHERE session_id = ?",
-        vec![session_id.into()],
-    ))
-    .await
-    .map_err(db_error)?;
+    session_deletions::Entity::delete_by_id(session_id)
+        .exec(db)
+        .await
+        .map_err(db_error)?;
     Ok(())
 }

@@ -4,15 +4,19 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_proto::agent::v1 as pb;
-use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult};
+use sea_orm::{
+    ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+};
 
 use super::cipher::Cipher;
 use super::db_error;
-use crate::preferences::stmt;
+use crate::entities::Owned;
+use crate::entities::agent_keys::{self, Column as C};
+use crate::entities::custom_agent_key_associations;
 use crate::tools::custom::Secrets;
 
 /// The types a user may create; `built_in` is only answered.
@@ -24,23 +28,16 @@ pub struct KeyStore {
     pub cipher: Arc<Cipher>,
 }
 
-const COLUMNS: &str = "id, owner_email, name, key_type, description, created_at, updated_at";
-
-fn key_of(r: &QueryResult) -> ApiResult<pb::AgentKey> {
-    let at = |c: &str| -> ApiResult<String> {
-        Ok(r.try_get::<DateTime<Utc>>("", c)
-            .map_err(db_error)?
-            .to_rfc3339())
-    };
-    Ok(pb::AgentKey {
-        id: r.try_get("", "id").map_err(db_error)?,
-        name: r.try_get("", "name").map_err(db_error)?,
-        r#type: r.try_get("", "key_type").map_err(db_error)?,
-        description: r.try_get("", "description").map_err(db_error)?,
-        created_at: at("created_at")?,
-        updated_at: at("updated_at")?,
-        owner_email: r.try_get("", "owner_email").map_err(db_error)?,
-    })
+fn key_of(r: agent_keys::Head) -> pb::AgentKey {
+    pb::AgentKey {
+        id: r.id,
+        name: r.name,
+        r#type: r.key_type,
+        description: r.description,
+        created_at: r.created_at.to_rfc3339(),
+        updated_at: r.updated_at.to_rfc3339(),
+        owner_email: r.owner_email,
+    }
 }
 
 fn check_type(t: &str) -> ApiResult<()> {
@@ -63,15 +60,16 @@ fn check_name(n: &str) -> ApiResult<()> {
 
 /// `owner_id`'s keys (without values).
 pub async fn list(db: &DatabaseConnection, owner_id: &str) -> ApiResult<Vec<pb::AgentKey>> {
-    let rows = db
-        .query_all(stmt(
-            db,
-            &format!("SELECT {COLUMNS} FROM agent_keys WHERE owner_id = ? ORDER BY created_at, id"),
-            vec![owner_id.into()],
-        ))
+    Ok(agent_keys::Entity::find_by_owner(owner_id)
+        .order_by_asc(C::CreatedAt)
+        .order_by_asc(C::Id)
+        .into_partial_model::<agent_keys::Head>()
+        .all(db)
         .await
-        .map_err(db_error)?;
-    rows.iter().map(key_of).collect()
+        .map_err(db_error)?
+        .into_iter()
+        .map(key_of)
+        .collect())
 }
 
 impl KeyStore {
@@ -85,27 +83,23 @@ impl KeyStore {
 
     /// The caller's key `id`; NOT_FOUND otherwise.
     pub async fn get(&self, caller: &Caller, id: &str) -> ApiResult<pb::AgentKey> {
-        let row = self
-            .db
-            .query_one(stmt(
-                &self.db,
-                &format!("SELECT {COLUMNS} FROM agent_keys WHERE owner_id = ? AND id = ?"),
-                vec![caller.user_id.clone().into(), id.into()],
-            ))
+        agent_keys::Entity::find_owned(&caller.user_id, id)
+            .into_partial_model::<agent_keys::Head>()
+            .one(&self.db)
             .await
             .map_err(db_error)?
-            .ok_or_else(|| ApiError::not_found(format!("agent key {id} not found")))?;
-        key_of(&row)
+            .map(key_of)
+            .ok_or_else(|| ApiError::not_found(format!("agent key {id} not found")))
     }
 
     async fn name_taken(&self, caller: &Caller, name: &str, except: &str) -> ApiResult<bool> {
-        Ok(self
-            .db
-            .query_one(stmt(
-                &self.db,
-                "SELECT id FROM agent_keys WHERE owner_id = ? AND name = ? AND id <> ?",
-                vec![caller.user_id.clone().into(), name.into(), except.into()],
-            ))
+        Ok(agent_keys::Entity::find_by_owner(&caller.user_id)
+            .filter(C::Name.eq(name))
+            .filter(C::Id.ne(except))
+            .select_only()
+            .column(C::Id)
+            .into_tuple::<String>()
+            .one(&self.db)
             .await
             .map_err(db_error)?
             .is_some())
@@ -128,25 +122,20 @@ impl KeyStore {
             .cipher
             .seal(&Self::row(&caller.user_id, &id), &new.value);
         let now = Utc::now();
-        self.db
-            .execute(stmt(
-                &self.db,
-                "INSERT INTO agent_keys (id, owner_id, owner_email, name, key_type, description, sealed, created_at, updated_at) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                vec![
-                    id.clone().into(),
-                    caller.user_id.clone().into(),
-                    caller.email.clone().into(),
-                    new.name.into(),
-                    new.r#type.into(),
-                    new.description.into(),
-                    sealed.into(),
-                    now.into(),
-                    now.into(),
-                ],
-            ))
-            .await
-            .map_err(db_error)?;
+        agent_keys::Entity::insert(agent_keys::ActiveModel {
+            id: Set(id.clone()),
+            owner_id: Set(caller.user_id.clone()),
+            owner_email: Set(caller.email.clone()),
+            name: Set(new.name),
+            key_type: Set(new.r#type),
+            description: Set(new.description),
+            sealed: Set(sealed),
+            created_at: Set(now),
+            updated_at: Set(now),
+        })
+        .exec_without_returning(&self.db)
+        .await
+        .map_err(db_error)?;
         self.get(caller, &id).await
     }
 
@@ -163,33 +152,25 @@ impl KeyStore {
         }
         let description = u.description.unwrap_or(current.description);
         let now = Utc::now();
-        self.db
-            .execute(stmt(
-                &self.db,
-                "UPDATE agent_keys SET name = ?, key_type = ?, description = ?, updated_at = ? WHERE owner_id = ? AND id = ?",
-                vec![
-                    name.into(),
-                    kind.into(),
-                    description.into(),
-                    now.into(),
-                    caller.user_id.clone().into(),
-                    u.id.clone().into(),
-                ],
-            ))
+        agent_keys::Entity::update_owned(&caller.user_id, &u.id)
+            .set(agent_keys::ActiveModel {
+                name: Set(name),
+                key_type: Set(kind),
+                description: Set(description),
+                updated_at: Set(now),
+                ..Default::default()
+            })
+            .exec(&self.db)
             .await
             .map_err(db_error)?;
         if let Some(value) = u.value.filter(|v| !v.is_empty()) {
             let sealed = self.cipher.seal(&Self::row(&caller.user_id, &u.id), &value);
-            self.db
-                .execute(stmt(
-                    &self.db,
-                    "UPDATE agent_keys SET sealed = ? WHERE owner_id = ? AND id = ?",
-                    vec![
-                        sealed.into(),
-                        caller.user_id.clone().into(),
-                        u.id.clone().into(),
-                    ],
-                ))
+            agent_keys::Entity::update_owned(&caller.user_id, &u.id)
+                .set(agent_keys::ActiveModel {
+                    sealed: Set(sealed),
+                    ..Default::default()
+                })
+                .exec(&self.db)
                 .await
                 .map_err(db_error)?;
         }
@@ -205,23 +186,19 @@ impl KeyStore {
         }
         let mut count = 0;
         for id in ids {
-            let done = self
-                .db
-                .execute(stmt(
-                    &self.db,
-                    "DELETE FROM agent_keys WHERE owner_id = ? AND id = ?",
-                    vec![caller.user_id.clone().into(), id.clone().into()],
-                ))
+            let done = agent_keys::Entity::delete_owned(&caller.user_id, id)
+                .exec(&self.db)
                 .await
                 .map_err(db_error)?;
-            if done.rows_affected() > 0 {
-                count += done.rows_affected();
-                self.db
-                    .execute(stmt(
-                        &self.db,
-                        "UPDATE custom_agent_key_associations SET key_id = NULL WHERE owner_id = ? AND key_id = ?",
-                        vec![caller.user_id.clone().into(), id.clone().into()],
-                    ))
+            if done.rows_affected > 0 {
+                count += done.rows_affected;
+                custom_agent_key_associations::Entity::update_by_owner(&caller.user_id)
+                    .filter(custom_agent_key_associations::Column::KeyId.eq(id.as_str()))
+                    .set(custom_agent_key_associations::ActiveModel {
+                        key_id: Set(None),
+                        ..Default::default()
+                    })
+                    .exec(&self.db)
                     .await
                     .map_err(db_error)?;
             }
@@ -231,23 +208,22 @@ impl KeyStore {
 
     /// The value of `owner_id`'s key `id`, opened; only for a run.
     pub async fn value_of(&self, owner_id: &str, id: &str) -> ApiResult<Option<String>> {
-        self.sealed_value(
-            "SELECT id, sealed FROM agent_keys WHERE owner_id = ? AND id = ?",
-            owner_id,
-            id,
-        )
-        .await
+        self.sealed_value(owner_id, C::Id, id).await
     }
 
-    async fn sealed_value(&self, sql: &str, owner_id: &str, by: &str) -> ApiResult<Option<String>> {
-        let row = self
-            .db
-            .query_one(stmt(&self.db, sql, vec![owner_id.into(), by.into()]))
+    /// The value of `owner_id`'s key whose `column` is `by`, opened.
+    async fn sealed_value(&self, owner_id: &str, column: C, by: &str) -> ApiResult<Option<String>> {
+        let row = agent_keys::Entity::find_by_owner(owner_id)
+            .filter(column.eq(by))
+            .select_only()
+            .columns([C::Id, C::Sealed])
+            .into_tuple::<(String, Vec<u8>)>()
+            .one(&self.db)
             .await
             .map_err(db_error)?;
-        let Some(row) = row else { return Ok(None) };
-        let id: String = row.try_get("", "id").map_err(db_error)?;
-        let sealed: Vec<u8> = row.try_get("", "sealed").map_err(db_error)?;
+        let Some((id, sealed)) = row else {
+            return Ok(None);
+        };
         let value = self.cipher.open(&Self::row(owner_id, &id), &sealed);
         if value.is_none() {
             // The id only: never the value.
@@ -260,13 +236,9 @@ impl KeyStore {
 #[async_trait::async_trait]
 impl Secrets for KeyStore {
     async fn value(&self, owner_id: &str, name: &str) -> Option<String> {
-        self.sealed_value(
-            "SELECT id, sealed FROM agent_keys WHERE owner_id = ? AND name = ?",
-            owner_id,
-            name,
-        )
-        .await
-        .ok()
-        .flatten()
+        self.sealed_value(owner_id, C::Name, name)
+            .await
+            .ok()
+            .flatten()
     }
 }

@@ -176,7 +176,7 @@ impl Runner {
         if tokio::fs::metadata(&dest).await.is_ok_and(|m| m.is_dir()) {
             return Ok(dest);
         }
-        let bytes = store::folder(&self.db, &a.id)
+        let bytes = store::folder(&self.db, &a.owner_id, &a.id)
             .await
             .map_err(|e| e.message)?;
         let target = dest.clone();

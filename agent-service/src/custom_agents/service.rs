@@ -40,12 +40,13 @@ impl CustomAgentGrpc {
     async fn delete_associations(
         &self,
         request: Request<pb::Ids>,
-        table: &str,
+        kind: store::Associations,
     ) -> Result<Response<pb::Count>, Status> {
         let caller = caller(&request)?;
         caller.require_permission(permissions::MANAGE_CUSTOM_AGENT)?;
         let count =
-            store::delete_owned(&self.db, table, &caller.user_id, &request.get_ref().ids).await?;
+            store::delete_associations(&self.db, kind, &caller.user_id, &request.get_ref().ids)
+                .await?;
         Ok(Response::new(pb::Count { count }))
     }
 }
@@ -251,7 +252,7 @@ impl CustomAgentService for CustomAgentGrpc {
         &self,
         request: Request<pb::Ids>,
     ) -> Result<Response<pb::Count>, Status> {
-        self.delete_associations(request, "custom_agent_tool_associations")
+        self.delete_associations(request, store::Associations::Tool)
             .await
     }
 
@@ -324,7 +325,7 @@ impl CustomAgentService for CustomAgentGrpc {
         &self,
         request: Request<pb::Ids>,
     ) -> Result<Response<pb::Count>, Status> {
-        self.delete_associations(request, "custom_agent_key_associations")
+        self.delete_associations(request, store::Associations::Key)
             .await
     }
 

@@ -5,13 +5,18 @@ use chrono::Utc;
 use docchat_common::Caller;
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_proto::agent::v1 as pb;
-use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult, Value};
+use sea_orm::{
+    ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait,
+    Set,
+};
 use sha2::{Digest, Sha256};
 
 use super::db_error;
 use super::tools::{self, ToolRow};
 use super::upload::{AgentFolder, Declared};
-use crate::preferences::stmt;
+use crate::entities::{
+    JsonText, Owned, custom_agent_key_associations, custom_agent_tool_associations, custom_agents,
+};
 
 /// A custom agent's row, without its folder's bytes.
 #[derive(Debug, Clone)]
@@ -29,34 +34,25 @@ pub struct AgentRow {
     pub folder_sha256: String,
 }
 
-const AGENT_COLUMNS: &str = "id, owner_id, owner_email, agent_name, agent_type, agent_args, description, mcp_servers, command, folder_sha256";
-
-fn agent_of(r: &QueryResult) -> ApiResult<AgentRow> {
-    let text = |c: &str| -> ApiResult<String> { r.try_get("", c).map_err(db_error) };
-    Ok(AgentRow {
-        id: text("id")?,
-        owner_id: text("owner_id")?,
-        owner_email: text("owner_email")?,
-        agent_name: text("agent_name")?,
-        agent_type: text("agent_type")?,
-        agent_args: serde_json::from_str(&text("agent_args")?).unwrap_or_default(),
-        description: text("description")?,
-        servers: serde_json::from_str(&text("mcp_servers")?).unwrap_or_default(),
-        command: serde_json::from_str(&text("command")?).unwrap_or_default(),
-        folder_sha256: text("folder_sha256")?,
-    })
+impl From<custom_agents::Head> for AgentRow {
+    fn from(r: custom_agents::Head) -> Self {
+        AgentRow {
+            id: r.id,
+            owner_id: r.owner_id,
+            owner_email: r.owner_email,
+            agent_name: r.agent_name,
+            agent_type: r.agent_type,
+            agent_args: r.agent_args.0,
+            description: r.description,
+            servers: r.mcp_servers.0,
+            command: r.command.0,
+            folder_sha256: r.folder_sha256,
+        }
+    }
 }
 
 fn not_found(what: &str, id: &str) -> ApiError {
     ApiError::not_found(format!("{what} {id} not found"))
-}
-
-async fn exec(db: &DatabaseConnection, sql: &str, values: Vec<Value>) -> ApiResult<u64> {
-    Ok(db
-        .execute(stmt(db, sql, values))
-        .await
-        .map_err(db_error)?
-        .rows_affected())
 }
 
 /// The caller's agents (all of them, or the one with `id`, or the one named `name`).
@@ -66,22 +62,19 @@ pub async fn agents(
     id: Option<&str>,
     name: Option<&str>,
 ) -> ApiResult<Vec<AgentRow>> {
-    let mut sql = format!("SELECT {AGENT_COLUMNS} FROM custom_agents WHERE owner_id = ?");
-    let mut values: Vec<Value> = vec![owner_id.into()];
-    if let Some(id) = id {
-        sql.push_str(" AND id = ?");
-        values.push(id.into());
-    }
-    if let Some(name) = name {
-        sql.push_str(" AND agent_name = ?");
-        values.push(name.into());
-    }
-    sql.push_str(" ORDER BY agent_name, id");
-    let rows = db
-        .query_all(stmt(db, &sql, values))
+    use custom_agents::Column as C;
+    Ok(custom_agents::Entity::find_by_owner(owner_id)
+        .apply_if(id, |q, id| q.filter(C::Id.eq(id)))
+        .apply_if(name, |q, name| q.filter(C::AgentName.eq(name)))
+        .order_by_asc(C::AgentName)
+        .order_by_asc(C::Id)
+        .into_partial_model::<custom_agents::Head>()
+        .all(db)
         .await
-        .map_err(db_error)?;
-    rows.iter().map(agent_of).collect()
+        .map_err(db_error)?
+        .into_iter()
+        .map(AgentRow::from)
+        .collect())
 }
 
 /// The caller's agent `id`; NOT_FOUND otherwise.
@@ -93,18 +86,16 @@ pub async fn agent(db: &DatabaseConnection, owner_id: &str, id: &str) -> ApiResu
         .ok_or_else(|| not_found("custom agent", id))
 }
 
-/// The ZIP of agent `id`'s folder.
-pub async fn folder(db: &DatabaseConnection, id: &str) -> ApiResult<Vec<u8>> {
-    let row = db
-        .query_one(stmt(
-            db,
-            "SELECT folder FROM custom_agents WHERE id = ?",
-            vec![id.into()],
-        ))
+/// The ZIP of `owner_id`'s agent `id`'s folder.
+pub async fn folder(db: &DatabaseConnection, owner_id: &str, id: &str) -> ApiResult<Vec<u8>> {
+    custom_agents::Entity::find_owned(owner_id, id)
+        .select_only()
+        .column(custom_agents::Column::Folder)
+        .into_tuple::<Vec<u8>>()
+        .one(db)
         .await
         .map_err(db_error)?
-        .ok_or_else(|| not_found("custom agent", id))?;
-    row.try_get("", "folder").map_err(db_error)
+        .ok_or_else(|| not_found("custom agent", id))
 }
 
 /// Stores an uploaded agent folder: a new agent, or (same owner, same name) the upload
@@ -120,53 +111,46 @@ pub async fn save(
 ) -> ApiResult<String> {
     let now = Utc::now();
     let sha = hex::encode(Sha256::digest(&f.zip));
-    let servers = serde_json::to_string(&f.servers).unwrap_or_else(|_| "[]".into());
-    let command = serde_json::to_string(&f.command).unwrap_or_else(|_| "[]".into());
     let existing = agents(db, &caller.user_id, None, Some(&f.name)).await?;
     let id = match existing.first() {
         Some(a) => {
-            exec(
-                db,
-                "UPDATE custom_agents SET agent_type = ?, agent_args = ?, description = ?, mcp_servers = ?, command = ?, folder = ?, folder_sha256 = ?, updated_at = ? WHERE id = ? AND owner_id = ?",
-                vec![
-                    agent_type.into(),
-                    agent_args.to_string().into(),
-                    f.description.clone().into(),
-                    servers.into(),
-                    command.into(),
-                    f.zip.clone().into(),
-                    sha.into(),
-                    now.into(),
-                    a.id.clone().into(),
-                    caller.user_id.clone().into(),
-                ],
-            )
-            .await?;
+            custom_agents::Entity::update_owned(&caller.user_id, &a.id)
+                .set(custom_agents::ActiveModel {
+                    agent_type: Set(agent_type.to_owned()),
+                    agent_args: Set(JsonText(agent_args.clone())),
+                    description: Set(f.description.clone()),
+                    mcp_servers: Set(JsonText(f.servers.clone())),
+                    command: Set(JsonText(f.command.clone())),
+                    folder: Set(f.zip.clone()),
+                    folder_sha256: Set(sha),
+                    updated_at: Set(now),
+                    ..Default::default()
+                })
+                .exec(db)
+                .await
+                .map_err(db_error)?;
             a.id.clone()
         }
         None => {
             let id = docchat_common::ids::new_id();
-            exec(
-                db,
-                "INSERT INTO custom_agents (id, owner_id, owner_email, agent_name, agent_type, agent_args, description, mcp_servers, command, folder, folder_sha256, created_at, updated_at) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                vec![
-                    id.clone().into(),
-                    caller.user_id.clone().into(),
-                    caller.email.clone().into(),
-                    f.name.clone().into(),
-                    agent_type.into(),
-                    agent_args.to_string().into(),
-                    f.description.clone().into(),
-                    servers.into(),
-                    command.into(),
-                    f.zip.clone().into(),
-                    sha.into(),
-                    now.into(),
-                    now.into(),
-                ],
-            )
-            .await?;
+            custom_agents::Entity::insert(custom_agents::ActiveModel {
+                id: Set(id.clone()),
+                owner_id: Set(caller.user_id.clone()),
+                owner_email: Set(caller.email.clone()),
+                agent_name: Set(f.name.clone()),
+                agent_type: Set(agent_type.to_owned()),
+                agent_args: Set(JsonText(agent_args.clone())),
+                description: Set(f.description.clone()),
+                mcp_servers: Set(JsonText(f.servers.clone())),
+                command: Set(JsonText(f.command.clone())),
+                folder: Set(f.zip.clone()),
+                folder_sha256: Set(sha),
+                created_at: Set(now),
+                updated_at: Set(now),
+            })
+            .exec_without_returning(db)
+            .await
+            .map_err(db_error)?;
             id
         }
     };
@@ -195,17 +179,15 @@ pub async fn save(
     for e in &f.envs {
         match keys.iter().find(|k| k.env_key_name == e.name) {
             Some(k) => {
-                exec(
-                    db,
-                    "UPDATE custom_agent_key_associations SET requirement_type = ?, default_value = ? WHERE id = ? AND owner_id = ?",
-                    vec![
-                        e.requirement.into(),
-                        e.default.clone().into(),
-                        k.id.clone().into(),
-                        caller.user_id.clone().into(),
-                    ],
-                )
-                .await?;
+                custom_agent_key_associations::Entity::update_owned(&caller.user_id, &k.id)
+                    .set(custom_agent_key_associations::ActiveModel {
+                        requirement_type: Set(e.requirement.to_owned()),
+                        default_value: Set(e.default.clone()),
+                        ..Default::default()
+                    })
+                    .exec(db)
+                    .await
+                    .map_err(db_error)?;
             }
             None => {
                 add_key_association(
@@ -234,17 +216,15 @@ pub async fn update(
     mapping: &serde_json::Map<String, serde_json::Value>,
 ) -> ApiResult<()> {
     agent(db, &caller.user_id, id).await?;
-    exec(
-        db,
-        "UPDATE custom_agents SET agent_args = ?, updated_at = ? WHERE id = ? AND owner_id = ?",
-        vec![
-            agent_args.to_string().into(),
-            Utc::now().into(),
-            id.into(),
-            caller.user_id.clone().into(),
-        ],
-    )
-    .await?;
+    custom_agents::Entity::update_owned(&caller.user_id, id)
+        .set(custom_agents::ActiveModel {
+            agent_args: Set(JsonText(agent_args.clone())),
+            updated_at: Set(Utc::now()),
+            ..Default::default()
+        })
+        .exec(db)
+        .await
+        .map_err(db_error)?;
     if mapping.is_empty() {
         return Ok(());
     }
@@ -280,27 +260,26 @@ pub fn resolve_tool<'a>(tools: &'a [ToolRow], name: &str) -> ApiResult<&'a ToolR
 
 /// Deletes the caller's agents among `ids` with their associations; how many went.
 pub async fn delete(db: &DatabaseConnection, caller: &Caller, ids: &[String]) -> ApiResult<u64> {
+    let owner = caller.user_id.as_str();
     let mut count = 0;
     for id in ids {
-        let n = exec(
-            db,
-            "DELETE FROM custom_agents WHERE id = ? AND owner_id = ?",
-            vec![id.clone().into(), caller.user_id.clone().into()],
-        )
-        .await?;
+        let n = custom_agents::Entity::delete_owned(owner, id)
+            .exec(db)
+            .await
+            .map_err(db_error)?
+            .rows_affected;
         if n > 0 {
             count += n;
-            for table in [
-                "custom_agent_tool_associations",
-                "custom_agent_key_associations",
-            ] {
-                exec(
-                    db,
-                    &format!("DELETE FROM {table} WHERE agent_id = ? AND owner_id = ?"),
-                    vec![id.clone().into(), caller.user_id.clone().into()],
-                )
-                .await?;
-            }
+            custom_agent_tool_associations::Entity::delete_by_owner(owner)
+                .filter(custom_agent_tool_associations::Column::AgentId.eq(id.as_str()))
+                .exec(db)
+                .await
+                .map_err(db_error)?;
+            custom_agent_key_associations::Entity::delete_by_owner(owner)
+                .filter(custom_agent_key_associations::Column::AgentId.eq(id.as_str()))
+                .exec(db)
+                .await
+                .map_err(db_error)?;
         }
     }
     Ok(count)
@@ -322,27 +301,23 @@ pub async fn tool_associations(
     owner_id: &str,
     agent_id: Option<&str>,
 ) -> ApiResult<Vec<ToolAssoc>> {
-    let mut sql = "SELECT id, agent_id, mcp_server_name, tool_id FROM custom_agent_tool_associations WHERE owner_id = ?".to_owned();
-    let mut values: Vec<Value> = vec![owner_id.into()];
-    if let Some(a) = agent_id {
-        sql.push_str(" AND agent_id = ?");
-        values.push(a.into());
-    }
-    sql.push_str(" ORDER BY created_at, id");
-    let rows = db
-        .query_all(stmt(db, &sql, values))
+    use custom_agent_tool_associations::Column as C;
+    let rows = custom_agent_tool_associations::Entity::find_by_owner(owner_id)
+        .apply_if(agent_id, |q, a| q.filter(C::AgentId.eq(a)))
+        .order_by_asc(C::CreatedAt)
+        .order_by_asc(C::Id)
+        .all(db)
         .await
         .map_err(db_error)?;
-    rows.iter()
-        .map(|r| {
-            Ok(ToolAssoc {
-                id: r.try_get("", "id").map_err(db_error)?,
-                agent_id: r.try_get("", "agent_id").map_err(db_error)?,
-                mcp_server_name: r.try_get("", "mcp_server_name").map_err(db_error)?,
-                tool_id: r.try_get("", "tool_id").map_err(db_error)?,
-            })
+    Ok(rows
+        .into_iter()
+        .map(|r| ToolAssoc {
+            id: r.id,
+            agent_id: r.agent_id,
+            mcp_server_name: r.mcp_server_name,
+            tool_id: r.tool_id,
         })
-        .collect()
+        .collect())
 }
 
 pub async fn add_tool_association(
@@ -353,19 +328,17 @@ pub async fn add_tool_association(
     tool_id: Option<&str>,
 ) -> ApiResult<String> {
     let id = docchat_common::ids::new_id();
-    exec(
-        db,
-        "INSERT INTO custom_agent_tool_associations (id, agent_id, owner_id, mcp_server_name, tool_id, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-        vec![
-            id.clone().into(),
-            agent_id.into(),
-            owner_id.into(),
-            server.into(),
-            tool_id.map(str::to_owned).into(),
-            Utc::now().into(),
-        ],
-    )
-    .await?;
+    custom_agent_tool_associations::Entity::insert(custom_agent_tool_associations::ActiveModel {
+        id: Set(id.clone()),
+        agent_id: Set(agent_id.to_owned()),
+        owner_id: Set(owner_id.to_owned()),
+        mcp_server_name: Set(server.to_owned()),
+        tool_id: Set(tool_id.map(str::to_owned)),
+        created_at: Set(Utc::now()),
+    })
+    .exec_without_returning(db)
+    .await
+    .map_err(db_error)?;
     Ok(id)
 }
 
@@ -375,34 +348,48 @@ async fn set_tool(
     id: &str,
     tool_id: Option<&str>,
 ) -> ApiResult<()> {
-    exec(
-        db,
-        "UPDATE custom_agent_tool_associations SET tool_id = ? WHERE id = ? AND owner_id = ?",
-        vec![
-            tool_id.map(str::to_owned).into(),
-            id.into(),
-            owner_id.into(),
-        ],
-    )
-    .await?;
+    custom_agent_tool_associations::Entity::update_owned(owner_id, id)
+        .set(custom_agent_tool_associations::ActiveModel {
+            tool_id: Set(tool_id.map(str::to_owned)),
+            ..Default::default()
+        })
+        .exec(db)
+        .await
+        .map_err(db_error)?;
     Ok(())
 }
 
-/// Deletes rows of `table` among `ids` owned by `owner_id`; how many went.
-pub async fn delete_owned(
+/// The associations of one kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Associations {
+    /// MCP server → custom tool.
+    Tool,
+    /// Declared environment key → stored key.
+    Key,
+}
+
+/// Deletes the associations of `kind` among `ids` owned by `owner_id`; how many went.
+pub async fn delete_associations(
     db: &DatabaseConnection,
-    table: &str,
+    kind: Associations,
     owner_id: &str,
     ids: &[String],
 ) -> ApiResult<u64> {
     let mut count = 0;
     for id in ids {
-        count += exec(
-            db,
-            &format!("DELETE FROM {table} WHERE id = ? AND owner_id = ?"),
-            vec![id.clone().into(), owner_id.into()],
-        )
-        .await?;
+        let done = match kind {
+            Associations::Tool => {
+                custom_agent_tool_associations::Entity::delete_owned(owner_id, id)
+                    .exec(db)
+                    .await
+            }
+            Associations::Key => {
+                custom_agent_key_associations::Entity::delete_owned(owner_id, id)
+                    .exec(db)
+                    .await
+            }
+        };
+        count += done.map_err(db_error)?.rows_affected;
     }
     Ok(count)
 }
@@ -425,29 +412,25 @@ pub async fn key_associations(
     owner_id: &str,
     agent_id: Option<&str>,
 ) -> ApiResult<Vec<KeyAssoc>> {
-    let mut sql = "SELECT id, agent_id, env_key_name, key_id, requirement_type, default_value FROM custom_agent_key_associations WHERE owner_id = ?".to_owned();
-    let mut values: Vec<Value> = vec![owner_id.into()];
-    if let Some(a) = agent_id {
-        sql.push_str(" AND agent_id = ?");
-        values.push(a.into());
-    }
-    sql.push_str(" ORDER BY created_at, id");
-    let rows = db
-        .query_all(stmt(db, &sql, values))
+    use custom_agent_key_associations::Column as C;
+    let rows = custom_agent_key_associations::Entity::find_by_owner(owner_id)
+        .apply_if(agent_id, |q, a| q.filter(C::AgentId.eq(a)))
+        .order_by_asc(C::CreatedAt)
+        .order_by_asc(C::Id)
+        .all(db)
         .await
         .map_err(db_error)?;
-    rows.iter()
-        .map(|r| {
-            Ok(KeyAssoc {
-                id: r.try_get("", "id").map_err(db_error)?,
-                agent_id: r.try_get("", "agent_id").map_err(db_error)?,
-                env_key_name: r.try_get("", "env_key_name").map_err(db_error)?,
-                key_id: r.try_get("", "key_id").map_err(db_error)?,
-                requirement_type: r.try_get("", "requirement_type").map_err(db_error)?,
-                default_value: r.try_get("", "default_value").map_err(db_error)?,
-            })
+    Ok(rows
+        .into_iter()
+        .map(|r| KeyAssoc {
+            id: r.id,
+            agent_id: r.agent_id,
+            env_key_name: r.env_key_name,
+            key_id: r.key_id,
+            requirement_type: r.requirement_type,
+            default_value: r.default_value,
         })
-        .collect()
+        .collect())
 }
 
 pub async fn add_key_association(
@@ -460,21 +443,19 @@ pub async fn add_key_association(
     default: Option<String>,
 ) -> ApiResult<String> {
     let id = docchat_common::ids::new_id();
-    exec(
-        db,
-        "INSERT INTO custom_agent_key_associations (id, agent_id, owner_id, env_key_name, key_id, requirement_type, default_value, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        vec![
-            id.clone().into(),
-            agent_id.into(),
-            owner_id.into(),
-            env_key_name.into(),
-            key_id.map(str::to_owned).into(),
-            requirement.into(),
-            default.into(),
-            Utc::now().into(),
-        ],
-    )
-    .await?;
+    custom_agent_key_associations::Entity::insert(custom_agent_key_associations::ActiveModel {
+        id: Set(id.clone()),
+        agent_id: Set(agent_id.to_owned()),
+        owner_id: Set(owner_id.to_owned()),
+        env_key_name: Set(env_key_name.to_owned()),
+        key_id: Set(key_id.map(str::to_owned)),
+        requirement_type: Set(requirement.to_owned()),
+        default_value: Set(default),
+        created_at: Set(Utc::now()),
+    })
+    .exec_without_returning(db)
+    .await
+    .map_err(db_error)?;
     Ok(id)
 }
 
@@ -485,12 +466,14 @@ pub async fn give_key(
     id: &str,
     key_id: &str,
 ) -> ApiResult<()> {
-    exec(
-        db,
-        "UPDATE custom_agent_key_associations SET key_id = ? WHERE id = ? AND owner_id = ?",
-        vec![key_id.into(), id.into(), owner_id.into()],
-    )
-    .await?;
+    custom_agent_key_associations::Entity::update_owned(owner_id, id)
+        .set(custom_agent_key_associations::ActiveModel {
+            key_id: Set(Some(key_id.to_owned())),
+            ..Default::default()
+        })
+        .exec(db)
+        .await
+        .map_err(db_error)?;
     Ok(())
 }
 

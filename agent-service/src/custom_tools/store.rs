@@ -3,10 +3,13 @@
 //! tool does not exist for the caller.
 
 use docchat_common::error::{ApiError, ApiResult};
-use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult, Value};
+use sea_orm::{
+    ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+};
 use sha2::{Digest, Sha256};
 
-use crate::preferences::stmt;
+use crate::entities::custom_tools::{self, Column as C};
+use crate::entities::{JsonText, Owned};
 use crate::tools::custom::{ToolRecord, ToolType};
 
 fn db_error(e: sea_orm::DbErr) -> ApiError {
@@ -31,20 +34,17 @@ pub struct StoredFile {
     pub data: Vec<u8>,
 }
 
-const COLUMNS: &str = "id, owner_id, owner_email, tool_name, tool_type, tool_args, file_name";
-
-fn record(row: &QueryResult) -> ApiResult<ToolRecord> {
-    let text: String = row.try_get("", "tool_args").map_err(db_error)?;
-    let kind: String = row.try_get("", "tool_type").map_err(db_error)?;
+fn record(row: custom_tools::Head) -> ApiResult<ToolRecord> {
     Ok(ToolRecord {
-        id: row.try_get("", "id").map_err(db_error)?,
-        owner_id: row.try_get("", "owner_id").map_err(db_error)?,
-        owner_email: row.try_get("", "owner_email").map_err(db_error)?,
-        tool_name: row.try_get("", "tool_name").map_err(db_error)?,
-        tool_type: ToolType::parse(&kind)
-            .ok_or_else(|| ApiError::internal("custom tools", format!("tool_type {kind}")))?,
-        args: serde_json::from_str(&text).unwrap_or_else(|_| serde_json::json!({})),
-        file_name: row.try_get("", "file_name").map_err(db_error)?,
+        tool_type: ToolType::parse(&row.tool_type).ok_or_else(|| {
+            ApiError::internal("custom tools", format!("tool_type {}", row.tool_type))
+        })?,
+        id: row.id,
+        owner_id: row.owner_id,
+        owner_email: row.owner_email,
+        tool_name: row.tool_name,
+        args: row.tool_args.0,
+        file_name: row.file_name,
     })
 }
 
@@ -63,25 +63,20 @@ pub async fn insert(
         let now = now + chrono::Duration::microseconds(i as i64);
         let id = docchat_common::ids::new_id();
         let sha = t.file.as_ref().map(|b| hex::encode(Sha256::digest(b)));
-        tx.execute(stmt(
-            db,
-            "INSERT INTO custom_tools (id, owner_id, owner_email, tool_name, tool_type, tool_args, \
-             file_name, file_data, file_sha256, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            vec![
-                id.clone().into(),
-                owner_id.into(),
-                owner_email.into(),
-                t.tool_name.into(),
-                t.tool_type.as_str().into(),
-                t.args.to_string().into(),
-                t.file_name.into(),
-                Value::Bytes(t.file.map(Box::new)),
-                sha.into(),
-                now.into(),
-                now.into(),
-            ],
-        ))
+        custom_tools::Entity::insert(custom_tools::ActiveModel {
+            id: Set(id.clone()),
+            owner_id: Set(owner_id.to_owned()),
+            owner_email: Set(owner_email.to_owned()),
+            tool_name: Set(t.tool_name),
+            tool_type: Set(t.tool_type.as_str().to_owned()),
+            tool_args: Set(JsonText(t.args)),
+            file_name: Set(t.file_name),
+            file_data: Set(t.file),
+            file_sha256: Set(sha),
+            created_at: Set(now),
+            updated_at: Set(now),
+        })
+        .exec_without_returning(&tx)
         .await
         .map_err(db_error)?;
         ids.push(id);
@@ -92,17 +87,16 @@ pub async fn insert(
 
 /// The owner's tools, oldest first.
 pub async fn list(db: &DatabaseConnection, owner_id: &str) -> ApiResult<Vec<ToolRecord>> {
-    let rows = db
-        .query_all(stmt(
-            db,
-            &format!(
-                "SELECT {COLUMNS} FROM custom_tools WHERE owner_id = ? ORDER BY created_at, id"
-            ),
-            vec![owner_id.into()],
-        ))
+    custom_tools::Entity::find_by_owner(owner_id)
+        .order_by_asc(C::CreatedAt)
+        .order_by_asc(C::Id)
+        .into_partial_model::<custom_tools::Head>()
+        .all(db)
         .await
-        .map_err(db_error)?;
-    rows.iter().map(record).collect()
+        .map_err(db_error)?
+        .into_iter()
+        .map(record)
+        .collect()
 }
 
 /// The owner's tool `id`; `None` when missing or another user's.
@@ -111,15 +105,13 @@ pub async fn get(
     owner_id: &str,
     id: &str,
 ) -> ApiResult<Option<ToolRecord>> {
-    let row = db
-        .query_one(stmt(
-            db,
-            &format!("SELECT {COLUMNS} FROM custom_tools WHERE id = ? AND owner_id = ?"),
-            vec![id.into(), owner_id.into()],
-        ))
+    custom_tools::Entity::find_owned(owner_id, id)
+        .into_partial_model::<custom_tools::Head>()
+        .one(db)
         .await
-        .map_err(db_error)?;
-    row.as_ref().map(record).transpose()
+        .map_err(db_error)?
+        .map(record)
+        .transpose()
 }
 
 /// The uploaded file of the owner's tool `id`; `None` when missing, not owned or without
@@ -129,26 +121,18 @@ pub async fn file(
     owner_id: &str,
     id: &str,
 ) -> ApiResult<Option<StoredFile>> {
-    let row = db
-        .query_one(stmt(
-            db,
-            "SELECT file_name, file_data, file_sha256 FROM custom_tools \
-             WHERE id = ? AND owner_id = ? AND file_data IS NOT NULL",
-            vec![id.into(), owner_id.into()],
-        ))
+    let row = custom_tools::Entity::find_owned(owner_id, id)
+        .filter(C::FileData.is_not_null())
+        .select_only()
+        .columns([C::FileName, C::FileData, C::FileSha256])
+        .into_tuple::<(Option<String>, Vec<u8>, Option<String>)>()
+        .one(db)
         .await
         .map_err(db_error)?;
-    let Some(row) = row else { return Ok(None) };
-    Ok(Some(StoredFile {
-        name: row
-            .try_get::<Option<String>>("", "file_name")
-            .map_err(db_error)?
-            .unwrap_or_default(),
-        sha256: row
-            .try_get::<Option<String>>("", "file_sha256")
-            .map_err(db_error)?
-            .unwrap_or_default(),
-        data: row.try_get("", "file_data").map_err(db_error)?,
+    Ok(row.map(|(name, data, sha256)| StoredFile {
+        name: name.unwrap_or_default(),
+        sha256: sha256.unwrap_or_default(),
+        data,
     }))
 }
 
@@ -159,23 +143,15 @@ pub async fn file_hash(
     owner_id: &str,
     id: &str,
 ) -> ApiResult<Option<String>> {
-    let row = db
-        .query_one(stmt(
-            db,
-            "SELECT file_sha256 FROM custom_tools \
-             WHERE id = ? AND owner_id = ? AND file_data IS NOT NULL",
-            vec![id.into(), owner_id.into()],
-        ))
+    let row = custom_tools::Entity::find_owned(owner_id, id)
+        .filter(C::FileData.is_not_null())
+        .select_only()
+        .column(C::FileSha256)
+        .into_tuple::<Option<String>>()
+        .one(db)
         .await
         .map_err(db_error)?;
-    match row {
-        None => Ok(None),
-        Some(r) => Ok(Some(
-            r.try_get::<Option<String>>("", "file_sha256")
-                .map_err(db_error)?
-                .unwrap_or_default(),
-        )),
-    }
+    Ok(row.map(Option::unwrap_or_default))
 }
 
 /// Replaces the tool's name and args; false when no row of the owner's was changed.
@@ -186,22 +162,17 @@ pub async fn update(
     tool_name: &str,
     args: &serde_json::Value,
 ) -> ApiResult<bool> {
-    let done = db
-        .execute(stmt(
-            db,
-            "UPDATE custom_tools SET tool_name = ?, tool_args = ?, updated_at = ? \
-             WHERE id = ? AND owner_id = ?",
-            vec![
-                tool_name.into(),
-                args.to_string().into(),
-                chrono::Utc::now().into(),
-                id.into(),
-                owner_id.into(),
-            ],
-        ))
+    let done = custom_tools::Entity::update_owned(owner_id, id)
+        .set(custom_tools::ActiveModel {
+            tool_name: Set(tool_name.to_owned()),
+            tool_args: Set(JsonText(args.clone())),
+            updated_at: Set(chrono::Utc::now()),
+            ..Default::default()
+        })
+        .exec(db)
         .await
         .map_err(db_error)?;
-    Ok(done.rows_affected() > 0)
+    Ok(done.rows_affected > 0)
 }
 
 /// Deletes those of `ids` the owner has; the ids deleted.
@@ -212,15 +183,11 @@ pub async fn delete(
 ) -> ApiResult<Vec<String>> {
     let mut deleted = Vec::new();
     for id in ids {
-        let done = db
-            .execute(stmt(
-                db,
-                "DELETE FROM custom_tools WHERE id = ? AND owner_id = ?",
-                vec![id.as_str().into(), owner_id.into()],
-            ))
+        let done = custom_tools::Entity::delete_owned(owner_id, id)
+            .exec(db)
             .await
             .map_err(db_error)?;
-        if done.rows_affected() > 0 {
+        if done.rows_affected > 0 {
             deleted.push(id.clone());
         }
     }

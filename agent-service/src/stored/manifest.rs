@@ -4,9 +4,10 @@
 use std::collections::HashMap;
 
 use docchat_common::error::{ApiError, ApiResult};
-use sea_orm::{ConnectionTrait, DatabaseConnection};
+use sea_orm::sea_query::OnConflict;
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set};
 
-use crate::preferences::stmt;
+use crate::entities::workspace_files::{self, Column as C};
 
 fn db_error(e: sea_orm::DbErr) -> ApiError {
     ApiError::database("workspace files", e)
@@ -53,54 +54,50 @@ pub async fn entries_of(
     if session_ids.is_empty() {
         return Ok(by_session);
     }
-    let marks = vec!["?"; session_ids.len()].join(", ");
-    let rows = db
-        .query_all(stmt(
-            db,
-            &format!(
-                "SELECT session_id, path, document_id, sha256, size, question_id, updated_at \
-                 FROM workspace_files WHERE session_id IN ({marks}) ORDER BY session_id, path"
-            ),
-            session_ids.iter().map(|id| id.clone().into()).collect(),
-        ))
+    let rows = workspace_files::Entity::find()
+        .filter(C::SessionId.is_in(session_ids.iter().map(String::as_str)))
+        .order_by_asc(C::SessionId)
+        .order_by_asc(C::Path)
+        .all(db)
         .await
         .map_err(db_error)?;
     for r in rows {
-        let session_id: String = r.try_get("", "session_id").map_err(db_error)?;
         let entry = Entry {
-            path: r.try_get("", "path").map_err(db_error)?,
-            document_id: r.try_get("", "document_id").map_err(db_error)?,
-            sha256: r.try_get("", "sha256").map_err(db_error)?,
-            size: r.try_get("", "size").map_err(db_error)?,
-            question_id: r.try_get("", "question_id").map_err(db_error)?,
-            stored_at: r
-                .try_get::<chrono::DateTime<chrono::Utc>>("", "updated_at")
-                .map_err(db_error)?
-                .timestamp(),
+            path: r.path,
+            document_id: r.document_id,
+            sha256: r.sha256,
+            size: r.size,
+            question_id: r.question_id,
+            stored_at: r.updated_at.timestamp(),
         };
-        by_session.entry(session_id).or_default().push(entry);
+        by_session.entry(r.session_id).or_default().push(entry);
     }
     Ok(by_session)
 }
 
 /// Records (or updates) where a file is stored.
 pub async fn put(db: &DatabaseConnection, session_id: &str, e: &Entry) -> ApiResult<()> {
-    db.execute(stmt(
-        db,
-        "INSERT INTO workspace_files (session_id, path, document_id, sha256, size, question_id, updated_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, path) DO UPDATE SET \
-         document_id = excluded.document_id, sha256 = excluded.sha256, size = excluded.size, \
-         question_id = excluded.question_id, updated_at = excluded.updated_at",
-        vec![
-            session_id.into(),
-            e.path.clone().into(),
-            e.document_id.clone().into(),
-            e.sha256.clone().into(),
-            e.size.into(),
-            e.question_id.clone().into(),
-            chrono::Utc::now().into(),
-        ],
-    ))
+    workspace_files::Entity::insert(workspace_files::ActiveModel {
+        session_id: Set(session_id.to_owned()),
+        path: Set(e.path.clone()),
+        document_id: Set(e.document_id.clone()),
+        sha256: Set(e.sha256.clone()),
+        size: Set(e.size),
+        question_id: Set(e.question_id.clone()),
+        updated_at: Set(chrono::Utc::now()),
+    })
+    .on_conflict(
+        OnConflict::columns([C::SessionId, C::Path])
+            .update_columns([
+                C::DocumentId,
+                C::Sha256,
+                C::Size,
+                C::QuestionId,
+                C::UpdatedAt,
+            ])
+            .to_owned(),
+    )
+    .exec_without_returning(db)
     .await
     .map_err(db_error)?;
     Ok(())
@@ -108,24 +105,19 @@ pub async fn put(db: &DatabaseConnection, session_id: &str, e: &Entry) -> ApiRes
 
 /// Forgets one file (it left the workspace; its document stays).
 pub async fn remove(db: &DatabaseConnection, session_id: &str, path: &str) -> ApiResult<()> {
-    db.execute(stmt(
-        db,
-        "DELETE FROM workspace_files WHERE session_id = ? AND path = ?",
-        vec![session_id.into(), path.into()],
-    ))
-    .await
-    .map_err(db_error)?;
+    workspace_files::Entity::delete_by_id((session_id.to_owned(), path.to_owned()))
+        .exec(db)
+        .await
+        .map_err(db_error)?;
     Ok(())
 }
 
 /// Forgets every file of the session.
 pub async fn clear(db: &DatabaseConnection, session_id: &str) -> ApiResult<()> {
-    db.execute(stmt(
-        db,
-        "DELETE FROM workspace_files WHERE session_id = ?",
-        vec![session_id.into()],
-    ))
-    .await
-    .map_err(db_error)?;
+    workspace_files::Entity::delete_many()
+        .filter(C::SessionId.eq(session_id))
+        .exec(db)
+        .await
+        .map_err(db_error)?;
     Ok(())
 }

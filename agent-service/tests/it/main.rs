@@ -21,6 +21,7 @@ mod files;
 mod mcp;
 mod run;
 mod run_leases;
+mod stores;
 
 docchat_common::backend_tests! {
     async fn serves_health_and_stops_cleanly(backend) {
