@@ -1,6 +1,7 @@
 //! admin-service: users, API keys, roles, groups, permissions, runtime settings and the LLM
 //! cost ledger and the job history.
 
+mod conversions;
 pub mod entities;
 pub mod grpc;
 pub mod identity;

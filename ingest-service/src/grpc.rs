@@ -1,4 +1,5 @@
-//! The tonic implementation of `docchat.ingest.v1.IngestService`.
+//! The tonic implementation of `docchat.ingest.v1.IngestService`: unpack, authorize, call the
+//! domain, pack (the proto conversions are in `conversions.rs`).
 
 use std::sync::Arc;
 
@@ -6,7 +7,6 @@ use docchat_common::auth::{caller, permissions};
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_common::outbox::OutboxRelay;
 use docchat_common::settings::SettingsClient;
-use docchat_common::time::{opt_to_proto, to_proto};
 use docchat_proto::common::v1::{Empty, PageRequest};
 use docchat_proto::ingest::v1 as pb;
 use docchat_proto::ingest::v1::document_bytes::Part as DocumentPart;
@@ -19,12 +19,15 @@ use tonic::{Request, Response, Status};
 
 use crate::agent_files::AgentFiles;
 use crate::blobs::BlobStore;
-use crate::collections::{self, CollectionView};
-use crate::documents::{self, ListFilter};
-use crate::entities::collections as entity;
-use crate::entities::{documents as doc_entity, jobs as job_entity};
+use crate::collections;
+use crate::conversions::{
+    audio_segment_pb, collection_pb, document_pb, extractor_pb, fields_in, hit_pb, job_pb,
+    list_filter, queue_length_pb, rerank_pb, tag_pb,
+};
+use crate::documents;
+use crate::entities::jobs as job_entity;
 use crate::ingestion;
-use crate::jobs::{Fairness, IngestParams, errors_of};
+use crate::jobs::{Fairness, IngestParams};
 use crate::search::Searcher;
 
 pub struct IngestGrpc {
@@ -41,91 +44,6 @@ pub struct IngestGrpc {
     pub wake: Arc<Notify>,
     /// The jobs this replica's workers run (a cancel stops its worker at once).
     pub running: crate::worker::Running,
-}
-
-fn job_pb(job: job_entity::Model) -> pb::Job {
-    let errors = errors_of(&job);
-    let job_entity::Model {
-        id,
-        kind,
-        owner_id,
-        owner_username,
-        status,
-        queue,
-        progress,
-        errors: _,
-        collection_id,
-        collection_name,
-        upload_id: _,
-        document_id,
-        params: _,
-        attempts: _,
-        lease_until: _,
-        created_at,
-        updated_at,
-        started_at,
-        finished_at,
-        canceled_by,
-        cancel_reason,
-    } = job;
-    pb::Job {
-        id,
-        kind,
-        status,
-        progress,
-        errors,
-        collection_id,
-        collection_name,
-        document_id,
-        user_id: owner_id,
-        username: owner_username,
-        queue,
-        created_at: Some(to_proto(created_at)),
-        updated_at: Some(to_proto(updated_at)),
-        started_at: opt_to_proto(started_at),
-        finished_at: opt_to_proto(finished_at),
-        canceled_by,
-        cancel_reason,
-    }
-}
-
-pub fn document_pb(d: doc_entity::Model) -> pb::Document {
-    let doc_entity::Model {
-        id,
-        owner_id: _,
-        owner_username,
-        collection_id,
-        name,
-        kind,
-        size,
-        page_count,
-        status,
-        upload_id: _,
-        chat_session_id,
-        summary,
-        questions: _,
-        segments: _,
-        created_at,
-        updated_at,
-    } = d;
-    pb::Document {
-        id,
-        name,
-        username: owner_username,
-        r#type: kind,
-        size,
-        page_count,
-        status,
-        created_at: Some(to_proto(created_at)),
-        updated_at: Some(to_proto(updated_at)),
-        collection_id,
-        // The session's name and visibility are chat-service's to tell: the gateway adds
-        // them for its caller.
-        chat_session_visible: false,
-        chat_session_name: None,
-        chat_session_id,
-        summary,
-    }
 }
 
 impl IngestGrpc {
@@ -164,152 +82,10 @@ impl IngestGrpc {
     }
 }
 
-fn tag_pb(t: crate::entities::tags::Model) -> pb::Tag {
-    pb::Tag {
-        id: t.id,
-        name: t.name,
-        description: t.description,
-        format: t.format,
-    }
-}
-
-fn fields_in(f: Option<pb::ExtractorFields>) -> ApiResult<crate::extractors::Fields> {
-    let pb::ExtractorFields {
-        name,
-        description,
-        llm,
-        schema,
-        prompt,
-        pre_prompt_summary,
-        system_prompt,
-        keep_intermediate_results,
-        max_num_chunks,
-        vision,
-        vision_llm,
-        image_batch_image_prompt,
-        image_batch_final_prompt,
-        guardrails_settings_json,
-    } = f.unwrap_or_default();
-    if let Some(json) = &guardrails_settings_json {
-        docchat_common::limits::check_json("guardrails_settings", json)?;
-    }
-    let guardrails_settings = match guardrails_settings_json {
-        Some(json) => Some(serde_json::from_str(&json).map_err(|_| {
-            docchat_common::ApiError::bad_request("guardrails_settings must be a JSON object")
-        })?),
-        None => None,
-    };
-    Ok(crate::extractors::Fields {
-        name,
-        description,
-        llm,
-        schema,
-        prompt,
-        pre_prompt_summary,
-        system_prompt,
-        keep_intermediate_results,
-        max_num_chunks,
-        vision,
-        vision_llm,
-        image_batch_image_prompt,
-        image_batch_final_prompt,
-        guardrails_settings,
-    })
-}
-
-fn extractor_pb(row: crate::entities::extractors::Model) -> ApiResult<pb::Extractor> {
-    let spec = crate::extractors::spec_of(&row)?;
-    let crate::extractors::Spec {
-        name,
-        description,
-        llm,
-        schema,
-        prompt,
-        pre_prompt_summary,
-        system_prompt,
-        keep_intermediate_results,
-        max_num_chunks,
-        vision,
-        vision_llm,
-        image_batch_image_prompt,
-        image_batch_final_prompt,
-        guardrails_settings,
-    } = spec;
-    Ok(pb::Extractor {
-        id: row.id,
-        fields: Some(pb::ExtractorFields {
-            name: Some(name),
-            description: Some(description),
-            llm: Some(llm),
-            schema: Some(schema),
-            prompt: Some(prompt),
-            pre_prompt_summary,
-            system_prompt,
-            keep_intermediate_results: Some(keep_intermediate_results),
-            max_num_chunks,
-            vision: Some(vision),
-            vision_llm,
-            image_batch_image_prompt,
-            image_batch_final_prompt,
-            guardrails_settings_json: guardrails_settings.map(|g| g.to_string()),
-        }),
-        is_public: row.is_public,
-        created_at: Some(to_proto(row.created_at)),
-    })
-}
-
-fn list_filter(r: &pb::ListDocumentsRequest) -> ListFilter {
-    ListFilter {
-        chat_session_id: r.chat_session_id.clone(),
-        collection_id: r.collection_id.clone().filter(|c| !c.is_empty()),
-    }
-}
-
 type Reply<T> = Result<Response<T>, Status>;
 
 fn ok<T>(result: ApiResult<T>) -> Reply<T> {
     result.map(Response::new).map_err(Status::from)
-}
-
-pub fn collection_pb(view: CollectionView) -> pb::Collection {
-    let entity::Model {
-        id,
-        owner_id: _,
-        owner_username,
-        name,
-        description,
-        embedding_model,
-        is_public,
-        status,
-        document_count,
-        document_size,
-        created_at,
-        updated_at,
-        description_auto_generated,
-        description_generated_at,
-        description_dirty_at,
-        description_generation_started_at,
-        index_version: _,
-    } = view.collection;
-    pb::Collection {
-        id,
-        name,
-        description,
-        embedding_model,
-        document_count,
-        document_size,
-        created_at: Some(to_proto(created_at)),
-        updated_at: Some(to_proto(updated_at)),
-        user_count: view.user_count,
-        is_public,
-        username: owner_username,
-        sessions_count: view.sessions_count,
-        status,
-        description_auto_generated,
-        description_generated_at: opt_to_proto(description_generated_at),
-        description_dirty_at: opt_to_proto(description_dirty_at),
-        description_generation_started_at: opt_to_proto(description_generation_started_at),
-    }
 }
 
 #[tonic::async_trait]
@@ -504,13 +280,7 @@ impl IngestService for IngestGrpc {
         let queues = crate::jobs::pending(&self.db).await?;
         Ok(Response::new(pb::PendingJobs {
             count: queues.iter().map(|(_, n)| n).sum(),
-            queues: queues
-                .into_iter()
-                .map(|(name, length)| pb::QueueLength {
-                    name: name.to_owned(),
-                    length,
-                })
-                .collect(),
+            queues: queues.into_iter().map(queue_length_pb).collect(),
         }))
     }
 
@@ -567,17 +337,7 @@ impl IngestService for IngestGrpc {
         let me = caller(&request)?;
         let segments = documents::audio_segments(&self.db, &me, &request.get_ref().id).await?;
         Ok(Response::new(pb::AudioSegmentList {
-            segments: segments
-                .into_iter()
-                .map(|s| pb::AudioSegment {
-                    start: s.start,
-                    end: s.end,
-                    speaker: s.speaker,
-                    original_speaker: s.original_speaker,
-                    text: s.text,
-                    r#type: None,
-                })
-                .collect(),
+            segments: segments.into_iter().map(audio_segment_pb).collect(),
         }))
     }
 
@@ -847,27 +607,7 @@ impl IngestService for IngestGrpc {
                 .collect(),
             trace_json: serde_json::to_string(&searched.trace).unwrap_or_default(),
             top_similarity: searched.top_similarity,
-            rerank: searched.rerank_usage.map(|u| pb::RerankUsage {
-                model: u.model,
-                tokens: u.prompt_tokens,
-                cost: u.cost,
-            }),
+            rerank: searched.rerank_usage.map(rerank_pb),
         }))
-    }
-}
-
-/// A hit as the RPCs send it, citing `pages`.
-fn hit_pb(h: crate::search::Hit, pages: Vec<u32>) -> pb::SearchHit {
-    pb::SearchHit {
-        chunk_id: h.chunk.id,
-        document_id: h.chunk.document_id,
-        document_name: h.document_name,
-        collection_id: h.chunk.collection_id,
-        pages,
-        text: h.chunk.text,
-        score: h.score,
-        chunk_index: u32::try_from(h.chunk.chunk_index).unwrap_or(0),
-        start_time: h.chunk.start_time,
-        end_time: h.chunk.end_time,
     }
 }

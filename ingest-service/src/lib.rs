@@ -3,6 +3,7 @@
 pub mod agent_files;
 pub mod blobs;
 pub mod collections;
+mod conversions;
 pub mod costs;
 pub mod descriptions;
 pub mod documents;

@@ -29,7 +29,7 @@ use std::arch::x86_64::{
     _mm256_sub_epi32,
 };
 
-use super::int8::{level, row_levels};
+use super::levels::{level, row_levels};
 
 /// Columns of a packed panel and of a register tile: two vectors of 8 i32.
 pub(crate) const NR: usize = 16;

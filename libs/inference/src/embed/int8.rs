@@ -41,6 +41,7 @@ use std::arch::x86_64::{
     _mm512_sub_epi32,
 };
 
+use super::levels::{level, row_levels};
 use super::{amx, avx2};
 
 /// zmm registers of accumulators per tile row: 16 i32 columns each.
@@ -370,28 +371,6 @@ impl Int8Linear {
             }
         }
     }
-}
-
-/// A row's quantization from its extremes `lo <= 0 <= hi`: its scale `s = (hi - lo) / 255`,
-/// `1 / s` and the zero point `z = round(-lo / s)` (all zero for a row of zeros). Shared by
-/// every kernel's quantizer, so they give the same levels.
-pub(crate) fn row_levels(lo: f32, hi: f32) -> (f32, f32, f32) {
-    let scale = (hi - lo) / 255.0;
-    if scale > 0.0 {
-        (
-            scale,
-            1.0 / scale,
-            (-lo / scale).round_ties_even().clamp(0.0, 255.0),
-        )
-    } else {
-        (0.0, 0.0, 0.0)
-    }
-}
-
-/// One value's level, 0..=255, as the vector code computes it (one rounding of `v·inv + z`,
-/// ties to even): the quantizers' scalar tails.
-pub(crate) fn level(v: f32, inv: f32, zero: f32) -> f32 {
-    v.mul_add(inv, zero).round_ties_even().clamp(0.0, 255.0)
 }
 
 /// Quantizes each `k`-wide row of `x` to u8, asymmetrically: `v ≈ s (q - z)` with `s` and

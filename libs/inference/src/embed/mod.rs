@@ -10,6 +10,8 @@ mod bert;
 #[cfg(target_arch = "x86_64")]
 mod int8;
 pub(crate) mod kernels;
+#[cfg(target_arch = "x86_64")]
+mod levels;
 mod minilm;
 mod openai;
 

@@ -1,0 +1,54 @@
+//! The guard against lock-outs: no change may leave the caller, or every administrator,
+//! without a usable API key.
+
+use chrono::Duration;
+use docchat_common::error::ApiResult;
+use docchat_common::time::now;
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter};
+
+use super::ADMIN_ROLE;
+use super::roles::role_by_name;
+use crate::entities::{api_keys, user_roles};
+
+/// Serializes the changes that could leave no administrator able to sign in (PostgreSQL;
+/// on SQLite they write before they check).
+pub(super) const SIGN_IN_LOCK: &str = "admin.sign-in";
+
+/// How long a key must still live to count as a way back in: a key that expires within the
+/// hour is no spare for the one being deleted (the admin would be locked out soon after).
+const USABLE_FOR: Duration = Duration::hours(1);
+
+/// Keys of `user_id` that work now and for at least [`USABLE_FOR`]: active, not expiring soon.
+pub(super) async fn usable_keys<C: ConnectionTrait>(db: &C, user_id: &str) -> ApiResult<u64> {
+    Ok(api_keys::Entity::find()
+        .filter(api_keys::Column::UserId.eq(user_id))
+        .filter(api_keys::Column::IsActive.eq(true))
+        .filter(
+            sea_orm::Condition::any()
+                .add(api_keys::Column::ExpiresAt.is_null())
+                .add(api_keys::Column::ExpiresAt.gt(now() + USABLE_FOR)),
+        )
+        .count(db)
+        .await?)
+}
+
+/// Whether some administrator still holds a usable key: without one, nobody can manage
+/// users, keys or settings until a restart brings the bootstrap key back.
+pub(super) async fn an_administrator_can_sign_in<C: ConnectionTrait>(db: &C) -> ApiResult<bool> {
+    let Some(admin) = role_by_name(db, ADMIN_ROLE).await? else {
+        return Ok(false);
+    };
+    let admins: Vec<String> = user_roles::Entity::find()
+        .filter(user_roles::Column::RoleId.eq(admin.id))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|m| m.user_id)
+        .collect();
+    for user_id in admins {
+        if usable_keys(db, &user_id).await? > 0 {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}

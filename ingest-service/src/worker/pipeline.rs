@@ -1,0 +1,193 @@
+//! The parse → chunk → embed pipeline a job's upload goes through before it is stored.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use docchat_common::error::{ApiError, ApiResult};
+use docchat_inference::Embedder;
+use docchat_parsers::{AudioSegment, ChunkOptions, ParsedDocument};
+use docchat_proto::events::v1::LlmUsage;
+use sea_orm::EntityTrait;
+
+use super::Workers;
+use super::extras::extras;
+use super::store::{Ingested, Outcome};
+use crate::entities::{collections, jobs, uploads};
+use crate::jobs::IngestParams;
+
+const EMBED_BATCH: usize = 32;
+/// Chunks aim below the embedder's window, with some overlap.
+const CHUNK_TOKENS: usize = 200;
+const CHUNK_OVERLAP: usize = 32;
+
+impl Workers {
+    /// Parses, chunks and embeds a job's upload (with the extras its job asks for), then
+    /// stores it ([`Workers::store`]); `progress` follows along.
+    pub(super) async fn ingest(
+        &self,
+        job: &jobs::Model,
+        progress: &AtomicU64,
+        calls: &mut Vec<LlmUsage>,
+    ) -> ApiResult<Outcome> {
+        let set = |p: f64| progress.store(p.to_bits(), Ordering::Relaxed);
+        let params: IngestParams = serde_json::from_str(&job.params).unwrap_or_default();
+        let upload_id = job.upload_id.clone().unwrap_or_default();
+        let upload = uploads::Entity::find_by_id(upload_id.clone())
+            .one(&self.db)
+            .await?
+            .ok_or_else(|| ApiError::bad_request("the upload no longer exists"))?;
+        let collection = collections::Entity::find_by_id(job.collection_id.clone())
+            .one(&self.db)
+            .await?
+            .ok_or_else(|| ApiError::bad_request("the collection was deleted"))?;
+        let embedder = self
+            .embedders
+            .get(&collection.embedding_model)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "embedding model {} is not available",
+                    collection.embedding_model
+                ))
+            })?;
+        let bytes = self.blobs.read(&upload.id).await?;
+
+        let parsed = if docchat_parsers::is_media(&upload.filename) {
+            self.transcribe(&job.owner_id, &upload.filename, bytes, calls)
+                .await?
+        } else {
+            parse(&upload.filename, bytes).await?
+        };
+        set(0.15);
+        let pieces = {
+            let embedder = embedder.clone();
+            let options = ChunkOptions {
+                max_tokens: CHUNK_TOKENS.min(embedder.max_input_tokens()),
+                overlap_tokens: CHUNK_OVERLAP,
+            };
+            let doc = parsed.clone();
+            tokio::task::spawn_blocking(move || {
+                docchat_parsers::chunk(&doc, &options, &|t: &str| embedder.count_tokens(t))
+            })
+            .await
+            .map_err(|e| ApiError::internal("chunking", e))?
+        };
+        if pieces.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "{} contains no text to index",
+                upload.filename
+            )));
+        }
+        let vectors = embed_all(embedder.as_ref(), &pieces, |done| {
+            set(0.15 + 0.8 * done as f64 / pieces.len() as f64);
+        })
+        .await?;
+
+        let extras = extras(
+            self.chat.as_deref(),
+            &self.costs,
+            &job.owner_id,
+            &params,
+            &upload.filename,
+            &pieces,
+            calls,
+        )
+        .await;
+        let doc = Ingested {
+            upload,
+            collection,
+            parsed,
+            pieces,
+            vectors,
+            extras,
+        };
+        let outcome = self.store(job, &doc, calls).await?;
+        if matches!(outcome, Outcome::Done) {
+            set(1.0);
+        }
+        Ok(outcome)
+    }
+
+    /// Audio and video go through the transcription upstream (within the owner's cost
+    /// caps), and fail clearly without one.
+    async fn transcribe(
+        &self,
+        owner: &str,
+        filename: &str,
+        bytes: Vec<u8>,
+        calls: &mut Vec<LlmUsage>,
+    ) -> ApiResult<ParsedDocument> {
+        let Some(transcriber) = self.transcriber.as_deref() else {
+            return Err(ApiError::bad_request(format!(
+                "{filename} is audio or video: transcription needs an OpenAI-compatible /v1/audio/transcriptions upstream, and none is configured"
+            )));
+        };
+        self.costs.allow(owner).await.map_err(|refused| {
+            ApiError::bad_request(format!("{filename} not transcribed: {}", refused.message))
+        })?;
+        let speech = transcriber
+            .model
+            .transcribe(filename, bytes)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("{filename}: {e}")))?;
+        calls.push(transcriber.usage(
+            owner,
+            "transcription",
+            speech.prompt_tokens,
+            speech.completion_tokens,
+        ));
+        let segments = speech
+            .segments
+            .into_iter()
+            .map(|s| AudioSegment {
+                start: s.start,
+                end: s.end,
+                speaker: s
+                    .speaker
+                    .as_deref()
+                    .map(docchat_parsers::display_name)
+                    .unwrap_or_default(),
+                original_speaker: s.speaker,
+                text: s.text,
+            })
+            .collect();
+        let doc = docchat_parsers::segments_to_document(segments);
+        if doc.segments.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "{filename}: no speech was recognized"
+            )));
+        }
+        Ok(doc)
+    }
+}
+
+/// Parses a file that is not audio or video, on a blocking thread.
+async fn parse(filename: &str, bytes: Vec<u8>) -> ApiResult<ParsedDocument> {
+    let name = filename.to_owned();
+    tokio::task::spawn_blocking(move || docchat_parsers::parse(&name, &bytes))
+        .await
+        .map_err(|e| ApiError::internal("parsing", e))?
+        .map_err(|e| ApiError::bad_request(format!("{filename}: {e}")))
+}
+
+async fn embed_all(
+    embedder: &dyn Embedder,
+    pieces: &[docchat_parsers::Chunk],
+    mut on_progress: impl FnMut(usize),
+) -> ApiResult<Vec<Vec<f32>>> {
+    let mut out = Vec::with_capacity(pieces.len());
+    for batch in pieces.chunks(EMBED_BATCH) {
+        let texts: Vec<String> = batch.iter().map(|c| c.text.clone()).collect();
+        let vectors = embedder
+            .embed(&texts)
+            .await
+            .map_err(|e| ApiError::internal("embedding", e))?;
+        if vectors.len() != texts.len() {
+            return Err(ApiError::internal(
+                "embedding",
+                "the embedder returned a different number of vectors",
+            ));
+        }
+        out.extend(vectors);
+        on_progress(out.len());
+    }
+    Ok(out)
+}
