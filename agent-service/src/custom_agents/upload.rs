@@ -13,6 +13,8 @@ use zip::ZipArchive;
 
 use crate::archive::{self, Limits};
 
+pub use crate::entities::custom_agents::Declared;
+
 /// The upload limit (SPEC.md "Limits").
 pub const MAX_UPLOAD: usize = 20 * 1024 * 1024;
 
@@ -48,14 +50,6 @@ pub fn stored_type(t: &str) -> Option<&'static str> {
 /// client's model restricts to those names); a stored value naming no framework as it is.
 pub fn client_type(t: &str) -> &str {
     named(t).map_or(t, |(_, name)| name)
-}
-
-/// A declared MCP server: its name and the declaration's arguments.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Declared {
-    pub name: String,
-    #[serde(default)]
-    pub args: Value,
 }
 
 /// A declared environment key.

@@ -2,7 +2,6 @@ use sea_orm::entity::prelude::*;
 use sea_orm::{DerivePartialModel, FromQueryResult};
 
 use super::{JsonText, Owned};
-use crate::custom_agents::upload::Declared;
 
 /// A custom agent a user uploaded, with its folder's bytes.
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
@@ -71,4 +70,13 @@ impl Owned for Entity {
     fn id_column() -> Column {
         Column::Id
     }
+}
+
+/// A declared MCP server, as stored in `mcp_servers`: its name and the declaration's
+/// arguments.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Declared {
+    pub name: String,
+    #[serde(default)]
+    pub args: serde_json::Value,
 }

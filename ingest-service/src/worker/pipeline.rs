@@ -29,8 +29,14 @@ impl Workers {
         calls: &mut Vec<LlmUsage>,
     ) -> ApiResult<Outcome> {
         let set = |p: f64| progress.store(p.to_bits(), Ordering::Relaxed);
-        let params: IngestParams = serde_json::from_str(&job.params).unwrap_or_default();
-        let upload_id = job.upload_id.clone().unwrap_or_default();
+        // The job's row was written from IngestParams: one that does not read back is a
+        // failed job, not one run with other settings than asked.
+        let params: IngestParams = serde_json::from_str(&job.params)
+            .map_err(|e| ApiError::internal("reading the job's parameters", e))?;
+        let upload_id = job
+            .upload_id
+            .clone()
+            .ok_or_else(|| ApiError::bad_request("the job names no upload"))?;
         let upload = uploads::Entity::find_by_id(upload_id.clone())
             .one(&self.db)
             .await?
