@@ -13,7 +13,7 @@ which ships the schemas: no cluster, no network) for the oldest supported Kubern
 
 Prints one line per check and ends with "N passed, M failed". Exit status: 0 when everything
 passed, 1 when a check failed, 2 when PyYAML is missing. Needs PyYAML and kubernetes-validate
-(tests/client_compat/requirements.txt; scripts/python-env.sh installs both) and kubectl for the
+(tests/requirements.txt; scripts/python-env.sh installs both) and kubectl for the
 kustomize rendering. Without kubernetes-validate or kubectl those checks are skipped, loudly;
 with CI set in the environment they fail instead.
 """

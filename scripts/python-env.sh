@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Creates (once) the virtualenv the tests use: the h2ogpte client and PyYAML, from PyPI.
+# Creates (once) the virtualenv the checks use (tests/requirements.txt: the h2ogpte and openai
+# clients, schemathesis, mcp, the manifest checks, bench/quality), from PyPI.
 # Prints the venv's python path. DOCCHAT_VENV / DOCCHAT_VENV_REQUIREMENTS name another venv
 # and its requirements file (scripts/s3-server.sh keeps moto in one of its own).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="${DOCCHAT_VENV:-$HOME/.cache/docchat/venv}"
-req="${DOCCHAT_VENV_REQUIREMENTS:-$root/tests/client_compat/requirements.txt}"
+req="${DOCCHAT_VENV_REQUIREMENTS:-$root/tests/requirements.txt}"
 stamp="$venv/.requirements"
 # Tests call this concurrently (nextest runs them in parallel): one creates, the others wait.
 mkdir -p "$(dirname "$venv")"

@@ -11,7 +11,7 @@ break), so the replay's figures are close to, not equal to, docchat's. Each vari
 changes only the within-document order.
 
     bench/quality/run.sh --parts dev --no-baselines --keep   # keeps /tmp/docchat-quality-*/data
-    ~/.cache/docchat/quality-venv/bin/python bench/quality/replay.py \\
+    ~/.cache/docchat/venv/bin/python bench/quality/replay.py \\
         /tmp/docchat-quality-*/data/ingest.db [--models-dir DIR] [--part dev] \\
         [--variants base,late,sentences,proximity]
 """

@@ -13,11 +13,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${DOCCHAT_QUALITY_CACHE:-$HOME/.cache/docchat/quality}"
-venv="${DOCCHAT_QUALITY_VENV:-$HOME/.cache/docchat/quality-venv}"
-if ! "$venv/bin/python" -c 'import numpy, tokenizers, safetensors, requests' 2>/dev/null; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q -r "$here/requirements.txt"
-fi
+# The checks' one venv (tests/requirements.txt holds this benchmark's packages too).
+python="$("$here/../../scripts/python-env.sh")"
 models="${DOCCHAT_MODELS_DIR:-$HOME/.cache/docchat/models}"
 [ -f "$models/all-MiniLM-L6-v2/model.safetensors" ] || "$here/../../scripts/fetch-models.sh" "$models" >/dev/null
 command -v dpkg >/dev/null && command -v apt-get >/dev/null || { echo "needs apt-get and dpkg (Debian) to fetch the corpus" >&2; exit 2; }
@@ -27,8 +24,8 @@ for arg in "$@"; do
   case "$prev $arg" in "--set second" | *" --set=second") manifest=corpus2.tsv ;; esac
   prev="$arg"
 done
-corpus="$("$venv/bin/python" "$here/fetch.py" --cache "$cache" --corpus "$here/$manifest")"
+corpus="$("$python" "$here/fetch.py" --cache "$cache" --corpus "$here/$manifest")"
 # One BLAS thread: the dense baseline's many small matrix products are slower threaded
 # (measured 0.22 s against 0.78 s a chunk on 2 busy cores).
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
-exec "$venv/bin/python" "$here/run.py" --corpus "$corpus" --models-dir "$models" "$@"
+exec "$python" "$here/run.py" --corpus "$corpus" --models-dir "$models" "$@"

@@ -528,6 +528,11 @@ fn kind(group: bool) -> &'static str {
 
 /// Grants or replaces a share; owner only.
 pub async fn share(db: &DatabaseConnection, caller: &Caller, id: &str, s: Share) -> ApiResult<()> {
+    // Sharing with a group takes its own permission (taking a share back does not: an owner
+    // who lost it can still withdraw what they shared).
+    if s.group {
+        caller.require_permission(docchat_common::auth::permissions::SHARE_WITH_GROUPS)?;
+    }
     find_for(db, caller, id, Access::Own).await?;
     if s.principal.is_empty() {
         return Err(ApiError::bad_request("a share needs a user or a group"));

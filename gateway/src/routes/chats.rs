@@ -9,7 +9,7 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::{PageQuery, page, ts_req};
 use crate::auth::Api;
-use crate::error::{ErrorBody, HttpResult};
+use crate::error::{ErrorBody, HttpError, HttpResult};
 
 /// A chat session.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -28,8 +28,10 @@ pub struct ChatSession {
     pub username: String,
 }
 
-impl From<pb::ChatSession> for ChatSession {
-    fn from(s: pb::ChatSession) -> Self {
+impl TryFrom<pb::ChatSession> for ChatSession {
+    type Error = HttpError;
+
+    fn try_from(s: pb::ChatSession) -> Result<Self, HttpError> {
         let pb::ChatSession {
             id,
             name,
@@ -40,16 +42,16 @@ impl From<pb::ChatSession> for ChatSession {
             username,
             created_at,
         } = s;
-        ChatSession {
+        Ok(ChatSession {
             id,
             name,
             collection_id,
             collection_name,
             latest_message_content,
-            updated_at: ts_req(updated_at),
-            created_at: ts_req(created_at),
+            updated_at: ts_req(updated_at)?,
+            created_at: ts_req(created_at)?,
             username,
-        }
+        })
     }
 }
 
@@ -68,8 +70,10 @@ pub struct ChatMessage {
     pub error: Option<String>,
 }
 
-impl From<pb::Message> for ChatMessage {
-    fn from(m: pb::Message) -> Self {
+impl TryFrom<pb::Message> for ChatMessage {
+    type Error = HttpError;
+
+    fn try_from(m: pb::Message) -> Result<Self, HttpError> {
         let pb::Message {
             id,
             content,
@@ -81,17 +85,17 @@ impl From<pb::Message> for ChatMessage {
             username,
             error,
         } = m;
-        ChatMessage {
+        Ok(ChatMessage {
             id,
             content,
             reply_to,
             votes,
-            created_at: ts_req(created_at),
+            created_at: ts_req(created_at)?,
             has_references,
             total_references,
             username,
             error,
-        }
+        })
     }
 }
 
@@ -125,7 +129,7 @@ pub async fn create_chat_session(
     let collection_id = query.into_inner().collection_id.filter(|c| !c.is_empty());
     let request = pb::CreateSessionRequest { collection_id };
     let session = api.chat().create_session(request).await?.into_inner();
-    Ok(HttpResponse::Created().json(ChatSession::from(session)))
+    Ok(HttpResponse::Created().json(ChatSession::try_from(session)?))
 }
 
 #[utoipa::path(
@@ -145,7 +149,10 @@ pub async fn list_chat_sessions(
         .await?
         .into_inner();
     Ok(web::Json(
-        list.sessions.into_iter().map(ChatSession::from).collect(),
+        list.sessions
+            .into_iter()
+            .map(ChatSession::try_from)
+            .collect::<HttpResult<_>>()?,
     ))
 }
 
@@ -162,7 +169,7 @@ pub async fn get_chat_session(
 ) -> HttpResult<web::Json<ChatSession>> {
     let id = path.into_inner();
     let session = api.chat().get_session(pb::SessionRef { id }).await?;
-    Ok(web::Json(session.into_inner().into()))
+    Ok(web::Json(session.into_inner().try_into()?))
 }
 
 #[utoipa::path(
@@ -177,7 +184,7 @@ pub async fn delete_chat_session(api: Api, path: web::Path<String>) -> HttpResul
     // 200 with the deleted session rather than 204: the h2oGPTe client parses a
     // ChatSession from this response, and a 204 cannot carry one.
     let deleted = api.chat().delete_session(pb::SessionRef { id }).await?;
-    Ok(HttpResponse::Ok().json(ChatSession::from(deleted.into_inner())))
+    Ok(HttpResponse::Ok().json(ChatSession::try_from(deleted.into_inner())?))
 }
 
 #[utoipa::path(
@@ -199,7 +206,11 @@ pub async fn get_chat_session_messages(
         limit,
     };
     let list = api.chat().list_messages(request).await?.into_inner();
-    let messages: Vec<ChatMessage> = list.messages.into_iter().map(ChatMessage::from).collect();
+    let messages: Vec<ChatMessage> = list
+        .messages
+        .into_iter()
+        .map(ChatMessage::try_from)
+        .collect::<HttpResult<_>>()?;
     Ok(super::list_answer(
         &messages,
         offset,

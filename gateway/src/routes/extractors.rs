@@ -9,7 +9,7 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::{list_answer, page, ts_req};
 use crate::auth::Api;
-use crate::error::{ErrorBody, HttpResult};
+use crate::error::{ErrorBody, HttpError, HttpResult};
 
 /// Create and PATCH bodies: every field optional (null or omitted keeps the value).
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -100,8 +100,10 @@ pub struct Extractor {
     pub created_at: DateTime<Utc>,
 }
 
-impl From<pb::Extractor> for Extractor {
-    fn from(e: pb::Extractor) -> Self {
+impl TryFrom<pb::Extractor> for Extractor {
+    type Error = HttpError;
+
+    fn try_from(e: pb::Extractor) -> Result<Self, HttpError> {
         let pb::Extractor {
             id,
             fields,
@@ -124,7 +126,7 @@ impl From<pb::Extractor> for Extractor {
             image_batch_final_prompt,
             guardrails_settings_json,
         } = fields.unwrap_or_default();
-        Extractor {
+        Ok(Extractor {
             id,
             name: name.unwrap_or_default(),
             description: description.unwrap_or_default(),
@@ -142,8 +144,8 @@ impl From<pb::Extractor> for Extractor {
             guardrails_settings: guardrails_settings_json
                 .and_then(|g| serde_json::from_str(&g).ok()),
             is_public,
-            created_at: ts_req(created_at),
-        }
+            created_at: ts_req(created_at)?,
+        })
     }
 }
 
@@ -177,7 +179,7 @@ pub async fn create_extractor(
 ) -> HttpResult<web::Json<Extractor>> {
     let fields = pb::ExtractorFields::from(body.into_inner());
     let created = api.ingest().create_extractor(fields).await?;
-    Ok(web::Json(created.into_inner().into()))
+    Ok(web::Json(created.into_inner().try_into()?))
 }
 
 /// A page holds at most 8 MiB of stored definitions (at least one extractor), so it can hold
@@ -200,7 +202,11 @@ pub async fn list_extractors(api: Api, query: web::Query<ListQuery>) -> HttpResu
         name_filter: name_filter.unwrap_or_default(),
     };
     let list = api.ingest().list_extractors(request).await?.into_inner();
-    let items: Vec<Extractor> = list.extractors.into_iter().map(Extractor::from).collect();
+    let items: Vec<Extractor> = list
+        .extractors
+        .into_iter()
+        .map(Extractor::try_from)
+        .collect::<HttpResult<_>>()?;
     Ok(list_answer(&items, offset, items.len(), list.size_limited))
 }
 
@@ -211,7 +217,7 @@ pub async fn list_extractors(api: Api, query: web::Query<ListQuery>) -> HttpResu
 pub async fn get_extractor(api: Api, path: web::Path<String>) -> HttpResult<web::Json<Extractor>> {
     let id = path.into_inner();
     let found = api.ingest().get_extractor(pb::ExtractorRef { id }).await?;
-    Ok(web::Json(found.into_inner().into()))
+    Ok(web::Json(found.into_inner().try_into()?))
 }
 
 #[utoipa::path(tag = "Extractors", params(("extractor_id" = String, Path)), request_body = ExtractorBody,
@@ -228,7 +234,7 @@ pub async fn update_extractor(
         fields: Some(body.into_inner().into()),
     };
     let updated = api.ingest().update_extractor(request).await?;
-    Ok(web::Json(updated.into_inner().into()))
+    Ok(web::Json(updated.into_inner().try_into()?))
 }
 
 #[utoipa::path(tag = "Extractors", params(("extractor_id" = String, Path)),

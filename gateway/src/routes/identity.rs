@@ -10,7 +10,7 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::{PageQuery, ts, ts_req};
 use crate::auth::Api;
-use crate::error::{ErrorBody, HttpResult};
+use crate::error::{ErrorBody, HttpError, HttpResult};
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct UserInfo {
@@ -75,8 +75,10 @@ pub struct ApiKeyInfo {
     pub collection_name: Option<String>,
 }
 
-impl From<pb::ApiKey> for ApiKeyInfo {
-    fn from(k: pb::ApiKey) -> Self {
+impl TryFrom<pb::ApiKey> for ApiKeyInfo {
+    type Error = HttpError;
+
+    fn try_from(k: pb::ApiKey) -> Result<Self, HttpError> {
         let pb::ApiKey {
             id,
             user_id,
@@ -89,13 +91,13 @@ impl From<pb::ApiKey> for ApiKeyInfo {
             total_calls,
             is_active,
         } = k;
-        ApiKeyInfo {
+        Ok(ApiKeyInfo {
             id,
             user_id,
             username,
             name,
             hint,
-            created_at: ts_req(created_at),
+            created_at: ts_req(created_at)?,
             expires_at: ts(expires_at),
             last_used_at: ts(last_used_at),
             total_calls,
@@ -103,7 +105,7 @@ impl From<pb::ApiKey> for ApiKeyInfo {
             is_global_key: true,
             collection_id: None,
             collection_name: None,
-        }
+        })
     }
 }
 
@@ -266,10 +268,9 @@ pub async fn create_api_key(api: Api, body: web::Json<CreateApiKey>) -> HttpResu
         expires_in: expires_in.unwrap_or_default(),
     };
     let created = api.admin().create_api_key(request).await?.into_inner();
-    let api_key = created
-        .api_key
-        .map(ApiKeyInfo::from)
-        .ok_or_else(|| docchat_common::ApiError::internal("create api key", "no key in answer"))?;
+    let api_key = created.api_key.map(ApiKeyInfo::try_from).ok_or_else(|| {
+        docchat_common::ApiError::internal("create api key", "no key in answer")
+    })??;
     Ok(HttpResponse::Created().json(ApiKeyResult {
         secret_key: created.secret_key,
         api_key,
@@ -290,7 +291,10 @@ pub async fn list_api_keys(
         .await?
         .into_inner();
     Ok(web::Json(
-        list.api_keys.into_iter().map(ApiKeyInfo::from).collect(),
+        list.api_keys
+            .into_iter()
+            .map(ApiKeyInfo::try_from)
+            .collect::<HttpResult<_>>()?,
     ))
 }
 

@@ -127,8 +127,8 @@ fn list_request(pairs: Vec<(String, String)>) -> HttpResult<pb::ListJobHistoryRe
     Ok(r)
 }
 
-fn entry(j: pb::JobHistoryEntry) -> JobHistoryEntry {
-    JobHistoryEntry {
+fn entry(j: pb::JobHistoryEntry) -> HttpResult<JobHistoryEntry> {
+    Ok(JobHistoryEntry {
         completed: j.status == "completed",
         canceled: j.status == "canceled",
         duration: human_duration(j.duration_seconds),
@@ -147,12 +147,12 @@ fn entry(j: pb::JobHistoryEntry) -> JobHistoryEntry {
         collection_name: j.collection_name,
         canceled_by: j.canceled_by,
         cancel_reason: j.cancel_reason,
-        date: ts_req(j.created_at),
-        last_update_date: ts_req(j.updated_at),
+        date: ts_req(j.created_at)?,
+        last_update_date: ts_req(j.updated_at)?,
         started_at: ts(j.started_at),
         finished_at: ts(j.finished_at),
         deleted_at: ts(j.deleted_at),
-    }
+    })
 }
 
 /// `1h 2m 3s`, `4m 0s`, `2.5s`.
@@ -186,7 +186,11 @@ pub async fn list_job_history(
     let page = api.admin().list_job_history(request).await?.into_inner();
     let next_id = Some(page.next_cursor_id).filter(|id| !id.is_empty());
     Ok(web::Json(JobHistoryPage {
-        jobs: page.jobs.into_iter().map(entry).collect(),
+        jobs: page
+            .jobs
+            .into_iter()
+            .map(entry)
+            .collect::<HttpResult<_>>()?,
         next_cursor_created_at: ts(page.next_cursor_created_at).filter(|_| next_id.is_some()),
         next_cursor_id: next_id,
     }))

@@ -65,8 +65,8 @@ fn overall(status: &str) -> &'static str {
     }
 }
 
-fn details(j: pb::JobHistoryEntry) -> JobDetails {
-    JobDetails {
+fn details(j: pb::JobHistoryEntry) -> HttpResult<JobDetails> {
+    Ok(JobDetails {
         statuses: vec![JobDetailsStatus {
             id: j.id.clone(),
             status: j.status.clone(),
@@ -81,13 +81,13 @@ fn details(j: pb::JobHistoryEntry) -> JobDetails {
         passed_percentage: j.passed,
         failed_percentage: j.failed,
         progress: j.progress,
-        created_at: ts_req(j.created_at),
-        updated_at: ts_req(j.updated_at),
+        created_at: ts_req(j.created_at)?,
+        updated_at: ts_req(j.updated_at)?,
         kind: client_kind(&j.kind).to_owned(),
         errors: j.errors,
         canceled_by: j.canceled_by,
         cancel_reason: j.cancel_reason,
-    }
+    })
 }
 
 /// Seconds from `started` to `finished` (now while unfinished); 0 when it never started.
@@ -102,8 +102,8 @@ fn seconds_between(started: Option<DateTime<Utc>>, finished: Option<DateTime<Utc
 
 /// An ingestion job as JobDetails (the answer of a cancel and of a new ingestion job, and a
 /// poll's answer before the history has caught up).
-pub(crate) fn ingest_details(j: ingest::Job) -> JobDetails {
-    let created_at = ts_req(j.created_at);
+pub(crate) fn ingest_details(j: ingest::Job) -> HttpResult<JobDetails> {
+    let created_at = ts_req(j.created_at)?;
     let started = ts(j.started_at);
     let duration_seconds = seconds_between(started, ts(j.finished_at));
     let (passed, failed) = match j.status.as_str() {
@@ -111,7 +111,7 @@ pub(crate) fn ingest_details(j: ingest::Job) -> JobDetails {
         "failed" | "timeout" | "stale" => (0.0, 1.0),
         _ => (0.0, 0.0),
     };
-    JobDetails {
+    Ok(JobDetails {
         statuses: vec![JobDetailsStatus {
             id: j.id.clone(),
             status: j.status.clone(),
@@ -132,7 +132,7 @@ pub(crate) fn ingest_details(j: ingest::Job) -> JobDetails {
         errors: j.errors,
         canceled_by: j.canceled_by,
         cancel_reason: j.cancel_reason,
-    }
+    })
 }
 
 /// The client's CancelUserJobRequest (also accepted on the user's own cancel).
@@ -179,7 +179,12 @@ pub fn configure(cfg: &mut ServiceConfig) {
 #[get("/jobs")]
 pub async fn list_jobs(api: Api) -> HttpResult<web::Json<Vec<JobDetails>>> {
     let page = api.admin().list_own_jobs(Empty {}).await?.into_inner();
-    Ok(web::Json(page.jobs.into_iter().map(details).collect()))
+    Ok(web::Json(
+        page.jobs
+            .into_iter()
+            .map(details)
+            .collect::<HttpResult<_>>()?,
+    ))
 }
 
 #[utoipa::path(tag = "Jobs", params(("job_id" = String, Path)),
@@ -192,7 +197,7 @@ pub async fn get_job(api: Api, path: web::Path<String>) -> HttpResult<web::Json<
         job_id: job_id.clone(),
     };
     match api.admin().get_own_job(request).await {
-        Ok(job) => Ok(web::Json(details(job.into_inner()))),
+        Ok(job) => Ok(web::Json(details(job.into_inner())?)),
         Err(status) if status.code() == tonic::Code::NotFound => unfinished_ingestion(&api, job_id)
             .await?
             .ok_or(status.into()),
@@ -210,7 +215,11 @@ async fn unfinished_ingestion(api: &Api, id: String) -> HttpResult<Option<web::J
         Ok(job) => {
             let job = job.into_inner();
             let unfinished = matches!(job.status.as_str(), "queued" | "running");
-            Ok(unfinished.then(|| web::Json(ingest_details(job))))
+            Ok(if unfinished {
+                Some(web::Json(ingest_details(job)?))
+            } else {
+                None
+            })
         }
         Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
         Err(status) => Err(status.into()),
@@ -287,7 +296,7 @@ pub async fn list_user_jobs(api: Api) -> HttpResult<web::Json<Vec<UserJobs>>> {
                 jobs: Vec::new(),
             })
             .jobs
-            .push(details(job));
+            .push(details(job)?);
     }
     let mut users: Vec<UserJobs> = users.into_values().collect();
     users.sort_by(|a, b| a.username.cmp(&b.username));
@@ -330,7 +339,7 @@ async fn cancel(
         any_owner,
     };
     match api.ingest().cancel_job(request).await {
-        Ok(job) => return Ok(ingest_details(job.into_inner())),
+        Ok(job) => return ingest_details(job.into_inner()),
         Err(status) if status.code() == tonic::Code::NotFound => {}
         Err(status) => return Err(status.into()),
     }
@@ -340,11 +349,7 @@ async fn cancel(
         any_owner,
     };
     match api.scheduler().cancel_execution(request).await {
-        Ok(execution) => Ok(canceled_execution(
-            execution.into_inner(),
-            &api.caller().username,
-            reason,
-        )),
+        Ok(execution) => canceled_execution(execution.into_inner(), &api.caller().username, reason),
         Err(status) if status.code() == tonic::Code::NotFound && !any_owner => {
             // Another service's job of the caller (an agent run …): say why it stays.
             let own = api
@@ -364,14 +369,14 @@ async fn cancel(
 
 /// A scheduled task's execution that `by` just canceled for `reason`, as JobDetails (the
 /// cancel's answer, before the history has the event).
-fn canceled_execution(e: scheduler::Execution, by: &str, reason: String) -> JobDetails {
-    let created_at = ts_req(e.created_at);
+fn canceled_execution(e: scheduler::Execution, by: &str, reason: String) -> HttpResult<JobDetails> {
+    let created_at = ts_req(e.created_at)?;
     let started = ts(e.started_at);
     let finished = ts(e.completed_at);
     let duration_seconds = seconds_between(started, finished);
     // The history's status name (the execution's own is `cancelled`).
     let status = "canceled".to_owned();
-    JobDetails {
+    Ok(JobDetails {
         statuses: vec![JobDetailsStatus {
             id: e.id.clone(),
             status: status.clone(),
@@ -392,5 +397,5 @@ fn canceled_execution(e: scheduler::Execution, by: &str, reason: String) -> JobD
         errors: Vec::new(),
         canceled_by: Some(by.to_owned()),
         cancel_reason: Some(reason),
-    }
+    })
 }

@@ -193,6 +193,7 @@ pub async fn inspect_mcp_tool(
     api: AgentsApi,
     payload: web::Payload,
 ) -> TerseResult<web::Json<InspectMcpToolResponse>> {
+    // Before the body is read and a rate-limit slot is taken: agent-service checks again.
     api.require(permissions::CONFIGURE_AGENTS)?;
     let config = &api.state().config;
     let max = usize::try_from(config.mcp_max_body_size_mb.saturating_mul(1_000_000))

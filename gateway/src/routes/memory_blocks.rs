@@ -5,7 +5,6 @@
 
 use actix_web::{HttpResponse, delete, get, post, put, web};
 use chrono::{DateTime, Utc};
-use docchat_common::auth::permissions;
 use docchat_common::time::{parse_datetime, to_proto};
 use docchat_proto::admin::v1::FindUserRequest;
 use docchat_proto::chat::v1 as pb;
@@ -16,7 +15,7 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::{page, ts_req};
 use crate::auth::Api;
-use crate::error::{ErrorBody, HttpResult, bad_request};
+use crate::error::{ErrorBody, HttpError, HttpResult, bad_request};
 
 /// The share and public permission value granting edit (read is always included).
 pub const EDIT: &str = "svc/memory_block/edit";
@@ -81,8 +80,10 @@ pub struct MemoryBlock {
     pub group_count: i64,
 }
 
-impl From<pb::MemoryBlock> for MemoryBlock {
-    fn from(b: pb::MemoryBlock) -> Self {
+impl TryFrom<pb::MemoryBlock> for MemoryBlock {
+    type Error = HttpError;
+
+    fn try_from(b: pb::MemoryBlock) -> Result<Self, HttpError> {
         let pb::MemoryBlock {
             id,
             name,
@@ -101,7 +102,7 @@ impl From<pb::MemoryBlock> for MemoryBlock {
             user_count,
             group_count,
         } = b;
-        MemoryBlock {
+        Ok(MemoryBlock {
             id,
             name,
             content,
@@ -110,15 +111,15 @@ impl From<pb::MemoryBlock> for MemoryBlock {
             access_mode,
             user_id,
             username,
-            created_at: ts_req(created_at),
-            updated_at: ts_req(updated_at),
+            created_at: ts_req(created_at)?,
+            updated_at: ts_req(updated_at)?,
             is_public,
             is_owner,
             max_content_length,
             is_auto,
             user_count,
             group_count,
-        }
+        })
     }
 }
 
@@ -289,7 +290,7 @@ pub async fn create_memory_block(
         .memory_blocks()
         .create_memory_block(pb::MemoryBlockFields::from(body))
         .await?;
-    Ok(HttpResponse::Created().json(MemoryBlock::from(created.into_inner())))
+    Ok(HttpResponse::Created().json(MemoryBlock::try_from(created.into_inner())?))
 }
 
 /// A page holds at most 8 MiB of names, contents and amendments (at least one block), so it
@@ -323,7 +324,11 @@ pub async fn list_memory_blocks(
         .await?
         .into_inner();
     let body = MemoryBlockList {
-        items: list.items.into_iter().map(MemoryBlock::from).collect(),
+        items: list
+            .items
+            .into_iter()
+            .map(MemoryBlock::try_from)
+            .collect::<HttpResult<_>>()?,
         total: super::json_int(list.total),
     };
     let rows = body.items.len();
@@ -343,7 +348,7 @@ pub async fn get_memory_block(
         .memory_blocks()
         .get_memory_block(pb::MemoryBlockRef { id })
         .await?;
-    Ok(web::Json(found.into_inner().into()))
+    Ok(web::Json(found.into_inner().try_into()?))
 }
 
 #[utoipa::path(tag = "Memory blocks", params(("memory_block_id" = String, Path)), request_body = MemoryBlockBody,
@@ -450,8 +455,7 @@ pub async fn share_memory_block_with_group(
     path: web::Path<(String, String)>,
     body: Option<web::Json<SharePermissionsBody>>,
 ) -> HttpResult<HttpResponse> {
-    api.caller()
-        .require_permission(permissions::SHARE_WITH_GROUPS)?;
+    // chat-service checks the group-sharing permission, with the other memory-block rules.
     let (block_id, group_id) = path.into_inner();
     let body = body.map(web::Json::into_inner).unwrap_or_default();
     let share = pb::MemoryBlockShare {
@@ -559,8 +563,8 @@ pub async fn get_default_memory_blocks(api: Api) -> HttpResult<web::Json<Default
         .into_inner();
     Ok(web::Json(DefaultMemoryBlocks {
         defaults: DefaultsByScope {
-            llm: found.llm.map(MemoryBlock::from),
-            agent: found.agent.map(MemoryBlock::from),
+            llm: found.llm.map(MemoryBlock::try_from).transpose()?,
+            agent: found.agent.map(MemoryBlock::try_from).transpose()?,
         },
     }))
 }
@@ -588,6 +592,6 @@ pub async fn set_default_memory_block(
         .into_inner();
     Ok(web::Json(SetDefaultResponse {
         scope: set.scope,
-        memory_block: set.block.map(MemoryBlock::from),
+        memory_block: set.block.map(MemoryBlock::try_from).transpose()?,
     }))
 }

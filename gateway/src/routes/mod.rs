@@ -39,9 +39,15 @@ pub(crate) fn ts(t: Option<Timestamp>) -> Option<DateTime<Utc>> {
     t.as_ref().map(docchat_common::time::from_proto)
 }
 
-/// A required wire timestamp; services always fill these.
-pub(crate) fn ts_req(t: Option<Timestamp>) -> DateTime<Utc> {
-    ts(t).unwrap_or_default()
+/// A required wire timestamp: services always fill these, so one missing is the service's
+/// fault (a logged 500), never a date of 1970.
+pub(crate) fn ts_req(t: Option<Timestamp>) -> HttpResult<DateTime<Utc>> {
+    ts(t).ok_or_else(|| {
+        crate::error::HttpError(docchat_common::error::ApiError::internal(
+            "reading a service's answer",
+            "a required timestamp is missing",
+        ))
+    })
 }
 
 /// A comma-separated path segment (`a,b`; clients also send it percent-encoded) as its
@@ -130,4 +136,18 @@ impl Count {
 /// A count as the JSON integer the schemas publish (i64; saturates).
 pub fn json_int(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_required_timestamp_is_an_error_not_1970() {
+        let missing = ts_req(None).unwrap_err();
+        assert_eq!(missing.0.code.http_status(), 500);
+        let at =
+            docchat_common::time::to_proto(DateTime::from_timestamp(1_700_000_000, 0).unwrap());
+        assert_eq!(ts_req(Some(at)).unwrap().timestamp(), 1_700_000_000);
+    }
 }

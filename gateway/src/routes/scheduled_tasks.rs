@@ -14,7 +14,7 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::{PageQuery, page, ts, ts_req};
 use crate::auth::Api;
-use crate::error::{ErrorBody, HttpResult};
+use crate::error::{ErrorBody, HttpError, HttpResult};
 
 /// Create and PUT bodies: on PUT only the fields sent change.
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -105,8 +105,10 @@ pub struct ScheduledTask {
     pub notification_email: String,
 }
 
-impl From<pb::Task> for ScheduledTask {
-    fn from(t: pb::Task) -> Self {
+impl TryFrom<pb::Task> for ScheduledTask {
+    type Error = HttpError;
+
+    fn try_from(t: pb::Task) -> Result<Self, HttpError> {
         let pb::Task {
             id,
             user_id,
@@ -133,7 +135,7 @@ impl From<pb::Task> for ScheduledTask {
             Ok(Value::Object(map)) => Value::Object(map),
             _ => Value::Object(serde_json::Map::new()),
         };
-        ScheduledTask {
+        Ok(ScheduledTask {
             id,
             user_id,
             username,
@@ -150,11 +152,11 @@ impl From<pb::Task> for ScheduledTask {
             execution_count,
             max_executions,
             expires_at: ts(expires_at),
-            created_at: ts_req(created_at),
-            updated_at: ts_req(updated_at),
+            created_at: ts_req(created_at)?,
+            updated_at: ts_req(updated_at)?,
             is_owner,
             notification_email,
-        }
+        })
     }
 }
 
@@ -186,8 +188,10 @@ pub struct ScheduledTaskExecution {
     pub created_at: DateTime<Utc>,
 }
 
-impl From<pb::Execution> for ScheduledTaskExecution {
-    fn from(e: pb::Execution) -> Self {
+impl TryFrom<pb::Execution> for ScheduledTaskExecution {
+    type Error = HttpError;
+
+    fn try_from(e: pb::Execution) -> Result<Self, HttpError> {
         let pb::Execution {
             id,
             scheduled_task_id,
@@ -204,7 +208,7 @@ impl From<pb::Execution> for ScheduledTaskExecution {
             error_message,
             created_at,
         } = e;
-        ScheduledTaskExecution {
+        Ok(ScheduledTaskExecution {
             execution_id: id.clone(),
             id,
             scheduled_task_id,
@@ -219,8 +223,8 @@ impl From<pb::Execution> for ScheduledTaskExecution {
             chat_session_id,
             result_summary,
             error_message,
-            created_at: ts_req(created_at),
-        }
+            created_at: ts_req(created_at)?,
+        })
     }
 }
 
@@ -230,12 +234,18 @@ pub struct ScheduledTaskExecutionList {
     pub total: i64,
 }
 
-impl From<pb::ExecutionList> for ScheduledTaskExecutionList {
-    fn from(l: pb::ExecutionList) -> Self {
-        ScheduledTaskExecutionList {
-            items: l.items.into_iter().map(Into::into).collect(),
+impl TryFrom<pb::ExecutionList> for ScheduledTaskExecutionList {
+    type Error = HttpError;
+
+    fn try_from(l: pb::ExecutionList) -> Result<Self, HttpError> {
+        Ok(ScheduledTaskExecutionList {
+            items: l
+                .items
+                .into_iter()
+                .map(TryInto::try_into)
+                .collect::<HttpResult<_>>()?,
             total: super::json_int(l.total),
-        }
+        })
     }
 }
 
@@ -377,7 +387,7 @@ pub async fn create_scheduled_task(
 ) -> HttpResult<HttpResponse> {
     let fields = pb::TaskFields::from(body.into_inner());
     let created = api.scheduler().create_task(fields).await?.into_inner();
-    Ok(HttpResponse::Created().json(ScheduledTask::from(created)))
+    Ok(HttpResponse::Created().json(ScheduledTask::try_from(created)?))
 }
 
 /// A page holds at most 8 MiB of names, descriptions and task configs (at least one task),
@@ -404,7 +414,11 @@ pub async fn list_scheduled_tasks(
     };
     let list = api.scheduler().list_tasks(request).await?.into_inner();
     let body = ScheduledTaskList {
-        items: list.items.into_iter().map(ScheduledTask::from).collect(),
+        items: list
+            .items
+            .into_iter()
+            .map(ScheduledTask::try_from)
+            .collect::<HttpResult<_>>()?,
         total: super::json_int(list.total),
     };
     let rows = body.items.len();
@@ -430,7 +444,7 @@ pub async fn list_all_scheduled_task_executions(
         trigger_filter: q.trigger_filter.unwrap_or_default(),
     };
     let list = api.scheduler().list_executions(request).await?;
-    Ok(web::Json(list.into_inner().into()))
+    Ok(web::Json(list.into_inner().try_into()?))
 }
 
 #[utoipa::path(tag = "Scheduled tasks",
@@ -473,7 +487,7 @@ pub async fn get_scheduled_task(
 ) -> HttpResult<web::Json<ScheduledTask>> {
     let id = path.into_inner();
     let task = api.scheduler().get_task(pb::TaskRef { id }).await?;
-    Ok(web::Json(task.into_inner().into()))
+    Ok(web::Json(task.into_inner().try_into()?))
 }
 
 #[utoipa::path(tag = "Scheduled tasks", params(("task_id" = String, Path)), request_body = ScheduledTaskBody,
@@ -490,7 +504,7 @@ pub async fn update_scheduled_task(
         fields: Some(body.into_inner().into()),
     };
     let task = api.scheduler().update_task(request).await?;
-    Ok(web::Json(task.into_inner().into()))
+    Ok(web::Json(task.into_inner().try_into()?))
 }
 
 #[utoipa::path(tag = "Scheduled tasks", params(("task_id" = String, Path)),
@@ -550,5 +564,5 @@ pub async fn list_scheduled_task_executions(
         limit,
     };
     let list = api.scheduler().list_task_executions(request).await?;
-    Ok(web::Json(list.into_inner().into()))
+    Ok(web::Json(list.into_inner().try_into()?))
 }

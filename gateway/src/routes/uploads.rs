@@ -205,7 +205,7 @@ pub async fn ingest_upload_job(
         .await?
         .into_inner();
     await_history_row(&api, &job.id).await;
-    Ok(HttpResponse::Created().json(ingest_details(job)))
+    Ok(HttpResponse::Created().json(ingest_details(job)?))
 }
 
 /// Waits until the job history has `job_id`'s row, at most [`HISTORY_WAIT`].
