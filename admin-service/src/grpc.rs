@@ -3,7 +3,8 @@
 
 use docchat_common::auth::{Caller, caller, permissions};
 use docchat_common::budget::GUEST_ROLE;
-use docchat_common::error::{ApiError, ApiResult};
+use docchat_common::error::ApiError;
+use docchat_common::grpc::{Reply, ok};
 use docchat_common::time::{now, opt_to_proto};
 use docchat_proto::admin::v1 as pb;
 use docchat_proto::admin::v1::admin_service_server::AdminService;
@@ -22,12 +23,6 @@ use crate::usage;
 
 pub struct AdminGrpc {
     pub db: DatabaseConnection,
-}
-
-type Reply<T> = Result<Response<T>, Status>;
-
-fn ok<T>(result: ApiResult<T>) -> Reply<T> {
-    result.map(Response::new).map_err(Status::from)
 }
 
 fn admin(request: &Request<impl Sized>) -> Result<Caller, Status> {

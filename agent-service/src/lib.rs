@@ -228,13 +228,13 @@ pub async fn serve_with(
     Host::new(&ctx)
         .api(AgentServiceServer::new(api))
         .api(CustomToolServiceServer::new(
-            custom_tools::service::CustomToolGrpc {
+            custom_tools::grpc::CustomToolGrpc {
                 tools: custom_tools,
                 prompts,
             },
         ))
         .api(CustomAgentServiceServer::new(
-            custom_agents::service::CustomAgentGrpc {
+            custom_agents::grpc::CustomAgentGrpc {
                 db: db.clone(),
                 keys: agent_keys,
             },

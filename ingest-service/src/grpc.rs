@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use docchat_common::auth::{caller, permissions};
 use docchat_common::error::{ApiError, ApiResult};
+use docchat_common::grpc::{Reply, ok};
 use docchat_common::outbox::OutboxRelay;
 use docchat_common::settings::SettingsClient;
 use docchat_proto::common::v1::{Empty, PageRequest};
@@ -80,12 +81,6 @@ impl IngestGrpc {
         self.wake.notify_waiters();
         Ok(jobs)
     }
-}
-
-type Reply<T> = Result<Response<T>, Status>;
-
-fn ok<T>(result: ApiResult<T>) -> Reply<T> {
-    result.map(Response::new).map_err(Status::from)
 }
 
 #[tonic::async_trait]

@@ -12,9 +12,9 @@
 //! [`Secrets`]: crate::tools::custom::Secrets
 
 pub mod cipher;
+pub mod grpc;
 pub mod keys;
 pub mod run;
-pub mod service;
 pub mod store;
 pub mod tools;
 pub mod upload;

@@ -8,8 +8,8 @@
 
 pub mod files;
 pub mod general_code;
+pub mod grpc;
 pub mod prompt;
-pub mod service;
 pub mod store;
 pub mod upload;
 

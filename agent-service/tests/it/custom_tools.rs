@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use docchat_agent_service::custom_tools::service::CustomToolGrpc;
+use docchat_agent_service::custom_tools::grpc::CustomToolGrpc;
 use docchat_agent_service::custom_tools::{CustomTools, store};
 use docchat_agent_service::tools::custom::{
     InspectTarget, Inspector, Opener, Secrets, ToolRecord, ToolType,
