@@ -47,7 +47,7 @@ except ImportError:  # pragma: no cover
 
 # cargo package -> binary, as in the workspace's Cargo.toml files.
 PACKAGES = {
-    "docchat-gateway": "gateway",
+    "docchat-server": "gateway",
     "docchat-admin-service": "admin-service",
     "docchat-ingest-service": "ingest-service",
     "docchat-chat-service": "chat-service",
@@ -55,9 +55,10 @@ PACKAGES = {
     "docchat-scheduler-service": "scheduler-service",
 }
 BINARIES = set(PACKAGES.values())
-# agent-service's code sandbox (docs/ARCHITECTURE.md §7): the Landlock + seccomp helper, a
-# second binary of docchat-agent-service that must sit next to agent-service in the image.
+# agent-service's code sandbox (docs/AGENT.md "The sandbox"): the Landlock + seccomp helper,
+# the binary of docchat-sandbox (libs/sandbox) that must sit next to agent-service in the image.
 SANDBOX_HELPER = "docchat-sandbox-exec"
+SANDBOX_PACKAGE = "docchat-sandbox"
 # Debian packages the image needs for the sandbox (as scripts/sandbox-runtime.sh installs).
 SANDBOX_PACKAGES = ("bubblewrap", "util-linux", "python3", "python3-numpy", "python3-pandas", "python3-matplotlib",
                     "chromium")
@@ -806,6 +807,8 @@ def check_dockerfile(root: Path, report: Report) -> None:
     problems = []
     if "prebuilt" in by_name and SANDBOX_HELPER not in copied_binaries(chain("prebuilt"), None):
         problems.append(f"prebuilt does not COPY {SANDBOX_HELPER} from the build context")
+    if SANDBOX_PACKAGE not in built:
+        problems.append(f"cargo build lacks -p {SANDBOX_PACKAGE}")
     if SANDBOX_HELPER not in out_of_target:
         problems.append(f"target/release/{SANDBOX_HELPER} is not copied out of the target dir")
     if SANDBOX_HELPER not in copied:

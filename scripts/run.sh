@@ -12,7 +12,7 @@
 #    already there and verified, and makes it `auto`'s target (DOCCHAT_DEFAULT_MODEL) unless
 #    the environment names a default, a models file or an upstream. `--no-llm` (or
 #    DOCCHAT_NO_LLM=1) skips the chat model: then only upstreams answer
-#    (OPENAI_BASE_URL/OPENAI_API_KEY, OLLAMA_BASE_URL, or DOCCHAT_MODELS_FILE; see the README).
+#    (OPENAI_BASE_URL/OPENAI_API_KEY, OLLAMA_BASE_URL, or DOCCHAT_MODELS_FILE; see docs/models.md).
 # 2. Installs the agent's code sandbox when missing and possible (Debian's bubblewrap, as
 #    root; scripts/sandbox-runtime.sh). Without it docchat runs and refuses code tools.
 # 3. Builds and runs `gateway --standalone` with cargo (release; DOCCHAT_RUN_PROFILE=dev for

@@ -2,7 +2,7 @@
 //! `chromium`) inside the sandbox, reaching the web only through the egress proxy
 //! ([`proxy`]), which applies the agent's egress rule ([`crate::egress`]).
 //!
-//! The script contract (README "Browser actions"): a `browser_*.py` (or a ZIP holding one)
+//! The script contract (docs/browser-actions.md): a `browser_*.py` (or a ZIP holding one)
 //! defines a function named as the tool (its `tool_name`; `run` also works) whose first
 //! parameter is the page (`runner.py`'s `Page`: `goto`, `title`, `text`, `click`, `fill`,
 //! `wait_for`, `evaluate`, `screenshot`, `send` for any DevTools command) and whose other

@@ -1,6 +1,6 @@
 //! Custom agents (issue 16): agents users upload as a ZIP of folders, associated with their
 //! MCP tools and stored keys, and run by name in a completion — in the sandbox, by the entry
-//! contract of [`run`] (README "Custom agents").
+//! contract of [`run`] (docs/custom-agents.md).
 //!
 //! - [`upload`]: reading an upload (folders, metadata.json, envs.json);
 //! - [`store`]: agents and associations in the database (the folder's bytes included, so

@@ -1,6 +1,6 @@
 //! Running a custom agent: its folder, materialized on this replica's disk from the stored
-//! bytes, runs IN THE SANDBOX (never in a service process) by this entry contract (README
-//! "Custom agents"):
+//! bytes, runs IN THE SANDBOX (never in a service process) by this entry contract
+//! (docs/custom-agents.md):
 //!
 //! - metadata.json's `command` (default `python3 main.py`) runs with the session's
 //!   workspace as its working directory (writable; files it writes there are stored like

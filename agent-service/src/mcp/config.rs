@@ -4,7 +4,7 @@
 //! ([`Secrets`]); resolved values live only in the returned [`Server`] and never reach an
 //! answer or a log line.
 //!
-//! How a local_mcp package declares its server (README "MCP servers"):
+//! How a local_mcp package declares its server (docs/mcp.md):
 //! 1. `mcp.json` at the package's top (or in its only folder) with an `mcpServers` object
 //!    (the first entry is used): `command` and `args`; a command or argument naming a file
 //!    of the package is given as the path where the sandbox sees it;

@@ -320,6 +320,11 @@ pub async fn cancel_user_job(
 /// Cancels through the service that runs the job: an ingestion job (ingest-service) or a
 /// scheduled task's execution (scheduler-service). Another kind of job that the caller can
 /// see (an agent run: stopped from its chat) is a 409 that says so.
+///
+/// Asked in turn rather than routed by the history row's kind: the history is fed by events,
+/// so a job created a moment ago (a new ingestion job the client polls at once, a task run
+/// just triggered) has no row yet, and routing by the row would need this same chain for
+/// exactly those jobs.
 async fn cancel(
     api: &Api,
     id: String,
