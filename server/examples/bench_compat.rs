@@ -5,7 +5,7 @@
 //! with 5 ms between upstream tokens (does anything buffer?); then docchat's peak memory.
 //!
 //! `bench/compat/run.sh` builds, installs LiteLLM and runs this; by hand:
-//! `cargo build --release -p docchat-gateway --bin gateway --example bench_compat &&
+//! `cargo build --release -p docchat-server --bin gateway --example bench_compat &&
 //!  target/release/examples/bench_compat [--requests N] [--litellm PATH_TO_LITELLM]`
 //! Run it alone: the load, the upstream and the proxies share the machine's cores.
 

@@ -3,7 +3,7 @@
 //! upstream directly. Time to first content (first answer line; for direct streams the first
 //! SSE chunk) and total, p50/p99, at concurrency 1 and 64, streaming and not.
 //!
-//! `cargo run --release -p docchat-gateway --example bench_latency [requests_c1] [requests_c64]`
+//! `cargo run --release -p docchat-server --example bench_latency [requests_c1] [requests_c64]`
 //! Run it alone: the load, docchat and the upstream share the machine's cores.
 
 #![allow(
