@@ -12,7 +12,7 @@ use docchat_proto::chat::v1 as pb;
 use futures::Stream;
 use tonic::Status;
 
-use crate::fairness::Permit;
+use crate::fairness::{Permit, Priority};
 use crate::gate::{ModelGate, model_error};
 /// Longest prompt accepted, in bytes over all messages (images included, as data URLs).
 const MAX_PROMPT_BYTES: usize = 32 << 20;
@@ -24,14 +24,16 @@ pub struct Compat {
 }
 
 /// A checked call, ready to go to its model.
-struct Call {
-    entry: ModelEntry,
-    model: Arc<ChatModel>,
-    messages: Vec<ChatMessage>,
-    sampling: Sampling,
-    purpose: String,
+pub(crate) struct Call {
+    pub(crate) entry: ModelEntry,
+    pub(crate) model: Arc<ChatModel>,
+    pub(crate) messages: Vec<ChatMessage>,
+    pub(crate) sampling: Sampling,
+    pub(crate) purpose: String,
+    /// Where it queues for a fairness slot, when chat fairness is on.
+    pub(crate) priority: Option<Priority>,
     /// A fairness slot, held until the answer ends.
-    slot: Option<Permit>,
+    pub(crate) slot: Option<Permit>,
 }
 
 pub type ChunkStream = Pin<Box<dyn Stream<Item = Result<pb::CompatChunk, Status>> + Send>>;
@@ -94,7 +96,15 @@ impl Compat {
         Ok(Box::pin(futures::stream::unfold(state, Streaming::step)))
     }
 
+    /// Admits the call, then waits for its fairness slot.
     async fn prepare(&self, caller: &Caller, r: pb::CompatRequest) -> ApiResult<Call> {
+        let mut call = self.admit(caller, r).await?;
+        call.slot = self.gate.slot(call.priority).await;
+        Ok(call)
+    }
+
+    /// Checks the call (rate limit, model, caps, messages) without waiting for a slot.
+    pub(crate) async fn admit(&self, caller: &Caller, r: pb::CompatRequest) -> ApiResult<Call> {
         let priority = self.gate.count(caller).await?;
         let admitted = self
             .gate
@@ -113,7 +123,6 @@ impl Compat {
         if r.max_tokens == Some(0) {
             return Err(ApiError::bad_request("max_tokens must be at least 1"));
         }
-        let slot = self.gate.slot(priority).await;
         Ok(Call {
             entry: admitted.entry,
             model: admitted.model,
@@ -127,7 +136,8 @@ impl Compat {
             } else {
                 r.purpose
             },
-            slot,
+            priority,
+            slot: None,
         })
     }
 }

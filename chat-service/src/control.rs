@@ -3,7 +3,9 @@
 //! state, and the generating loop watches it. Calls reach the replica that generates through
 //! `chat.control`, broadcast to every replica: a replica without the question ignores it.
 
-use docchat_common::bus::topics;
+use docchat_common::Caller;
+use docchat_common::bus::{EventBus, envelope, topics};
+use docchat_common::error::{ApiError, ApiResult};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -11,6 +13,8 @@ use docchat_common::bus::EventHandler;
 use docchat_proto::events::v1::{ChatControl, Envelope};
 use prost::Message;
 use tokio::sync::{Notify, watch};
+
+use crate::stream::Marks;
 
 pub const CONTROL_GROUP: &str = "chat.control";
 
@@ -78,32 +82,54 @@ pub struct Controls {
     grown: Arc<Notify>,
 }
 
+/// Where a generation's progress is written (limits.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A chat completion: its `active_completions` row.
+    Completion,
+    /// A background response of the compatible API: its `background_responses` row.
+    Background,
+}
+
 struct Running {
     state: watch::Sender<State>,
     progress: Arc<Mutex<Progress>>,
-    /// Bytes of the text stored in the question's row: the client is sent no more.
+    /// Lines of the text stored in the generation's row: the client is sent no more.
     stored: watch::Sender<usize>,
+    kind: Kind,
 }
 
 /// A generation's text so far, and whether it changed since it was last taken; with what
-/// its model calls have used (JSON, written once, with the next text).
+/// its model calls have used (JSON, written once, with the next text) and where each line
+/// taken so far ends. Sealed when the generation ends: no more lines are cut.
 #[derive(Default)]
 struct Progress {
     text: String,
     changed: bool,
     usage: Option<String>,
+    marks: Marks,
+    sealed: bool,
 }
 
 /// What the progress writer writes of one generation.
 pub struct Grown {
     pub question_id: String,
+    pub kind: Kind,
     pub text: String,
+    /// The stored form of the marks, the last one at the end of `text`.
+    pub marks: String,
+    /// Lines of `text`.
+    pub lines: usize,
     pub usage: Option<String>,
 }
 
 impl Controls {
     /// Registers a generation; dropping the guard unregisters it.
-    pub fn register(&self, question_id: &str) -> (watch::Receiver<State>, Registration) {
+    pub fn register(
+        &self,
+        question_id: &str,
+        kind: Kind,
+    ) -> (watch::Receiver<State>, Registration) {
         let (tx, rx) = watch::channel(State::Streaming);
         let (stored, stored_rx) = watch::channel(0);
         let progress = Arc::new(Mutex::new(Progress::default()));
@@ -116,6 +142,7 @@ impl Controls {
                     state: tx,
                     progress: progress.clone(),
                     stored,
+                    kind,
                 },
             );
         (
@@ -134,28 +161,43 @@ impl Controls {
         self.grown.notified().await;
     }
 
-    /// Records that the first `bytes` of `question_id`'s text are stored in its row.
-    pub fn mark_stored(&self, question_id: &str, bytes: usize) {
+    /// Records that the first `lines` lines of `question_id`'s text are stored in its row.
+    pub fn mark_stored(&self, question_id: &str, lines: usize) {
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(r) = running.get(question_id) {
             r.stored.send_if_modified(|at| {
-                let moved = bytes > *at;
-                *at = (*at).max(bytes);
+                let moved = lines > *at;
+                *at = (*at).max(lines);
                 moved
             });
         }
     }
 
-    /// The text of the generations that grew since the last call.
+    /// When `question_id` is generated here: the count of its lines stored, which changes
+    /// as more are and closes when the generation ends (a re-attached client's wake-up).
+    pub fn follow(&self, question_id: &str) -> Option<watch::Receiver<usize>> {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running.get(question_id).map(|r| r.stored.subscribe())
+    }
+
+    /// The text of the generations that grew since the last call, each ending a line.
     pub fn take_progress(&self) -> Vec<Grown> {
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         running
             .iter()
             .filter_map(|(id, r)| {
                 let mut progress = r.progress.lock().unwrap_or_else(|p| p.into_inner());
-                std::mem::take(&mut progress.changed).then(|| Grown {
+                if progress.sealed || !std::mem::take(&mut progress.changed) {
+                    return None;
+                }
+                let end = progress.text.len();
+                progress.marks.push(end);
+                Some(Grown {
                     question_id: id.clone(),
+                    kind: r.kind,
                     text: progress.text.clone(),
+                    marks: progress.marks.encode(),
+                    lines: progress.marks.len(),
                     // Written once, with the first text after it was recorded.
                     usage: progress.usage.take(),
                 })
@@ -163,13 +205,14 @@ impl Controls {
             .collect()
     }
 
-    /// The questions generating on this replica.
-    pub fn running_ids(&self) -> Vec<String> {
+    /// The generations running here of `kind`.
+    pub fn running_of(&self, kind: Kind) -> Vec<String> {
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
+            .iter()
+            .filter(|(_, r)| r.kind == kind)
+            .map(|(id, _)| id.clone())
             .collect()
     }
 
@@ -213,9 +256,48 @@ impl Registration {
             .usage = Some(usage);
     }
 
-    /// How many bytes of the recorded text are stored in the question's row.
-    pub fn stored(&self) -> watch::Receiver<usize> {
-        self.stored.clone()
+    /// The generation's lines, for the client it streams to.
+    pub fn lines(&self) -> Lines {
+        Lines {
+            progress: self.progress.clone(),
+            stored: self.stored.clone(),
+        }
+    }
+}
+
+/// A generation's lines as its client is sent them: only lines stored in its row while it
+/// runs ([`Lines::stored`]), all of them once it is sealed and its reply stored.
+pub struct Lines {
+    progress: Arc<Mutex<Progress>>,
+    stored: watch::Receiver<usize>,
+}
+
+impl Lines {
+    /// Waits until more lines are stored; false once no more will be (unregistered).
+    pub async fn changed(&mut self) -> bool {
+        self.stored.changed().await.is_ok()
+    }
+
+    /// How many lines are stored in the generation's row.
+    pub fn stored(&mut self) -> usize {
+        *self.stored.borrow_and_update()
+    }
+
+    /// Lines `from..=upto` (1-based) of `text`, as cut so far; a line that does not fit
+    /// `text` is left out.
+    pub fn texts(&self, text: &str, from: usize, upto: usize) -> Vec<(usize, String)> {
+        let progress = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        (from..=upto)
+            .filter_map(|n| progress.marks.line(text, n).map(|l| (n, l.to_owned())))
+            .collect()
+    }
+
+    /// Ends the cutting: the lines of the final `text` (those cut while it still begins
+    /// with what they were cut from, then the rest as one line), to store with the reply.
+    pub fn seal(&self, text: &str) -> Marks {
+        let mut progress = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        progress.sealed = true;
+        progress.marks.closed(&progress.text, text)
     }
 }
 
@@ -227,6 +309,31 @@ impl Drop for Registration {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&self.question_id);
     }
+}
+
+/// Applies `action` to generation `id`: here if this replica runs it, else on the replica
+/// that does, through `chat.control` (every replica hears it; one without it ignores it).
+pub async fn send(
+    controls: &Controls,
+    bus: &dyn EventBus,
+    caller: &Caller,
+    id: &str,
+    action: Action,
+) -> ApiResult<()> {
+    if controls.apply(id, action) {
+        return Ok(());
+    }
+    let event = envelope(
+        topics::CHAT_CONTROL,
+        &caller.user_id,
+        &ChatControl {
+            question_id: id.to_owned(),
+            action: action.as_str().to_owned(),
+        },
+    );
+    bus.publish(&event)
+        .await
+        .map_err(|e| ApiError::internal("publishing a control", e))
 }
 
 /// Applies `chat.control` events from other replicas.
@@ -267,7 +374,7 @@ mod tests {
     #[test]
     fn registrations_end_with_their_guard() {
         let controls = Controls::default();
-        let (rx, guard) = controls.register("q");
+        let (rx, guard) = controls.register("q", Kind::Completion);
         assert!(controls.apply("q", Action::Pause));
         assert_eq!(*rx.borrow(), State::Paused);
         drop(guard);
@@ -275,23 +382,27 @@ mod tests {
     }
 
     #[test]
-    fn stored_bytes_only_grow() {
+    fn stored_lines_only_grow() {
         let controls = Controls::default();
-        let (_rx, guard) = controls.register("q");
-        let mut stored = guard.stored();
+        let (_rx, guard) = controls.register("q", Kind::Completion);
+        let mut lines = guard.lines();
+        let follower = controls.follow("q").unwrap();
         controls.mark_stored("q", 5);
-        assert!(stored.has_changed().unwrap());
-        assert_eq!(*stored.borrow_and_update(), 5);
+        assert!(follower.has_changed().unwrap());
+        assert_eq!(lines.stored(), 5);
         controls.mark_stored("q", 3);
-        assert!(!stored.has_changed().unwrap(), "never backwards");
+        assert!(!lines.stored.has_changed().unwrap(), "never backwards");
         controls.mark_stored("other", 9);
-        assert_eq!(*stored.borrow(), 5);
+        assert_eq!(lines.stored(), 5);
+        assert!(controls.follow("other").is_none());
+        drop(guard);
+        assert!(follower.has_changed().is_err(), "ends with the generation");
     }
 
     #[test]
-    fn progress_is_taken_once_per_change() {
+    fn each_take_ends_a_line_until_sealed() {
         let controls = Controls::default();
-        let (_rx, guard) = controls.register("q");
+        let (_rx, guard) = controls.register("q", Kind::Background);
         assert!(controls.take_progress().is_empty());
         guard.record("Hello ");
         guard.spent("{}".into());
@@ -299,17 +410,34 @@ mod tests {
         let taken: Vec<_> = controls
             .take_progress()
             .into_iter()
-            .map(|g| (g.question_id, g.text, g.usage))
+            .map(|g| (g.question_id, g.kind, g.text, g.marks, g.lines, g.usage))
             .collect();
         assert_eq!(
             taken,
             [(
                 "q".to_owned(),
+                Kind::Background,
                 "Hello world".to_owned(),
+                "11".to_owned(),
+                1,
                 Some("{}".to_owned())
             )]
         );
         assert!(controls.take_progress().is_empty());
+        guard.record("!");
+        let again = controls.take_progress();
+        assert_eq!((again[0].marks.as_str(), again[0].lines), ("11,12", 2));
+        let lines = guard.lines();
+        assert_eq!(
+            lines.texts("Hello world!", 1, 2),
+            [(1, "Hello world".to_owned()), (2, "!".to_owned())]
+        );
+        guard.record(" Bye.");
+        // Sealed: the rest is one line of the final text, and nothing more is taken.
+        assert_eq!(lines.seal("Hello world! Bye.").encode(), "11,12,17");
+        assert!(controls.take_progress().is_empty());
+        assert_eq!(controls.running_of(Kind::Background), ["q".to_owned()]);
+        assert!(controls.running_of(Kind::Completion).is_empty());
         drop(guard);
         assert!(controls.take_progress().is_empty());
     }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use docchat_common::auth::caller;
-use docchat_common::bus::{EventBus, envelope, topics};
+use docchat_common::bus::EventBus;
 use docchat_common::clients::Clients;
 use docchat_common::error::ApiError;
 use docchat_common::grpc::{Reply, ok};
@@ -12,15 +12,16 @@ use docchat_common::time::to_proto;
 use docchat_proto::chat::v1 as pb;
 use docchat_proto::chat::v1::chat_service_server::ChatService;
 use docchat_proto::common::v1::{Empty, PageRequest};
-use docchat_proto::events::v1::ChatControl;
 use docchat_proto::ingest::v1::CollectionRef;
 use sea_orm::DatabaseConnection;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
+use crate::attach::Attach;
+use crate::background::Backgrounds;
 use crate::compat::{ChunkStream, Compat};
 use crate::completions::Completer;
-use crate::control::Action;
+use crate::control::{self, Action};
 use crate::entities::{chat_sessions, message_references, messages};
 use crate::sessions::{self, LinkedCollection};
 use crate::{limits, replies};
@@ -32,6 +33,8 @@ pub struct ChatGrpc {
     pub clients: Clients,
     pub completer: Completer,
     pub compat: Compat,
+    pub attach: Attach,
+    pub backgrounds: Backgrounds,
     pub bus: Arc<dyn EventBus>,
     /// The byte budget of one list page (`docchat_common::limits::list_page_bytes`).
     pub page_bytes: u64,
@@ -74,6 +77,7 @@ fn message_pb(m: messages::Model) -> pb::Message {
         total_references,
         error,
         created_at,
+        stream_marks: _,
     } = m;
     pb::Message {
         id,
@@ -117,6 +121,49 @@ fn reference_pb(r: message_references::Model) -> pb::Reference {
 #[tonic::async_trait]
 impl ChatService for ChatGrpc {
     type CompleteStream = ReceiverStream<Result<pb::CompletionEvent, Status>>;
+    type AttachStream = ReceiverStream<Result<pb::CompletionEvent, Status>>;
+    type BackgroundFollowStream = ReceiverStream<Result<pb::BackgroundEvent, Status>>;
+
+    async fn attach(&self, request: Request<pb::AttachRequest>) -> Reply<Self::AttachStream> {
+        let me = caller(&request)?;
+        let r = request.into_inner();
+        let lines = self.attach.attach(&me, &r.question_id, r.after).await?;
+        Ok(Response::new(ReceiverStream::new(lines)))
+    }
+
+    async fn background_start(
+        &self,
+        request: Request<pb::BackgroundRequest>,
+    ) -> Reply<pb::BackgroundResponse> {
+        let me = caller(&request)?;
+        ok(self.backgrounds.start(&me, request.into_inner()).await)
+    }
+
+    async fn background_get(
+        &self,
+        request: Request<pb::BackgroundRef>,
+    ) -> Reply<pb::BackgroundResponse> {
+        let me = caller(&request)?;
+        ok(self.backgrounds.get(&me, &request.into_inner().id).await)
+    }
+
+    async fn background_follow(
+        &self,
+        request: Request<pb::BackgroundFollowRequest>,
+    ) -> Reply<Self::BackgroundFollowStream> {
+        let me = caller(&request)?;
+        let r = request.into_inner();
+        let events = self.backgrounds.follow(&me, &r.id, r.after).await?;
+        Ok(Response::new(ReceiverStream::new(events)))
+    }
+
+    async fn background_cancel(
+        &self,
+        request: Request<pb::BackgroundRef>,
+    ) -> Reply<pb::BackgroundResponse> {
+        let me = caller(&request)?;
+        ok(self.backgrounds.cancel(&me, &request.into_inner().id).await)
+    }
 
     async fn complete(
         &self,
@@ -146,21 +193,14 @@ impl ChatService for ChatGrpc {
         if !limits::is_generating(&self.db, &question_id).await? {
             return Ok(Response::new(Empty {}));
         }
-        // Here if this replica generates it; every other replica hears it on the bus.
-        if !self.completer.controls.apply(&question_id, action) {
-            let event = envelope(
-                topics::CHAT_CONTROL,
-                &me.user_id,
-                &ChatControl {
-                    question_id,
-                    action: action.as_str().to_owned(),
-                },
-            );
-            self.bus
-                .publish(&event)
-                .await
-                .map_err(|e| ApiError::internal("publishing a control", e))?;
-        }
+        control::send(
+            &self.completer.controls,
+            self.bus.as_ref(),
+            &me,
+            &question_id,
+            action,
+        )
+        .await?;
         Ok(Response::new(Empty {}))
     }
 

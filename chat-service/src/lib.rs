@@ -1,5 +1,7 @@
 //! chat-service: chat sessions, messages, completions and the model list.
 
+pub mod attach;
+pub mod background;
 pub mod batch;
 pub mod compat;
 pub mod completions;
@@ -17,6 +19,7 @@ pub mod rate;
 pub mod recovery;
 pub mod replies;
 pub mod sessions;
+pub mod stream;
 pub mod usage;
 
 use docchat_common::bus::topics;
@@ -113,12 +116,17 @@ pub async fn serve(
         lease,
         background.token.clone(),
     ));
-    // Replies a dead replica was generating: stored as interrupted once their lease ran out.
+    // Replies a dead replica was generating: stored as interrupted once their lease ran out;
+    // background responses past their retention: deleted.
+    let retention = std::time::Duration::from_secs(ctx.config.chat_stream_retention_seconds);
     background.tracker.spawn(recovery::run(
-        db.clone(),
-        controls.clone(),
-        relay.clone(),
-        lease,
+        recovery::Recovery {
+            db: db.clone(),
+            controls: controls.clone(),
+            relay: relay.clone(),
+            lease,
+            retention,
+        },
         background.token.clone(),
     ));
     let clients = Clients::new(&ctx.config, ctx.keys.clone())?;
@@ -159,7 +167,7 @@ pub async fn serve(
         gate: gate.clone(),
         clients: clients.clone(),
         relay: relay.clone(),
-        controls,
+        controls: controls.clone(),
         tasks: background.tracker.clone(),
         shutdown: shutdown.clone(),
         lease,
@@ -174,7 +182,23 @@ pub async fn serve(
             relay,
             clients,
             completer,
-            compat: compat::Compat { gate },
+            compat: compat::Compat { gate: gate.clone() },
+            attach: attach::Attach {
+                db: db.clone(),
+                controls: controls.clone(),
+                tasks: background.tracker.clone(),
+                shutdown: shutdown.clone(),
+            },
+            backgrounds: background::Backgrounds {
+                db: db.clone(),
+                compat: compat::Compat { gate },
+                controls: controls.clone(),
+                bus: ctx.bus.clone(),
+                tasks: background.tracker.clone(),
+                shutdown: shutdown.clone(),
+                lease,
+                retention,
+            },
             bus: ctx.bus.clone(),
             page_bytes: docchat_common::limits::list_page_bytes(&ctx.config),
         }))

@@ -26,8 +26,8 @@ use sea_orm::{
 use tokio_util::sync::CancellationToken;
 
 use crate::batch::{Batch, TAG, tag, tagged};
-use crate::control::Controls;
-use crate::entities::active_completions;
+use crate::control::{Controls, Kind};
+use crate::entities::{active_completions, background_responses};
 
 /// The least time between two writes of the generations' text so far (what grows in the
 /// meantime goes in one write): the client's deltas come in pieces at most this far apart.
@@ -40,7 +40,7 @@ pub fn lease(config: &docchat_common::Config) -> Duration {
     Duration::from_secs(config.chat_completion_lease_seconds.max(1))
 }
 
-fn lease_until(at: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
+pub(crate) fn lease_until(at: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
     at + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::seconds(60))
 }
 
@@ -86,6 +86,7 @@ pub fn claim(
             lease_until: Set(lease_until(at, lease)),
             progress: Set(None),
             usage: Set(None),
+            marks: Set(None),
         })
         .into_query(),
     );
@@ -174,35 +175,51 @@ pub async fn renew_leases(
     }
 }
 
-/// Writes the text so far of the generations that grew since the last call (renewing
-/// their leases too), and lets each generation send its client what is now stored.
+/// Writes the text so far of the generations that grew since the last call with where its
+/// lines end (renewing their leases too), and lets each generation send its client the
+/// lines now stored.
 pub async fn write_progress(
     db: &DatabaseConnection,
     controls: &Controls,
     lease: Duration,
 ) -> ApiResult<()> {
     for grown in controls.take_progress() {
-        let bytes = grown.text.len();
-        let mut update = active_completions::Entity::update_many()
-            .col_expr(
-                active_completions::Column::Progress,
-                sea_orm::sea_query::Expr::value(grown.text),
-            )
-            .col_expr(
-                active_completions::Column::LeaseUntil,
-                sea_orm::sea_query::Expr::value(lease_until(now(), lease)),
-            );
-        if let Some(usage) = grown.usage {
-            update = update.col_expr(
-                active_completions::Column::Usage,
-                sea_orm::sea_query::Expr::value(usage),
-            );
+        let until = lease_until(now(), lease);
+        match grown.kind {
+            Kind::Completion => {
+                let mut update = active_completions::Entity::update_many()
+                    .col_expr(
+                        active_completions::Column::Progress,
+                        Expr::value(grown.text),
+                    )
+                    .col_expr(active_completions::Column::Marks, Expr::value(grown.marks))
+                    .col_expr(active_completions::Column::LeaseUntil, Expr::value(until));
+                if let Some(usage) = grown.usage {
+                    update = update.col_expr(active_completions::Column::Usage, Expr::value(usage));
+                }
+                update
+                    .filter(active_completions::Column::QuestionId.eq(grown.question_id.clone()))
+                    .exec(db)
+                    .await?;
+            }
+            Kind::Background => {
+                background_responses::Entity::update_many()
+                    .col_expr(
+                        background_responses::Column::Progress,
+                        Expr::value(grown.text),
+                    )
+                    .col_expr(
+                        background_responses::Column::Marks,
+                        Expr::value(grown.marks),
+                    )
+                    .col_expr(background_responses::Column::LeaseUntil, Expr::value(until))
+                    .filter(background_responses::Column::Id.eq(grown.question_id.clone()))
+                    .filter(background_responses::Column::ExpiresAt.is_null())
+                    .exec(db)
+                    .await?;
+            }
         }
-        update
-            .filter(active_completions::Column::QuestionId.eq(grown.question_id.clone()))
-            .exec(db)
-            .await?;
-        controls.mark_stored(&grown.question_id, bytes);
+        controls.mark_stored(&grown.question_id, grown.lines);
     }
     Ok(())
 }
@@ -213,15 +230,19 @@ pub async fn renew_once(
     controls: &Controls,
     lease: Duration,
 ) -> ApiResult<()> {
-    let at = now();
-    let running = controls.running_ids();
-    for ids in running.chunks(500) {
+    let until = lease_until(now(), lease);
+    for ids in controls.running_of(Kind::Completion).chunks(500) {
         active_completions::Entity::update_many()
-            .col_expr(
-                active_completions::Column::LeaseUntil,
-                sea_orm::sea_query::Expr::value(lease_until(at, lease)),
-            )
+            .col_expr(active_completions::Column::LeaseUntil, Expr::value(until))
             .filter(active_completions::Column::QuestionId.is_in(ids.iter().cloned()))
+            .exec(db)
+            .await?;
+    }
+    for ids in controls.running_of(Kind::Background).chunks(500) {
+        background_responses::Entity::update_many()
+            .col_expr(background_responses::Column::LeaseUntil, Expr::value(until))
+            .filter(background_responses::Column::Id.is_in(ids.iter().cloned()))
+            .filter(background_responses::Column::ExpiresAt.is_null())
             .exec(db)
             .await?;
     }

@@ -23,9 +23,12 @@ use sea_orm::{
 };
 use tokio_util::sync::CancellationToken;
 
+use crate::background;
 use crate::completions::Spent;
-use crate::control::Controls;
-use crate::entities::{active_completions, chat_sessions, message_meta, messages};
+use crate::control::{Controls, Kind};
+use crate::entities::{
+    active_completions, background_responses, chat_sessions, message_meta, messages,
+};
 
 /// The error stored with a recovered reply.
 pub const INTERRUPTED: &str =
@@ -33,31 +36,111 @@ pub const INTERRUPTED: &str =
 /// Rows recovered in one pass at most.
 const BATCH: u64 = 100;
 
-/// Recovers replies of dead replicas at start and every half `lease`, until `shutdown`;
-/// `relay` is told of the usage booked.
-pub async fn run(
-    db: DatabaseConnection,
-    controls: Controls,
-    relay: OutboxRelay,
-    lease: Duration,
-    shutdown: CancellationToken,
-) {
-    let mut tick = tokio::time::interval((lease / 2).max(Duration::from_millis(500)));
+/// What recovery reads and writes.
+pub struct Recovery {
+    pub db: DatabaseConnection,
+    pub controls: Controls,
+    /// Told of the usage booked.
+    pub relay: OutboxRelay,
+    /// `chat_completion_lease_seconds`.
+    pub lease: Duration,
+    /// `chat_stream_retention_seconds`: how long an ended background response is kept.
+    pub retention: Duration,
+}
+
+/// Recovers replies and background responses of dead replicas, and deletes background
+/// responses past their retention, at start and every half lease, until `shutdown`.
+pub async fn run(r: Recovery, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval((r.lease / 2).max(Duration::from_millis(500)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        match recover_once(&db, &controls).await {
+        match recover_once(&r.db, &r.controls).await {
             Ok(0) => {}
             Ok(n) => {
-                relay.notify();
+                r.relay.notify();
                 tracing::info!(replies = n, "recovered interrupted replies");
             }
             Err(e) => tracing::warn!(error = %e.message, "recovering interrupted replies failed"),
         }
+        match recover_background(&r.db, &r.controls, r.retention).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                responses = n,
+                "failed background responses of a stopped replica"
+            ),
+            Err(e) => tracing::warn!(error = %e.message, "recovering background responses failed"),
+        }
+        if let Err(e) = sweep_background(&r.db).await {
+            tracing::warn!(error = %e.message, "deleting expired background responses failed");
+        }
     }
+}
+
+/// Background responses whose replica stopped while generating them (their lease ran
+/// out, and they do not run here) end `failed`, with the text stored so far — or
+/// `cancelled` when a cancel came first. Answers how many.
+pub async fn recover_background(
+    db: &DatabaseConnection,
+    controls: &Controls,
+    retention: Duration,
+) -> ApiResult<usize> {
+    let at = now();
+    let orphans: Vec<String> = background_responses::Entity::find()
+        .select_only()
+        .column(background_responses::Column::Id)
+        .filter(background_responses::Column::ExpiresAt.is_null())
+        .filter(background_responses::Column::LeaseUntil.lt(at))
+        .limit(BATCH)
+        .into_tuple()
+        .all(db)
+        .await?;
+    let running = controls.running_of(Kind::Background);
+    let orphans: Vec<String> = orphans
+        .into_iter()
+        .filter(|id| !running.contains(id))
+        .collect();
+    if orphans.is_empty() {
+        return Ok(0);
+    }
+    let error =
+        serde_json::json!({ "status": 503, "message": background::INTERRUPTED }).to_string();
+    let cancelled = background_responses::Column::Status.eq(background::CANCELLED);
+    let done = background_responses::Entity::update_many()
+        .col_expr(
+            background_responses::Column::Status,
+            Expr::case(cancelled.clone(), background::CANCELLED)
+                .finally(background::FAILED)
+                .into(),
+        )
+        .col_expr(
+            background_responses::Column::Error,
+            Expr::case(cancelled, Expr::value(Option::<String>::None))
+                .finally(error)
+                .into(),
+        )
+        .col_expr(
+            background_responses::Column::ExpiresAt,
+            Expr::value(background::expiry(at, retention)),
+        )
+        .filter(background_responses::Column::Id.is_in(orphans))
+        .filter(background_responses::Column::ExpiresAt.is_null())
+        .filter(background_responses::Column::LeaseUntil.lt(at))
+        .exec(db)
+        .await?;
+    Ok(done.rows_affected as usize)
+}
+
+/// Deletes the background responses past their retention.
+pub async fn sweep_background(db: &DatabaseConnection) -> ApiResult<u64> {
+    Ok(background_responses::Entity::delete_many()
+        .filter(background_responses::Column::ExpiresAt.lt(now()))
+        .exec(db)
+        .await?
+        .rows_affected)
 }
 
 /// One pass: the replies recovered.
@@ -68,7 +151,7 @@ pub async fn recover_once(db: &DatabaseConnection, controls: &Controls) -> ApiRe
         .limit(BATCH)
         .all(db)
         .await?;
-    let running = controls.running_ids();
+    let running = controls.running_of(Kind::Completion);
     let mut recovered = 0;
     for row in expired {
         // Still generating here (its renewal is late): not dead.
@@ -126,6 +209,8 @@ async fn recover(db: &DatabaseConnection, row: active_completions::Model) -> Api
         error: Set(Some(INTERRUPTED.to_owned())),
         // Its place is right after its question, not after what was asked since.
         created_at: Set(question.created_at + chrono::Duration::milliseconds(1)),
+        // The lines its clients were sent (the row's progress ends at its last mark).
+        stream_marks: Set(row.marks.clone()),
     })
     .exec_without_returning(&txn)
     .await?;

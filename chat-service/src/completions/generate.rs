@@ -11,9 +11,10 @@ use tokio::sync::watch;
 use super::prompt::{NOT_IN_DOCUMENTS, Prompt};
 use super::store::{Reply, UsageLog, store_reply};
 use super::{Completer, Events, Job, event};
-use crate::control::{Registration, State};
+use crate::control::{Lines, Registration, State};
 use crate::gate::model_error;
 use crate::limits;
+use crate::stream::{Marks, final_seq, text_seq};
 use docchat_inference::StreamEvent;
 
 /// After `finish`, the reply ends at the next sentence end, or after this many bytes.
@@ -203,17 +204,17 @@ impl Completer {
         self.finish(&job, reply, usage, started, &mut out).await;
     }
 
-    /// Stores the reply and tells the client how it ended.
+    /// Stores the reply with its lines and tells the client how it ended.
     async fn finish(
         &self,
         job: &Job,
-        reply: Reply,
+        mut reply: Reply,
         usage: UsageLog,
         started: Instant,
         out: &mut Outgoing,
     ) {
         let elapsed = started.elapsed().as_secs_f64();
-        let unsent = out.unsent(&reply.text);
+        reply.marks = out.seal(&reply.text);
         let last = match store_reply(&self.db, job, &reply, &usage, elapsed).await {
             Ok(stored) => {
                 self.relay.notify();
@@ -236,7 +237,7 @@ impl Completer {
                     (Some(reply_id), None) => {
                         pb::completion_event::Event::Done(pb::CompletionDone {
                             message_id: reply_id,
-                            body: reply.text,
+                            body: reply.text.clone(),
                         })
                     }
                 }
@@ -253,7 +254,7 @@ impl Completer {
                 })
             }
         };
-        out.end(unsent, last).await;
+        out.end(&reply.text, &reply.marks, last).await;
     }
 }
 
@@ -274,17 +275,18 @@ pub(super) fn deliver(
     registration.record(text);
 }
 
-/// The reply's text on its way to the client: sent as far as it is stored (the progress
-/// writer's mark), the rest after the reply itself is stored ([`Completer::finish`]). A
-/// client that went away is forgotten: the reply is still finished and stored.
+/// The reply's text on its way to the client, in numbered lines (stream.rs): each line as
+/// soon as the progress writer has stored it, the rest after the reply itself is stored
+/// ([`Completer::finish`]). A client that went away is forgotten: the reply is still
+/// finished and stored.
 pub(super) struct Outgoing {
     tx: Events,
     /// The client still listens.
     listening: bool,
-    stored: watch::Receiver<usize>,
-    /// Bytes of the reply's text sent.
+    lines: Lines,
+    /// Lines of the reply's text sent.
     sent: usize,
-    /// The mark still moves (the generation is registered).
+    /// More lines may be stored (the generation is registered).
     marking: bool,
 }
 
@@ -293,57 +295,63 @@ impl Outgoing {
         Outgoing {
             tx: tx.clone(),
             listening: true,
-            stored: registration.stored(),
+            lines: registration.lines(),
             sent: 0,
             marking: true,
         }
     }
 
-    /// Waits until more of the text is stored; never, once the mark no longer moves.
+    /// Waits until more lines are stored; never, once no more will be.
     pub(super) async fn stored_more(&mut self) {
-        if !self.marking || self.stored.changed().await.is_err() {
+        if !self.marking || !self.lines.changed().await {
             self.marking = false;
             std::future::pending::<()>().await;
         }
     }
 
-    /// Sends what of `text` is stored and not yet sent.
+    /// Sends the lines of `text` stored and not yet sent.
     pub(super) async fn forward(&mut self, text: &str) {
-        let upto = (*self.stored.borrow_and_update()).min(text.len());
-        self.send_upto(text, upto).await;
+        let upto = self.lines.stored();
+        self.send_lines(text, upto).await;
     }
 
-    async fn send_upto(&mut self, text: &str, upto: usize) {
-        if upto <= self.sent || !text.is_char_boundary(upto) || !text.is_char_boundary(self.sent) {
+    async fn send_lines(&mut self, text: &str, upto: usize) {
+        if upto <= self.sent {
             return;
         }
-        let piece = text[self.sent..upto].to_owned();
+        let lines = self.lines.texts(text, self.sent + 1, upto);
         self.sent = upto;
-        if self.listening
-            && self
-                .tx
-                .send(Ok(event(pb::completion_event::Event::Delta(piece))))
-                .await
-                .is_err()
-        {
+        for (n, line) in lines {
+            self.send(pb::completion_event::Event::Delta(line), text_seq(n))
+                .await;
+        }
+    }
+
+    async fn send(&mut self, e: pb::completion_event::Event, seq: u64) {
+        if self.listening && self.tx.send(Ok(event(e, seq))).await.is_err() {
             self.listening = false;
         }
     }
 
-    /// What of `text` has not been sent.
-    fn unsent(&self, text: &str) -> String {
-        text.get(self.sent..).unwrap_or_default().to_owned()
+    /// Ends the cutting of lines: the final `text`'s lines, to store with the reply.
+    fn seal(&self, text: &str) -> Marks {
+        self.lines.seal(text)
     }
 
-    /// Sends `unsent` (stored now with the reply), then how the reply ended.
-    async fn end(&mut self, unsent: String, last: pb::completion_event::Event) {
-        if !unsent.is_empty() && self.listening {
-            let _ = self
-                .tx
-                .send(Ok(event(pb::completion_event::Event::Delta(unsent))))
+    /// Sends the lines of `marks` not sent yet (stored now with the reply), then how the
+    /// reply ended.
+    async fn end(&mut self, text: &str, marks: &Marks, last: pb::completion_event::Event) {
+        for n in self.sent + 1..=marks.len() {
+            if let Some(line) = marks.line(text, n) {
+                self.send(
+                    pb::completion_event::Event::Delta(line.to_owned()),
+                    text_seq(n),
+                )
                 .await;
+            }
         }
-        let _ = self.tx.send(Ok(event(last))).await;
+        self.sent = marks.len();
+        self.send(last, final_seq(marks.len())).await;
     }
 }
 

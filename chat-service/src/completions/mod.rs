@@ -40,7 +40,7 @@ use tonic::Status;
 pub use request::{DEFAULT_MAX_NEW_TOKENS, RagMode};
 pub use store::{Spent, UsageLog, message_id};
 
-use crate::control::Controls;
+use crate::control::{Controls, Kind};
 use crate::entities::{chat_sessions, messages};
 use crate::fairness::Priority;
 use crate::gate::ModelGate;
@@ -101,7 +101,7 @@ pub struct Completer {
 
 impl Completer {
     /// Validates, stores the question, and starts generating. The receiver yields the
-    /// question id first, then deltas, then `done` or `error`.
+    /// question id first, then deltas, then `done` or `error`, numbered from 1 (`seq`).
     pub async fn start(
         &self,
         caller: &Caller,
@@ -109,12 +109,13 @@ impl Completer {
     ) -> ApiResult<mpsc::Receiver<Result<pb::CompletionEvent, Status>>> {
         let priority = self.gate.count(caller).await?;
         let job = self.prepare(caller, request, priority).await?;
-        let (control, registration) = self.controls.register(&job.question.id);
+        let (control, registration) = self.controls.register(&job.question.id, Kind::Completion);
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
         let _ = tx
-            .send(Ok(event(pb::completion_event::Event::QuestionId(
-                job.question.id.clone(),
-            ))))
+            .send(Ok(event(
+                pb::completion_event::Event::QuestionId(job.question.id.clone()),
+                1,
+            )))
             .await;
         self.tasks
             .spawn(self.clone().generate(job, tx, control, registration));
@@ -122,6 +123,10 @@ impl Completer {
     }
 }
 
-fn event(e: pb::completion_event::Event) -> pb::CompletionEvent {
-    pb::CompletionEvent { event: Some(e) }
+/// A streamed completion's line `seq` (stream.rs: 1 is the question's id).
+pub(crate) fn event(e: pb::completion_event::Event, seq: u64) -> pb::CompletionEvent {
+    pb::CompletionEvent {
+        event: Some(e),
+        seq,
+    }
 }

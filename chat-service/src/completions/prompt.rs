@@ -166,6 +166,7 @@ mod tests {
             total_references: 0,
             error: None,
             created_at: now(),
+            stream_marks: None,
         };
         let history = [old("first question", false), old("first answer", true)];
         let p = build_prompt(

@@ -20,6 +20,7 @@ use crate::batch::{Batch, TAG, tag, tagged};
 use crate::entities::{chat_sessions, message_meta, message_references, messages};
 use crate::events::usage_event;
 use crate::limits;
+use crate::stream::Marks;
 use crate::usage::cost;
 
 /// Earlier messages considered for the conversation history.
@@ -187,6 +188,8 @@ pub(super) struct Reply {
     pub(super) first_token: Option<f64>,
     /// Further metadata entries (the agent's agent_* entries).
     pub(super) meta: Vec<(&'static str, String)>,
+    /// Where each line the reply was streamed in ends (set when it is sealed, stream.rs).
+    pub(super) marks: Marks,
 }
 
 /// Time-ordered ids, so a reply sorts after its question even within one clock tick.
@@ -235,6 +238,7 @@ pub(super) async fn store_question<T>(
         total_references: 0,
         error: None,
         created_at: at,
+        stream_marks: None,
     };
     let txn = docchat_common::db::begin(db).await?;
     let mut batch = Batch::new(txn.get_database_backend());
@@ -410,6 +414,7 @@ fn reply_statements(
             total_references: Set(reply.references.len() as i64),
             error: Set(reply.error.as_ref().map(|e| e.message.clone())),
             created_at: Set(at),
+            stream_marks: Set(Some(reply.marks.encode())),
         })
         .into_query(),
     );

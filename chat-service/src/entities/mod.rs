@@ -1,6 +1,7 @@
 //! sea-orm entities of chat-service, one file per table.
 
 pub mod active_completions;
+pub mod background_responses;
 pub mod chat_sessions;
 pub mod memory_block_defaults;
 pub mod memory_block_shares;

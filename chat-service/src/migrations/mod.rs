@@ -11,6 +11,7 @@ mod m20261124_000006_rate_windows;
 mod m20261124_000007_completion_progress;
 mod m20261125_000001_memory_blocks;
 mod m20261129_000001_completion_usage;
+mod m20261130_000001_reply_streams;
 
 pub struct Migrator;
 
@@ -28,6 +29,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000007_completion_progress::Migration),
             Box::new(m20261125_000001_memory_blocks::Migration),
             Box::new(m20261129_000001_completion_usage::Migration),
+            Box::new(m20261130_000001_reply_streams::Migration),
         ]
     }
 }

@@ -87,6 +87,10 @@ pub struct CompletionResult {
 /// One line of a streamed answer.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct StreamLine {
+    /// The line's number in the reply's stream (1 the question id line, then the text, then
+    /// the final line): `GET /messages/{question_id}/stream?after=` answers the lines after
+    /// one.
+    pub seq: u64,
     /// The next piece of the reply (empty on the first and last lines).
     pub body: String,
     pub finished: bool,
@@ -108,8 +112,9 @@ impl StreamLine {
         Bytes::from(line)
     }
 
-    fn of(event: Event) -> StreamLine {
+    fn of(event: Event, seq: u64) -> StreamLine {
         let mut line = StreamLine {
+            seq,
             body: String::new(),
             finished: false,
             message_id: None,
@@ -133,9 +138,46 @@ impl StreamLine {
     }
 }
 
+/// A reply's events as JSON lines, each with its seq; a broken stream ends with an error
+/// line numbered after the last one.
+fn jsonl(events: tonic::Streaming<pb::CompletionEvent>) -> HttpResponse {
+    let mut last = 0;
+    let lines = events.map(move |item| {
+        let line = match item {
+            Ok(pb::CompletionEvent {
+                event: Some(e),
+                seq,
+            }) => {
+                last = seq;
+                StreamLine::of(e, seq)
+            }
+            Ok(pb::CompletionEvent { event: None, .. }) => return Ok(Bytes::new()),
+            Err(status) => {
+                let error = ApiError::from(status);
+                last += 1;
+                StreamLine::of(
+                    Event::Error(pb::CompletionError {
+                        message: error.message,
+                        message_id: None,
+                        status: u32::from(error.code.http_status()),
+                    }),
+                    last,
+                )
+            }
+        };
+        Ok::<_, actix_web::Error>(line.bytes())
+    });
+    HttpResponse::Ok()
+        .content_type("application/jsonl")
+        .insert_header(("cache-control", "no-cache"))
+        .insert_header(("x-accel-buffering", "no"))
+        .streaming(lines)
+}
+
 /// Registers this module's routes.
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(get_completion)
+        .service(stream_message)
         .service(list_questions_for_chat_session)
         .service(control_message)
         .service(get_message_meta)
@@ -201,26 +243,7 @@ pub async fn get_completion(
     };
     let mut events = api.chat().complete(request).await?.into_inner();
     if stream {
-        let lines = events.map(|item| {
-            let line = match item {
-                Ok(pb::CompletionEvent { event: Some(e) }) => StreamLine::of(e),
-                Ok(pb::CompletionEvent { event: None }) => return Ok(Bytes::new()),
-                Err(status) => {
-                    let error = ApiError::from(status);
-                    StreamLine::of(Event::Error(pb::CompletionError {
-                        message: error.message,
-                        message_id: None,
-                        status: u32::from(error.code.http_status()),
-                    }))
-                }
-            };
-            Ok::<_, actix_web::Error>(line.bytes())
-        });
-        return Ok(HttpResponse::Ok()
-            .content_type("application/jsonl")
-            .insert_header(("cache-control", "no-cache"))
-            .insert_header(("x-accel-buffering", "no"))
-            .streaming(lines));
+        return Ok(jsonl(events));
     }
     let mut body = String::new();
     while let Some(item) = events.next().await {
@@ -249,6 +272,37 @@ pub async fn get_completion(
         "the reply ended before it was finished",
     )
     .into())
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct StreamQuery {
+    /// The last `seq` the client has (default 0: every line).
+    pub after: Option<u64>,
+}
+
+#[utoipa::path(
+    tag = "Chat",
+    params(("question_id" = String, Path), StreamQuery),
+    responses(
+        (status = 200, description = "JSON lines (StreamLine) of the question's reply after `after`: those already generated, then the live ones as they are generated, then the final line (finished true with message_id, or error) — from any replica; a stored reply replays whole from its stored text at any time. Closing this stream stops nothing (stop does)",
+            content((StreamLine = "application/jsonl"))),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, description = "not the caller's question", body = ErrorBody)
+    ),
+    security(("bearer" = []))
+)]
+#[get("/messages/{question_id}/stream")]
+pub async fn stream_message(
+    api: Api,
+    path: web::Path<String>,
+    query: web::Query<StreamQuery>,
+) -> HttpResult<HttpResponse> {
+    let request = pb::AttachRequest {
+        question_id: path.into_inner(),
+        after: query.into_inner().after.unwrap_or(0),
+    };
+    let events = api.chat().attach(request).await?.into_inner();
+    Ok(jsonl(events))
 }
 
 #[utoipa::path(

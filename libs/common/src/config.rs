@@ -154,6 +154,10 @@ pub struct Config {
     /// (renewed every third of it). A replica that dies leaves its replies to be recovered
     /// (stored as interrupted, with what was generated) once this runs out.
     pub chat_completion_lease_seconds: u64,
+    /// How long the compatible API's background responses are kept after they end (then
+    /// `GET /compat_api/v1/responses/{id}` is a 404). Replies of the main API are kept with
+    /// their lines for good (re-attaching replays them at any time).
+    pub chat_stream_retention_seconds: u64,
     /// The longest a reply stays paused: then it is stopped (its text kept, and an error
     /// saying why), so a forgotten pause does not hold a fairness slot and an upstream
     /// connection for ever.
@@ -284,6 +288,7 @@ impl Default for Config {
             chat_fairness_starvation_interval: 30,
             chat_fairness_slots: 32,
             chat_completion_lease_seconds: 60,
+            chat_stream_retention_seconds: 600,
             chat_max_pause_seconds: 600,
             rag_min_similarity: RAG_MIN_SIMILARITY,
             workspace_quota_mb: 1024,
@@ -405,6 +410,11 @@ impl Config {
         }
         if !(1..=86_400).contains(&self.chat_completion_lease_seconds) {
             anyhow::bail!("DOCCHAT_CHAT_COMPLETION_LEASE_SECONDS must be between 1 and 86400");
+        }
+        if !(1..=30 * 86_400).contains(&self.chat_stream_retention_seconds) {
+            anyhow::bail!(
+                "DOCCHAT_CHAT_STREAM_RETENTION_SECONDS must be between 1 and 2592000 (30 days)"
+            );
         }
         if self.mcp_rate_limit == 0
             || self.mcp_max_body_size_mb == 0

@@ -7,6 +7,7 @@
 //! as chat-service yields each piece (tensorzero's `openai_compatible/` has this layout).
 
 pub mod auth;
+pub mod background;
 pub mod chat_completions;
 pub mod error;
 pub mod json;
@@ -24,6 +25,8 @@ use self::error::{CompatError, CompatResult};
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(chat_completions::chat_completions)
         .service(responses::responses)
+        .service(background::get_response)
+        .service(background::cancel_response)
         .service(models::models);
 }
 

@@ -38,6 +38,12 @@ pub struct ResponsesRequest {
     /// `response.completed`).
     #[serde(default)]
     stream: Option<bool>,
+    /// Generate it whatever becomes of this connection: the answer comes at once (status
+    /// `queued`), `GET /responses/{id}` reads it (`?stream=true&starting_after=N` streams
+    /// its events after N), `POST /responses/{id}/cancel` stops it. Kept for
+    /// `DOCCHAT_CHAT_STREAM_RETENTION_SECONDS` (600) after it ends, for its owner only.
+    #[serde(default)]
+    background: Option<bool>,
     /// Echoed in the response.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
@@ -140,11 +146,16 @@ fn response_messages(
     Ok(out)
 }
 
-/// What a response object needs besides its output.
-struct ResponseHead {
-    id: String,
-    created_at: i64,
-    model: String,
+/// What a response object needs besides its output (a background response stores it,
+/// as JSON, without the three fields chat-service keeps itself).
+#[derive(Serialize, Deserialize)]
+pub(super) struct ResponseHead {
+    #[serde(skip)]
+    pub(super) id: String,
+    #[serde(skip)]
+    pub(super) created_at: i64,
+    #[serde(skip)]
+    pub(super) model: String,
     instructions: Option<String>,
     temperature: Option<f64>,
     max_output_tokens: Option<u32>,
@@ -162,8 +173,7 @@ pub struct ResponseObject<'a> {
     created_at: i64,
     model: &'a str,
     status: &'a str,
-    #[schema(value_type = Option<Object>)]
-    error: Option<()>,
+    error: Option<ResponseError>,
     incomplete_details: Option<IncompleteDetails>,
     instructions: Option<&'a str>,
     max_output_tokens: Option<u32>,
@@ -179,6 +189,28 @@ pub struct ResponseObject<'a> {
     #[schema(value_type = Object)]
     metadata: &'a serde_json::Value,
     usage: Option<ResponseUsage>,
+}
+
+/// Why a response failed.
+#[derive(Serialize, ToSchema)]
+#[schema(as = CompatResponseError)]
+pub struct ResponseError {
+    /// server_error, rate_limit_exceeded …
+    code: &'static str,
+    message: String,
+}
+
+impl ResponseError {
+    pub(super) fn of(e: &pb::CompletionError) -> ResponseError {
+        let code = match e.status {
+            429 => "rate_limit_exceeded",
+            _ => "server_error",
+        };
+        ResponseError {
+            code,
+            message: e.message.clone(),
+        }
+    }
 }
 
 #[derive(Serialize, ToSchema)]
@@ -274,19 +306,31 @@ impl ResponseHead {
     /// The response object: in progress (`done` None, no output yet), or finished with
     /// `text` (`incomplete` when the model hit its token limit).
     fn object<'a>(&'a self, text: &'a str, done: Option<&pb::CompatReply>) -> ResponseObject<'a> {
-        let (status, incomplete_details) = match done {
-            None => ("in_progress", None),
-            Some(d) if d.finish_reason == "length" => (
-                "incomplete",
-                Some(IncompleteDetails {
-                    reason: "max_output_tokens",
-                }),
-            ),
-            Some(_) => ("completed", None),
+        let status = match done {
+            None => "in_progress",
+            Some(d) if d.finish_reason == "length" => "incomplete",
+            Some(_) => "completed",
         };
-        let output = match done {
-            None => Vec::new(),
-            Some(_) => vec![self.message(status, vec![OutputText::of(text)])],
+        self.object_as(status, text, done, None)
+    }
+
+    /// The response object in `status` with `text` so far (no output item while queued or
+    /// in progress without text), its `usage` once ended, its `error` when failed.
+    pub(super) fn object_as<'a>(
+        &'a self,
+        status: &'a str,
+        text: &'a str,
+        usage: Option<&pb::CompatReply>,
+        error: Option<ResponseError>,
+    ) -> ResponseObject<'a> {
+        let incomplete_details = (status == "incomplete").then_some(IncompleteDetails {
+            reason: "max_output_tokens",
+        });
+        let running = matches!(status, "queued" | "in_progress");
+        let output = if running && text.is_empty() {
+            Vec::new()
+        } else {
+            vec![self.message(item_status(status), vec![OutputText::of(text)])]
         };
         ResponseObject {
             id: &self.id,
@@ -294,7 +338,7 @@ impl ResponseHead {
             created_at: self.created_at,
             model: &self.model,
             status,
-            error: None,
+            error,
             incomplete_details,
             instructions: self.instructions.as_deref(),
             max_output_tokens: self.max_output_tokens,
@@ -309,7 +353,7 @@ impl ResponseHead {
                 format: TextFormat { kind: "text" },
             },
             metadata: &self.metadata,
-            usage: done.map(ResponseUsage::of),
+            usage: usage.map(ResponseUsage::of),
         }
     }
 
@@ -324,11 +368,26 @@ impl ResponseHead {
     }
 }
 
-/// The events of a streamed response, numbered in order.
-struct EventWriter {
-    head: ResponseHead,
-    sequence: u64,
-    text: String,
+/// The status of a response's message item: the vendor's items are in progress,
+/// completed or incomplete.
+fn item_status(status: &str) -> &'static str {
+    match status {
+        "completed" => "completed",
+        "queued" | "in_progress" => "in_progress",
+        _ => "incomplete",
+    }
+}
+
+/// Events before the first delta, and after the last (their sequence numbers are fixed by
+/// the count of deltas, so a stream can be resumed after any of them).
+pub(super) const OPENING: u64 = 4;
+pub(super) const CLOSING: u64 = 4;
+
+/// The events of a streamed response, numbered in order: `sequence` is the next one's.
+pub(super) struct EventWriter {
+    pub(super) head: ResponseHead,
+    pub(super) sequence: u64,
+    pub(super) text: String,
 }
 
 impl EventWriter {
@@ -351,16 +410,15 @@ impl EventWriter {
         serde_json::to_value(v).unwrap_or_default()
     }
 
-    /// response.created … response.content_part.added.
-    fn opening(&mut self) -> Vec<Bytes> {
+    /// response.created … response.content_part.added (the four [`OPENING`] events); a
+    /// background response is created `queued`.
+    pub(super) fn opening(&mut self, created: &str) -> Vec<Bytes> {
+        let queued = Self::value(self.head.object_as(created, "", None, None));
         let response = Self::value(self.head.object("", None));
         let item = Self::value(self.head.message("in_progress", Vec::new()));
         let id = self.head.message_id.clone();
         vec![
-            self.event(
-                "response.created",
-                Self::with(vec![("response", response.clone())]),
-            ),
+            self.event("response.created", Self::with(vec![("response", queued)])),
             self.event(
                 "response.in_progress",
                 Self::with(vec![("response", response)]),
@@ -381,7 +439,7 @@ impl EventWriter {
         ]
     }
 
-    fn delta(&mut self, delta: String) -> Bytes {
+    pub(super) fn delta(&mut self, delta: String) -> Bytes {
         self.text.push_str(&delta);
         let id = self.head.message_id.clone();
         self.event(
@@ -399,17 +457,31 @@ impl EventWriter {
     /// response.output_text.done … response.completed (or response.incomplete).
     fn closing(&mut self, done: &pb::CompatReply) -> Vec<Bytes> {
         let text = std::mem::take(&mut self.text);
-        let response = Self::value(self.head.object(&text, Some(done)));
-        let status = response["status"]
-            .as_str()
-            .unwrap_or("completed")
-            .to_owned();
-        let item = Self::value(self.head.message(&status, vec![OutputText::of(&text)]));
+        let status = self.head.object(&text, Some(done)).status.to_owned();
+        self.closing_as(&text, &status, Some(done), None)
+    }
+
+    /// The four [`CLOSING`] events of a response that ended in `status` with `text`:
+    /// response.output_text.done … then response.completed, response.incomplete, or
+    /// response.failed (failed, and cancelled: the vendor names no event for it; the
+    /// response's status says which).
+    pub(super) fn closing_as(
+        &mut self,
+        text: &str,
+        status: &str,
+        usage: Option<&pb::CompatReply>,
+        error: Option<ResponseError>,
+    ) -> Vec<Bytes> {
+        let response = Self::value(self.head.object_as(status, text, usage, error));
+        let item = Self::value(
+            self.head
+                .message(item_status(status), vec![OutputText::of(text)]),
+        );
         let id = self.head.message_id.clone();
-        let last = if status == "incomplete" {
-            "response.incomplete"
-        } else {
-            "response.completed"
+        let last = match status {
+            "completed" => "response.completed",
+            "incomplete" => "response.incomplete",
+            _ => "response.failed",
         };
         vec![
             self.event(
@@ -418,7 +490,7 @@ impl EventWriter {
                     ("item_id", id.clone().into()),
                     ("output_index", 0.into()),
                     ("content_index", 0.into()),
-                    ("text", text.clone().into()),
+                    ("text", text.into()),
                     ("logprobs", serde_json::Value::Array(Vec::new())),
                 ]),
             ),
@@ -428,7 +500,7 @@ impl EventWriter {
                     ("item_id", id.into()),
                     ("output_index", 0.into()),
                     ("content_index", 0.into()),
-                    ("part", Self::value(OutputText::of(&text))),
+                    ("part", Self::value(OutputText::of(text))),
                 ]),
             ),
             self.event(
@@ -439,7 +511,7 @@ impl EventWriter {
         ]
     }
 
-    fn error(&mut self, err: &CompatError) -> Bytes {
+    pub(super) fn error(&mut self, err: &CompatError) -> Bytes {
         self.event(
             "error",
             Self::with(vec![
@@ -455,7 +527,7 @@ impl EventWriter {
     tag = "Compatible API",
     request_body = ResponsesRequest,
     responses(
-        (status = 200, description = "`stream` false: the response; `stream` true: named Server-Sent Events (`response.created`, `response.in_progress`, `response.output_item.added`, `response.content_part.added`, `response.output_text.delta`…, `response.output_text.done`, `response.content_part.done`, `response.output_item.done`, `response.completed` or `response.incomplete`; `error` on a failure after the first event)",
+        (status = 200, description = "`background` true: the response at once (`queued`), or with `stream` its events from `response.created` on (closing the stream does not stop it). `stream` false: the response; `stream` true: named Server-Sent Events (`response.created`, `response.in_progress`, `response.output_item.added`, `response.content_part.added`, `response.output_text.delta`…, `response.output_text.done`, `response.content_part.done`, `response.output_item.done`, `response.completed` or `response.incomplete`; `error` on a failure after the first event)",
             content((ResponseObject = "application/json"), (ServerSentEvent = "text/event-stream"))),
         (status = 400, description = "invalid body, non-text input, temperature outside 0..2", body = ErrorBody),
         (status = 401, body = ErrorBody),
@@ -490,6 +562,9 @@ pub async fn responses(
         metadata: serde_json::Value::Object(r.metadata.unwrap_or_default()),
         message_id: new_id("msg_"),
     };
+    if r.background.unwrap_or(false) {
+        return super::background::start(&api, request, head, stream).await;
+    }
     if !stream {
         let reply = api.chat().compat_complete(request).await?.into_inner();
         head.model = reply.model.clone();
@@ -506,7 +581,7 @@ pub async fn responses(
         sequence: 0,
         text: String::new(),
     };
-    let opening = writer.opening();
+    let opening = writer.opening("in_progress");
     let rest = chunks.flat_map(move |item| {
         let w = &mut writer;
         let events = match item {
