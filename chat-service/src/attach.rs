@@ -140,3 +140,177 @@ async fn read(db: &DatabaseConnection, question_id: &str) -> ApiResult<Snapshot<
         last: Some(last),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use docchat_common::time::now;
+    use sea_orm::{ActiveModelTrait, ConnectionTrait, Set};
+    use sea_orm_migration::MigratorTrait;
+
+    use super::*;
+    use crate::control::{Kind, Registration};
+    use crate::entities::chat_sessions;
+    use crate::limits::write_progress;
+
+    const LEASE: Duration = Duration::from_secs(60);
+
+    /// A database with user u's session s, question q and q's progress row.
+    async fn db() -> DatabaseConnection {
+        let db = docchat_common::db::connect("sqlite::memory:")
+            .await
+            .unwrap();
+        crate::migrations::Migrator::up(&db, None).await.unwrap();
+        let at = now();
+        chat_sessions::ActiveModel {
+            id: Set("s".into()),
+            owner_id: Set("u".into()),
+            owner_username: Set("u".into()),
+            name: Set(None),
+            collection_id: Set(None),
+            collection_name: Set(None),
+            latest_message_content: Set(None),
+            created_at: Set(at),
+            updated_at: Set(at),
+        }
+        .insert(&db)
+        .await
+        .unwrap();
+        message("q", None, "Why?", None).insert(&db).await.unwrap();
+        active_completions::ActiveModel {
+            question_id: Set("q".into()),
+            user_id: Set("u".into()),
+            started_at: Set(at),
+            lease_until: Set(at + chrono::Duration::seconds(60)),
+            progress: Set(None),
+            usage: Set(None),
+            marks: Set(None),
+        }
+        .insert(&db)
+        .await
+        .unwrap();
+        db
+    }
+
+    fn message(
+        id: &str,
+        reply_to: Option<&str>,
+        content: &str,
+        marks: Option<&str>,
+    ) -> messages::ActiveModel {
+        messages::ActiveModel {
+            id: Set(id.into()),
+            session_id: Set("s".into()),
+            owner_id: Set("u".into()),
+            username: Set("u".into()),
+            content: Set(content.into()),
+            reply_to: Set(reply_to.map(str::to_owned)),
+            votes: Set(0),
+            has_references: Set(false),
+            total_references: Set(0),
+            error: Set(None),
+            created_at: Set(now()),
+            stream_marks: Set(marks.map(str::to_owned)),
+        }
+    }
+
+    /// The generating replica's side: records `text` and writes it (one line).
+    async fn generate(db: &DatabaseConnection, controls: &Controls, at: &Registration, text: &str) {
+        at.record(text);
+        write_progress(db, controls, LEASE).await.unwrap();
+    }
+
+    /// The next line within two seconds: (seq, delta or final marker).
+    async fn next(rx: &mut Lines) -> (u64, String) {
+        let e = tokio::time::timeout(Duration::from_secs(2), rx.recv())
+            .await
+            .expect("a line within 2 s")
+            .expect("the stream goes on")
+            .unwrap();
+        let what = match e.event.unwrap() {
+            Event::QuestionId(id) => format!("question {id}"),
+            Event::Delta(text) => text,
+            Event::Done(done) => format!("done {}", done.message_id),
+            Event::Error(e) => format!("error {}", e.message),
+        };
+        (e.seq, what)
+    }
+
+    /// A line stored between the follower's subscription and its read is sent at once,
+    /// and once — on the replica that generates (woken by its count of stored lines) and
+    /// on another one (woken by its timer); then the live lines, then the final line read
+    /// from the stored reply.
+    #[tokio::test]
+    async fn a_line_stored_between_subscribing_and_reading_is_sent_once() {
+        for same_replica in [true, false] {
+            let db = db().await;
+            let generating = Controls::default();
+            let (_state, registration) = generating.register("q", Kind::Completion);
+            let registration = Arc::new(registration);
+            generate(&db, &generating, &registration, "a ").await;
+            let attach = Attach {
+                db: db.clone(),
+                controls: if same_replica {
+                    generating.clone()
+                } else {
+                    Controls::default()
+                },
+                tasks: TaskTracker::new(),
+                shutdown: CancellationToken::new(),
+            };
+            let (tx, mut rx) = mpsc::channel(16);
+            // Stores "b " in the first round only (and lets go of the registration then).
+            let hook = {
+                let (db, generating) = (db.clone(), generating.clone());
+                let mut once = Some(registration.clone());
+                move || {
+                    let (db, generating, first) = (db.clone(), generating.clone(), once.take());
+                    async move {
+                        if let Some(registration) = first {
+                            generate(&db, &generating, &registration, "b ").await;
+                        }
+                    }
+                }
+            };
+            let follower = {
+                let attach = attach.clone();
+                tokio::spawn(async move { attach.follow("q", 0, tx, hook).await })
+            };
+            assert_eq!(next(&mut rx).await, (1, "question q".into()));
+            assert_eq!(next(&mut rx).await, (2, "a ".into()));
+            // Nothing else is generated meanwhile: it comes from the first read.
+            assert_eq!(next(&mut rx).await, (3, "b ".into()), "same replica: {same_replica}");
+            generate(&db, &generating, &registration, "c ").await;
+            assert_eq!(next(&mut rx).await, (4, "c ".into()));
+
+            // The reply is stored (its row deleted in the same transaction) with the
+            // lines the progress had, then the generation ends.
+            let marks = registration.lines().seal("a b c ");
+            let txn = docchat_common::db::begin(&db).await.unwrap();
+            message("r", Some("q"), "a b c ", Some(&marks.encode()))
+                .insert(&txn)
+                .await
+                .unwrap();
+            txn.execute(txn.get_database_backend().build(&crate::limits::release_statement("q")))
+                .await
+                .unwrap();
+            txn.commit().await.unwrap();
+            assert!(Arc::into_inner(registration).is_some(), "the generation ends");
+            assert_eq!(next(&mut rx).await, (5, "done r".into()));
+            follower.await.unwrap();
+            assert!(rx.recv().await.is_none(), "nothing after the final line");
+
+            // Later, from the stored text: the same lines after any seq.
+            let (tx, mut rx) = mpsc::channel(16);
+            attach.follow("q", 2, tx, || async {}).await;
+            assert_eq!(next(&mut rx).await, (3, "b ".into()));
+            assert_eq!(next(&mut rx).await, (4, "c ".into()));
+            assert_eq!(next(&mut rx).await, (5, "done r".into()));
+            let (tx, mut rx) = mpsc::channel(16);
+            attach.follow("q", 5, tx, || async {}).await;
+            assert!(rx.recv().await.is_none(), "the client has every line");
+        }
+    }
+}

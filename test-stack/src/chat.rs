@@ -85,6 +85,27 @@ impl Stack {
             .map(|_| ())
     }
 
+    /// Re-attaches to `question`'s reply on `replica`: its lines after seq `after`.
+    pub async fn attach(
+        &self,
+        replica: &Spawned,
+        who: &Caller,
+        question: &str,
+        after: u64,
+    ) -> Result<Streaming<pb::CompletionEvent>, tonic::Status> {
+        self.chat_client(replica)
+            .attach(self.req(
+                Service::Chat,
+                who,
+                pb::AttachRequest {
+                    question_id: question.to_owned(),
+                    after,
+                },
+            ))
+            .await
+            .map(tonic::Response::into_inner)
+    }
+
     /// A session's messages, oldest first, as `replica` reads them.
     pub async fn messages(
         &self,
@@ -136,6 +157,55 @@ pub async fn rest(events: &mut Streaming<pb::CompletionEvent>) -> (String, Optio
         match next.ok().flatten().and_then(|e| e.event) {
             Some(Event::Delta(t)) => text.push_str(&t),
             last => return (text, last),
+        }
+    }
+}
+
+/// A streamed line as a test compares it: its seq and its delta (the question's id, or the
+/// final event, as text).
+pub type Line = (u64, String);
+
+fn line_of(e: pb::CompletionEvent) -> (Line, bool) {
+    match e.event {
+        Some(Event::QuestionId(id)) => ((e.seq, format!("question {id}")), false),
+        Some(Event::Delta(t)) => ((e.seq, t), false),
+        Some(Event::Done(d)) => ((e.seq, format!("done {}", d.message_id)), true),
+        Some(Event::Error(err)) => ((e.seq, format!("error {}", err.message)), true),
+        None => ((e.seq, String::new()), true),
+    }
+}
+
+/// The next `n` lines (each within 10 s).
+pub async fn lines(events: &mut Streaming<pb::CompletionEvent>, n: usize) -> Vec<Line> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let e = tokio::time::timeout(Duration::from_secs(10), events.message())
+            .await
+            .expect("a line within 10 s")
+            .unwrap()
+            .expect("the stream goes on");
+        out.push(line_of(e).0);
+    }
+    out
+}
+
+/// The lines to the end, the final one included (within `within`).
+pub async fn lines_to_end(
+    events: &mut Streaming<pb::CompletionEvent>,
+    within: Duration,
+) -> Vec<Line> {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut out = Vec::new();
+    loop {
+        let e = tokio::time::timeout_at(deadline, events.message())
+            .await
+            .expect("the stream ends in time")
+            .unwrap()
+            .expect("a final line before the end");
+        let (line, last) = line_of(e);
+        out.push(line);
+        if last {
+            return out;
         }
     }
 }

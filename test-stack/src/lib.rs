@@ -38,7 +38,7 @@ use docchat_common::grpc::ServiceContext;
 use docchat_common::testing::{Backend, Spawned, bind, context};
 use docchat_common::{Caller, JwtKeys};
 
-pub use chat::{deltas, rest};
+pub use chat::{Line, deltas, lines, lines_to_end, rest};
 #[cfg(feature = "gateway")]
 pub use rest::read;
 

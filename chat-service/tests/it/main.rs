@@ -19,6 +19,7 @@ use docchat_test_stack::Stack;
 use tonic::Code;
 
 mod agent;
+mod attach;
 mod control;
 mod lifecycle;
 mod rate;

@@ -10,7 +10,7 @@ use docchat_common::testing::context;
 use docchat_proto::admin::v1::LlmSpendRequest;
 use docchat_proto::admin::v1::admin_service_client::AdminServiceClient;
 use docchat_proto::chat::v1 as pb;
-use docchat_test_stack::{Stack, deltas, rest};
+use docchat_test_stack::{Stack, deltas, lines_to_end, rest};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use tokio_util::sync::CancellationToken;
 
@@ -133,6 +133,9 @@ docchat_common::backend_tests! {
         // About two seconds of streaming: the progress was written at least once.
         let received = deltas(&mut events, 80).await;
         assert!(script().starts_with(&received));
+        // A client re-attaches through a live replica, after the 80 lines it has (seq 81).
+        let live = &stack.chats[0];
+        let mut attached = stack.attach(live, &alice, &question, 81).await.unwrap();
         doomed.kill();
         drop(events);
 
@@ -151,7 +154,6 @@ docchat_common::backend_tests! {
 
         // Meanwhile the conversation goes on (on another replica): the recovered reply
         // still takes its place right after its question.
-        let live = &stack.chats[0];
         let (later, mut later_events) = stack.ask(live, &alice, &session).await;
         deltas(&mut later_events, 2).await;
         stack.control(live, &alice, &later, "stop").await.unwrap();
@@ -181,6 +183,19 @@ docchat_common::backend_tests! {
             "{}: the stored reply holds at least what the client saw ({words} words stored, {} seen)",
             backend.name,
             received.split_whitespace().count()
+        );
+        // The re-attached stream ended with the interrupted error and the text recovered:
+        // with what the client had, the stored reply.
+        let tail = lines_to_end(&mut attached, Duration::from_secs(30)).await;
+        let (last_seq, last) = tail.last().cloned().unwrap();
+        assert!(last.starts_with("error ") && last.contains("interrupted"), "{}: {last}", backend.name);
+        let attached_text: String = tail[..tail.len() - 1].iter().map(|(_, t)| t.as_str()).collect();
+        assert_eq!(format!("{received}{attached_text}"), reply.content, "{}: nothing lost or repeated", backend.name);
+        assert_eq!(
+            tail.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(),
+            (82..=last_seq).collect::<Vec<_>>(),
+            "{}",
+            backend.name
         );
         let listed = stack.messages(&survivor, &alice, &session).await;
         assert_eq!(listed.len(), 4, "recovered once: {listed:?}");
