@@ -281,7 +281,11 @@ mod tests {
             assert_eq!(next(&mut rx).await, (1, "question q".into()));
             assert_eq!(next(&mut rx).await, (2, "a ".into()));
             // Nothing else is generated meanwhile: it comes from the first read.
-            assert_eq!(next(&mut rx).await, (3, "b ".into()), "same replica: {same_replica}");
+            assert_eq!(
+                next(&mut rx).await,
+                (3, "b ".into()),
+                "same replica: {same_replica}"
+            );
             generate(&db, &generating, &registration, "c ").await;
             assert_eq!(next(&mut rx).await, (4, "c ".into()));
 
@@ -293,11 +297,17 @@ mod tests {
                 .insert(&txn)
                 .await
                 .unwrap();
-            txn.execute(txn.get_database_backend().build(&crate::limits::release_statement("q")))
-                .await
-                .unwrap();
+            txn.execute(
+                txn.get_database_backend()
+                    .build(&crate::limits::release_statement("q")),
+            )
+            .await
+            .unwrap();
             txn.commit().await.unwrap();
-            assert!(Arc::into_inner(registration).is_some(), "the generation ends");
+            assert!(
+                Arc::into_inner(registration).is_some(),
+                "the generation ends"
+            );
             assert_eq!(next(&mut rx).await, (5, "done r".into()));
             follower.await.unwrap();
             assert!(rx.recv().await.is_none(), "nothing after the final line");

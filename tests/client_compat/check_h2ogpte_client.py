@@ -157,6 +157,43 @@ def _():
     assert api.get_chat_session_messages(state["session"]) == []
 
 
+def jsonl(method, path, key, body=None):
+    """The JSON lines a streamed answer of the main API carries."""
+    req = urllib.request.Request(
+        f"{BASE}{path}",
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req) as r:
+        assert r.headers["content-type"].startswith("application/jsonl"), r.headers["content-type"]
+        return [json.loads(line) for line in r.read().decode().splitlines() if line.strip()]
+
+
+@check("a streamed completion: every line is the client's ChatCompletionDelta (seq 1, 2, 3 … besides); "
+       "re-attaching after a seq answers the rest, the same lines; another user's question is 404")
+def _():
+    from h2ogpte.rest_sync.models.chat_completion_delta import ChatCompletionDelta
+
+    sid = ChatApi(state["user"]).create_chat_session().id
+    lines = jsonl("POST", f"/api/v1/chats/{sid}/completions", state["user_key"],
+                  {"message": "What is the capital of France?", "llm": "scripted", "stream": True})
+    assert [line["seq"] for line in lines] == list(range(1, len(lines) + 1)), lines
+    deltas = [ChatCompletionDelta.from_json(json.dumps(line)) for line in lines]
+    assert deltas[-1].finished and deltas[-1].message_id, lines
+    assert "".join(d.body for d in deltas) == "Paris is the capital of France.", lines
+    question = lines[0]["question_id"]
+    again = jsonl("GET", f"/api/v1/messages/{question}/stream?after=1", state["user_key"])
+    assert again == lines[1:], (again, lines)
+    try:
+        jsonl("GET", f"/api/v1/messages/{question}/stream", ADMIN_KEY)
+    except urllib.error.HTTPError as e:
+        assert e.code == 404, e.code
+    else:
+        raise AssertionError("another user's question streamed")
+    ChatApi(state["user"]).delete_chat_session(sid)
+
+
 @check("another user's collection is 404 for the client")
 def _():
     try:

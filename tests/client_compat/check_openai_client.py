@@ -1,6 +1,7 @@
 """The official `openai` Python SDK against docchat's compatible API (/compat_api/v1):
-models.list, chat completions plain and streamed, responses plain and streamed, and the
-error it raises for an unknown model. docchat must serve the model `scripted` backed by
+models.list, chat completions plain and streamed, responses plain and streamed, background
+responses (created, streamed, resumed with starting_after, retrieved, cancelled), and the
+errors it raises for an unknown model and an unknown response. docchat must serve the model `scripted` backed by
 scripted_upstream.py (answer ANSWER, usage 11 + 7 tokens).
 
 With --local-model NAME it also asks that local model (the built-in one scripts/run.sh
@@ -121,6 +122,58 @@ def _():
         deltas = "".join(e.delta for e in stream if e.type == "response.output_text.delta")
         final = stream.get_final_response()
     assert deltas == ANSWER and final.output_text == ANSWER
+
+
+PACED = "[answer at a pace] Count for me."
+PACED_TEXT = "".join(f"word{i} " for i in range(30))
+
+
+@check("background responses: created at once, streamed, resumed after a sequence number, retrieved")
+def _():
+    r = client.responses.create(model="scripted", input=PACED, background=True)
+    assert r.id.startswith("resp_") and r.status in ("queued", "in_progress"), r
+    first = []
+    stream = client.responses.retrieve(r.id, stream=True)
+    for event in stream:
+        first.append(event)
+        if sum(e.type == "response.output_text.delta" for e in first) == 3:
+            break
+    stream.close()  # the connection drops: the response goes on
+    assert [e.sequence_number for e in first] == list(range(len(first))), first
+    assert first[0].type == "response.created" and first[0].response.status == "queued", first[0]
+    n = first[-1].sequence_number
+    rest = list(client.responses.retrieve(r.id, stream=True, starting_after=n))
+    assert [e.sequence_number for e in rest] == list(range(n + 1, n + 1 + len(rest))), rest
+    assert rest[-1].type == "response.completed", rest[-1]
+    text = "".join(e.delta for e in first + rest if e.type == "response.output_text.delta")
+    assert text == PACED_TEXT, text
+    assert rest[-1].response.output_text == PACED_TEXT
+    done = client.responses.retrieve(r.id)
+    assert done.status == "completed" and done.output_text == PACED_TEXT, done
+    assert done.usage.output_tokens == 7, done.usage
+    # The whole stream again, from after its first event.
+    again = list(client.responses.retrieve(r.id, stream=True, starting_after=0))
+    assert [e.sequence_number for e in again] == list(range(1, rest[-1].sequence_number + 1))
+
+
+@check("a background response cancelled: status cancelled, its text so far kept")
+def _():
+    r = client.responses.create(model="scripted", input="[answer word by word] Take your time.", background=True)
+    cancelled = client.responses.cancel(r.id)
+    assert cancelled.id == r.id and cancelled.status == "cancelled", cancelled
+    later = client.responses.retrieve(r.id)
+    assert later.status == "cancelled", later
+    assert len(later.output_text.split()) < 80, later.output_text
+
+
+@check("an unknown response raises NotFoundError")
+def _():
+    try:
+        client.responses.retrieve("resp_nope")
+    except openai.NotFoundError as e:
+        assert e.status_code == 404
+    else:
+        raise AssertionError("no error for an unknown response")
 
 
 @check("an unknown model raises NotFoundError with code model_not_found")

@@ -9,7 +9,8 @@ result is in the conversation, with a text quoting the result's TOTAL line.
 
 A question containing SLOW_MARK is answered after SLOW_SECONDS (the checks cancel it
 first). One containing TRICKLE_MARK is streamed one word every TRICKLE_SECONDS, TRICKLE_WORDS
-words in all (tests/compose/faults.py kills the replica streaming it).
+words in all (tests/compose/faults.py kills the replica streaming it); PACED_MARK likewise,
+PACED_WORDS words every PACED_SECONDS (the background responses of check_openai_client.py).
 
 Usage: scripted_upstream.py [HOST]  (runs until killed; HOST defaults to 127.0.0.1: the compose
 test binds the Docker bridge's address so that containers reach it)
@@ -27,6 +28,9 @@ SLOW_SECONDS = 60
 TRICKLE_MARK = "[answer word by word]"
 TRICKLE_SECONDS = 0.5
 TRICKLE_WORDS = 80
+PACED_MARK = "[answer at a pace]"
+PACED_SECONDS = 0.1
+PACED_WORDS = 30
 CSV_MARK = "[analyse sales.csv]"
 CSV_CODE = """import matplotlib
 matplotlib.use("Agg")
@@ -115,8 +119,12 @@ class Handler(BaseHTTPRequestHandler):
             return
         # The last message only: a later question in the same session (its history holds
         # the marked one) is answered at once.
-        if TRICKLE_MARK in json.dumps((body.get("messages") or [{}])[-1]):
-            self.trickle(usage)
+        last = json.dumps((body.get("messages") or [{}])[-1])
+        if TRICKLE_MARK in last:
+            self.trickle(usage, TRICKLE_WORDS, TRICKLE_SECONDS)
+            return
+        if PACED_MARK in last:
+            self.trickle(usage, PACED_WORDS, PACED_SECONDS)
             return
         send = self.start_stream()
         for word in ANSWER.split(" "):
@@ -127,12 +135,12 @@ class Handler(BaseHTTPRequestHandler):
         self.end_stream(send)
 
 
-    def trickle(self, usage):
+    def trickle(self, usage, words, seconds):
         send = self.start_stream()
         try:
-            for i in range(TRICKLE_WORDS):
+            for i in range(words):
                 send(json.dumps({"choices": [{"index": 0, "delta": {"content": f"word{i} "}, "finish_reason": None}]}))
-                time.sleep(TRICKLE_SECONDS)
+                time.sleep(seconds)
             send(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
             send(json.dumps({"choices": [], "usage": usage}))
             self.end_stream(send)

@@ -16,7 +16,9 @@ use crate::lifecycle::{WORDS, slow_upstream};
 fn text(lines: &[Line]) -> String {
     lines
         .iter()
-        .filter(|(_, t)| !t.starts_with("question ") && !t.starts_with("done ") && !t.starts_with("error "))
+        .filter(|(_, t)| {
+            !t.starts_with("question ") && !t.starts_with("done ") && !t.starts_with("error ")
+        })
         .map(|(_, t)| t.as_str())
         .collect()
 }

@@ -20,6 +20,7 @@ use tonic::Code;
 
 mod agent;
 mod attach;
+mod background;
 mod control;
 mod lifecycle;
 mod rate;

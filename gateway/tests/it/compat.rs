@@ -602,3 +602,100 @@ docchat_common::backend_tests! {
         app.stop().await;
     }
 }
+
+/// The events of `GET path` (a background response's stream).
+async fn events_get(app: &Stack, key: &str, path: &str) -> Vec<(String, Value)> {
+    let response = app
+        .http(Method::GET, &format!("/compat_api/v1{path}"), Some(key))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{path}");
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let text = response.text().await.unwrap();
+    text.split("\n\n")
+        .filter(|block| !block.trim().is_empty())
+        .map(|block| {
+            let event = block
+                .lines()
+                .find_map(|l| l.strip_prefix("event: "))
+                .unwrap_or_default();
+            let data = block
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .unwrap_or_default();
+            (event.to_owned(), serde_json::from_str(data).unwrap())
+        })
+        .collect()
+}
+
+docchat_common::backend_tests! {
+    async fn background_responses_are_read_resumed_and_cancelled_by_their_owner_only(backend) {
+        let model = upstream(Duration::from_millis(20)).await;
+        let app = start(&backend, &model, |_| {}).await;
+        let (_, key) = app.user("ada").await;
+        let (_, other) = app.user("eve").await;
+
+        let (s, created) = post(&app, &key, "/responses", json!({"model": "scripted", "input": "Capital?", "background": true, "metadata": {"k": "v"}})).await;
+        assert_eq!(s, 200, "{}: {created}", backend.name);
+        assert!(matches!(created["status"].as_str(), Some("queued" | "in_progress")), "{created}");
+        assert_eq!(created["metadata"], json!({"k": "v"}));
+        let id = created["id"].as_str().unwrap().to_owned();
+
+        // Eve sees none of it; bad queries are the vendor's 400.
+        let (s, b) = app.call(Method::GET, &format!("/compat_api/v1/responses/{id}"), &other, None).await;
+        assert_vendor_error(s, &b, 404);
+        let (s, b) = post(&app, &other, &format!("/responses/{id}/cancel"), json!({})).await;
+        assert_vendor_error(s, &b, 404);
+        for query in ["?stream=maybe", "?starting_after=2"] {
+            let (s, b) = app.call(Method::GET, &format!("/compat_api/v1/responses/{id}{query}"), &key, None).await;
+            assert_vendor_error(s, &b, 400);
+        }
+
+        // The whole stream, numbered from 0; then resumed after any event.
+        let all = events_get(&app, &key, &format!("/responses/{id}?stream=true")).await;
+        let numbers: Vec<u64> = all.iter().map(|(_, d)| d["sequence_number"].as_u64().unwrap()).collect();
+        assert_eq!(numbers, (0..all.len() as u64).collect::<Vec<_>>(), "{}", backend.name);
+        assert_eq!(all[0].0, "response.created");
+        assert_eq!(all[0].1["response"]["status"], "queued");
+        assert_eq!(all.last().unwrap().0, "response.completed");
+        let text: String = all
+            .iter()
+            .filter(|(e, _)| e == "response.output_text.delta")
+            .map(|(_, d)| d["delta"].as_str().unwrap())
+            .collect();
+        assert_eq!(text, ANSWER, "{}", backend.name);
+        for after in [0, 5, all.len() as u64 - 3] {
+            let resumed = events_get(&app, &key, &format!("/responses/{id}?stream=true&starting_after={after}")).await;
+            assert_eq!(resumed, all[after as usize + 1..], "{}: after {after}", backend.name);
+        }
+        let (s, done) = app.call(Method::GET, &format!("/compat_api/v1/responses/{id}"), &key, None).await;
+        assert_eq!(s, 200);
+        assert_eq!(done["status"], "completed");
+        assert_eq!(done["output"][0]["content"][0]["text"], ANSWER);
+        assert_eq!(done["usage"]["output_tokens"], ANSWER.split_inclusive(' ').count());
+        assert_eq!(done["metadata"], json!({"k": "v"}));
+
+        // A long one, cancelled: its text so far kept.
+        let (_, long) = post(&app, &key, "/responses", json!({"model": "scripted", "input": "LONG", "background": true})).await;
+        let long = long["id"].as_str().unwrap().to_owned();
+        let (s, cancelled) = post(&app, &key, &format!("/responses/{long}/cancel"), json!({})).await;
+        assert_eq!((s, cancelled["status"].as_str()), (200, Some("cancelled")), "{}: {cancelled}", backend.name);
+        let ended = events_get(&app, &key, &format!("/responses/{long}?stream=true&starting_after=3")).await;
+        let (last, data) = ended.last().unwrap();
+        assert_eq!((last.as_str(), data["response"]["status"].as_str()), ("response.failed", Some("cancelled")));
+
+        // Background and streamed: the events from its creation.
+        let response = app
+            .http(Method::POST, "/compat_api/v1/responses", Some(&key))
+            .json(&json!({"model": "scripted", "input": "Capital?", "background": true, "stream": true}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let body = response.text().await.unwrap();
+        assert!(body.starts_with("event: response.created\n"), "{body}");
+        assert!(body.contains("event: response.completed\n"), "{body}");
+        app.stop().await;
+    }
+}

@@ -737,3 +737,60 @@ async fn message_count(app: &Stack, chat: &str, key: &str) -> usize {
     assert_eq!(s, 200, "{messages}");
     messages.as_array().map_or(0, Vec::len)
 }
+
+/// The JSON lines of `GET path` (all of them, within 30 s).
+async fn all_lines(app: &Stack, key: &str, path: &str) -> Vec<Value> {
+    let response = app.http(Method::GET, path, Some(key)).send().await.unwrap();
+    assert_eq!(response.status(), 200, "{path}");
+    assert_eq!(response.headers()["content-type"], "application/jsonl");
+    let mut lines = Lines {
+        response,
+        buffer: Vec::new(),
+    };
+    let mut out = Vec::new();
+    while let Some(line) = lines.next(Duration::from_secs(30)).await {
+        out.push(line);
+    }
+    out
+}
+
+docchat_common::backend_tests! {
+    /// Every line of a streamed reply carries its seq; `GET /messages/{question_id}/stream`
+    /// answers the lines after one — live while the reply is generated, from the stored
+    /// reply after — for the question's owner only.
+    async fn a_reply_is_re_attached_through_rest_after_any_seq(backend) {
+        let model = upstream(Duration::from_millis(30)).await;
+        let app = app_with(&backend, &model).await;
+        let (_, alice) = app.user("alice").await;
+        let (_, bob) = app.user("bob").await;
+        let chat = session(&app, &alice, None).await;
+        let mut original = stream(&app, &alice, &chat, json!({"message": "Capital?", "stream": true})).await;
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            seen.push(original.next(Duration::from_secs(10)).await.unwrap());
+        }
+        assert_eq!(seen.iter().map(|l| l["seq"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 2, 3], "{seen:?}");
+        let question = seen[0]["question_id"].as_str().unwrap().to_owned();
+        drop(original);
+
+        let path = format!("/api/v1/messages/{question}/stream");
+        let (s, body) = app.call(Method::GET, &path, &bob, None).await;
+        assert_eq!((s, body["code"].as_u64()), (404, Some(404)), "{}: {body}", backend.name);
+        let (s, body) = app.call(Method::GET, &format!("{path}?after=x"), &alice, None).await;
+        assert_eq!(s, 400, "{}: {body}", backend.name);
+
+        let rest = all_lines(&app, &alice, &format!("{path}?after=3")).await;
+        let mut whole = seen.clone();
+        whole.extend(rest);
+        let seqs: Vec<u64> = whole.iter().map(|l| l["seq"].as_u64().unwrap()).collect();
+        assert_eq!(seqs, (1..=whole.len() as u64).collect::<Vec<_>>(), "{}", backend.name);
+        let last = whole.last().unwrap();
+        assert_eq!(last["finished"], true, "{last}");
+        let body: String = whole.iter().filter_map(|l| l["body"].as_str()).collect();
+        assert_eq!(body, ANSWER, "{}", backend.name);
+        // Stored now: the same lines again, from any seq.
+        assert_eq!(all_lines(&app, &alice, &path).await, whole, "{}", backend.name);
+        assert_eq!(all_lines(&app, &alice, &format!("{path}?after=2")).await, whole[2..], "{}", backend.name);
+        app.stop().await;
+    }
+}

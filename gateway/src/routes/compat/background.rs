@@ -17,6 +17,7 @@ use utoipa::IntoParams;
 
 use super::auth::CompatApi;
 use super::error::{CompatError, CompatResult, ErrorBody};
+use super::json::CompatQuery;
 use super::responses::{
     CLOSING, EventWriter, OPENING, ResponseError, ResponseHead, ResponseObject,
 };
@@ -71,7 +72,7 @@ pub struct RetrieveQuery {
 pub async fn get_response(
     CompatApi(api): CompatApi,
     path: web::Path<String>,
-    query: web::Query<RetrieveQuery>,
+    CompatQuery(query): CompatQuery<RetrieveQuery>,
 ) -> CompatResult<HttpResponse> {
     let record = api
         .chat()
@@ -80,7 +81,6 @@ pub async fn get_response(
         })
         .await?
         .into_inner();
-    let query = query.into_inner();
     if query.stream.unwrap_or(false) {
         return events(&api, record, query.starting_after).await;
     }

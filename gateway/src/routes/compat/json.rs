@@ -1,5 +1,6 @@
-//! A JSON body extractor that refuses in the vendor's shape: 413 over the body limit, 400
-//! for a body that is not the endpoint's JSON (serde's message says which field).
+//! Extractors that refuse in the vendor's shape: the JSON body (413 over the body limit, 400
+//! for a body that is not the endpoint's JSON, serde's message saying which field) and the
+//! query string (400).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -34,5 +35,21 @@ impl<T: DeserializeOwned + 'static> FromRequest for CompatJson<T> {
                 .map(CompatJson)
                 .map_err(|e| CompatError::invalid(format!("invalid JSON body: {e}")))
         })
+    }
+}
+
+/// The query string as `T`.
+pub struct CompatQuery<T>(pub T);
+
+impl<T: DeserializeOwned + 'static> FromRequest for CompatQuery<T> {
+    type Error = CompatError;
+    type Future = std::future::Ready<Result<CompatQuery<T>, CompatError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        std::future::ready(
+            actix_web::web::Query::<T>::from_query(req.query_string())
+                .map(|q| CompatQuery(q.into_inner()))
+                .map_err(|e| CompatError::invalid(format!("invalid query: {e}"))),
+        )
     }
 }
