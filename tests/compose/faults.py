@@ -10,6 +10,12 @@ the run. Bounded: every wait has a deadline.
                 line or a closed stream, the question and the partial reply are stored (by
                 the other replica, once the reply's lease lapses), the user's concurrency slot
                 is free again, a new completion on the same session works.
+  reattach      a second gateway beside the compose one, each calling a different chat-service
+                replica: a client reads part of a stream through the first, drops it, and
+                re-attaches through the second after the last seq it has: exactly the rest, byte
+                for byte the stored reply, no seq missing or repeated; then, attached through the
+                second, the replica generating a reply is killed: the re-attached stream ends
+                with the interrupted error and the recovered text, as the stored reply says.
   agent-kill    kill -9 the agent-service replica (named by the run's lease row) while the
                 agent's python tool runs: the completion answers cleanly, the run's job ends
                 `stale` (no run left running, no lease left), a new agent completion on the
@@ -44,10 +50,11 @@ import uuid
 import requests
 
 import stack
-from stack import TIMEOUT, api, compose, containers, expect, figure, ok, sql, wait_for
+from stack import TIMEOUT, api, compose, connected_to, containers, expect, figure, ip_of, ok, sql, wait_for
 
 stack.connect(sys.argv[1], sys.argv[2], sys.argv[3])
-WANTED = sys.argv[4:] or ["ingest-kill", "chat-kill", "agent-kill", "scheduler-kill", "broker", "postgres", "sigterm"]
+WANTED = sys.argv[4:] or ["ingest-kill", "chat-kill", "reattach", "agent-kill", "scheduler-kill", "broker", "postgres",
+                          "sigterm"]
 
 
 def document_text(i):
@@ -130,31 +137,12 @@ def fault_ingest_kill():
     stack.restart_and_wait(victim)
 
 
-def ip_of(container):
-    out = subprocess.run(["docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}", container],
-                         check=True, capture_output=True, text=True, timeout=30).stdout
-    return set(out.split())
-
-
 def gateway_peers(port, clients=("gateway",)):
     """IPv4 peers the containers of `clients` (the gateway) hold established connections to on
     `port`."""
     peers = set()
     for client in (c for service in clients for c in containers(service)):
         peers |= connected_to(client, port)
-    return peers
-
-
-def connected_to(client, port):
-    table = subprocess.run(["docker", "exec", client, "cat", "/proc/net/tcp"], check=True,
-                           capture_output=True, text=True, timeout=30).stdout
-    peers = set()
-    for line in table.splitlines()[1:]:
-        fields = line.split()
-        remote, state = fields[2], fields[3]
-        address, remote_port = remote.split(":")
-        if state == "01" and int(remote_port, 16) == port:
-            peers.add(".".join(str(b) for b in reversed(bytes.fromhex(address))))
     return peers
 
 
@@ -221,6 +209,87 @@ def fault_chat_kill():
     figure("chat-kill", "stream end / reply stored after / new completion",
            f"{ended} after {ended_after:.1f} s / {stored_after:.0f} s / {'ok' if answered else 'FAILED'} in {attempts} attempt(s)")
     stack.restart_and_wait(victim)
+
+
+def jsonl_lines(response, limit=None):
+    """The JSON lines of a streamed reply (the first `limit` of them)."""
+    out = []
+    for line in response.iter_lines():
+        if line:
+            out.append(json.loads(line))
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
+def fault_reattach():
+    print("\n--> fault: a stream dropped on one gateway and chat replica, picked up on the other", flush=True)
+    second, second_base = stack.second_gateway()
+    try:
+        generating, other = stack.gateways_apart(second, second_base)
+        print(f"    gateway -> chat {generating[:12]}, second gateway -> chat {other[:12]}", flush=True)
+
+        def ask(question):
+            session = ok(api("POST", "/chats", json={}))["id"]
+            response = requests.post(f"{stack.BASE}/api/v1/chats/{session}/completions", headers=stack.H, stream=True,
+                                     timeout=TIMEOUT, json={"message": question, "llm": "scripted", "stream": True})
+            expect("stream opened", response.status_code, 200)
+            return session, response
+
+        def attach(question_id, after, timeout):
+            r = requests.get(f"{second_base}/api/v1/messages/{question_id}/stream", params={"after": after},
+                             headers=stack.H, stream=True, timeout=timeout)
+            expect("re-attached", r.status_code, 200)
+            return r
+
+        def stored_reply(session):
+            replies = [m for m in ok(api("GET", f"/chats/{session}/messages")) if m.get("reply_to")]
+            return replies[0] if replies else None
+
+        def check_whole(what, lines, reply):
+            seqs = [line["seq"] for line in lines]
+            expect(f"{what}: seqs 1..{len(lines)}, none missing or repeated", seqs, list(range(1, len(lines) + 1)))
+            text = "".join(line.get("body", "") for line in lines)
+            expect(f"{what}: the text is byte for byte the stored reply", text == reply["content"], True)
+            expect(f"{what}: the last line names the stored reply", lines[-1].get("message_id"), reply["id"])
+
+        # 1. Dropped and picked up on the other replica (which follows the progress row).
+        session, response = ask("Count for me [answer at a pace]")
+        first = jsonl_lines(response, 4)
+        response.close()
+        rest = jsonl_lines(attach(first[0]["question_id"], first[-1]["seq"], TIMEOUT))
+        reply = wait_for("the reply to be stored", lambda: stored_reply(session), 60)
+        check_whole("dropped and re-attached", first + rest, reply)
+        expect("the reply completed, the drop stopped nothing", (rest[-1].get("finished"), rest[-1].get("error")), (True, None))
+
+        # 2. Attached through the other replica while the generating one is killed.
+        session, response = ask("Tell me a long story [answer word by word]")
+        first = jsonl_lines(response, 4)
+        attached = attach(first[0]["question_id"], first[-1]["seq"], 120)
+        lines = attached.iter_lines()
+        rest = []
+        for line in lines:
+            if line:
+                rest.append(json.loads(line))
+                break
+        t0 = time.monotonic()
+        subprocess.run(["docker", "kill", "--signal", "KILL", generating], check=True, capture_output=True, timeout=30)
+        response.close()
+        rest += [json.loads(line) for line in lines if line]
+        ended_after = time.monotonic() - t0
+        reply = stored_reply(session)
+        expect("the interrupted reply is stored", reply is not None, True)
+        last = rest[-1] if rest else {}
+        expect("the re-attached stream ends with the interrupted error",
+               "interrupted" in (last.get("error") or ""), True)
+        check_whole("attached through the survivor", first + rest, reply)
+        print(f"    killed {generating[:12]}; the re-attached stream ended after {ended_after:.1f}s with "
+              f"{len(first) + len(rest)} lines: {last.get('error')!r}", flush=True)
+        figure("reattach", "dropped and re-attached: lines / killed while attached: stream ended after",
+               f"{len(first)} + {len(first + rest) - len(first)} lines, byte for byte / {ended_after:.0f} s, interrupted, text as stored")
+        stack.restart_and_wait(generating)
+    finally:
+        subprocess.run(["docker", "rm", "-f", second], capture_output=True, timeout=60)
 
 
 def agent_jobs():
@@ -571,7 +640,7 @@ def fault_sigterm():
 
 
 
-FAULTS = {"ingest-kill": fault_ingest_kill, "chat-kill": fault_chat_kill, "agent-kill": fault_agent_kill,
+FAULTS = {"ingest-kill": fault_ingest_kill, "chat-kill": fault_chat_kill, "reattach": fault_reattach, "agent-kill": fault_agent_kill,
           "scheduler-kill": fault_scheduler_kill, "broker": fault_broker, "postgres": fault_postgres,
           "sigterm": fault_sigterm}
 

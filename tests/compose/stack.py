@@ -85,6 +85,75 @@ def restart_and_wait(container, deadline_s=120):
              lambda: docker("inspect", "-f", "{{.State.Health.Status}}", container) == "healthy", deadline_s)
 
 
+def ip_of(container):
+    out = docker("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}", container)
+    return set(out.split())
+
+
+def connected_to(client, port):
+    """IPv4 peers `client` holds established TCP connections to on `port`."""
+    table = docker("exec", client, "cat", "/proc/net/tcp")
+    peers = set()
+    for line in table.splitlines()[1:]:
+        fields = line.split()
+        remote, state = fields[2], fields[3]
+        address, remote_port = remote.split(":")
+        if state == "01" and int(remote_port, 16) == port:
+            peers.add(".".join(str(b) for b in reversed(bytes.fromhex(address))))
+    return peers
+
+
+def second_gateway():
+    """Another gateway replica beside the compose one (Kubernetes runs two): a container of
+    the same image, command and environment on the same network, published on a free
+    loopback port, ready. Answers (container id, base URL); remove it with `docker rm -f`."""
+    import json
+    import socket
+
+    gateway = containers("gateway")[0]
+    info = json.loads(docker("inspect", gateway))[0]
+    network = next(iter(info["NetworkSettings"]["Networks"]))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = [arg for e in info["Config"]["Env"] for arg in ("-e", e)]
+    cid = docker("run", "-d", "--network", network, "-p", f"127.0.0.1:{port}:8080", *env,
+                 info["Config"]["Image"], *(info["Config"]["Cmd"] or []))
+    base = f"http://127.0.0.1:{port}"
+
+    def ready():
+        try:
+            return requests.get(f"{base}/api/v1/chats", headers=H, timeout=5).status_code == 200
+        except requests.RequestException:
+            return False
+
+    wait_for("the second gateway to answer", ready, 60)
+    return cid, base
+
+
+def chat_replica_behind(gateway, base):
+    """The chat-service container `gateway` (reached at `base`) sends its calls to: it holds
+    one HTTP/2 connection to one replica (made on first use)."""
+    requests.get(f"{base}/api/v1/chats", headers=H, timeout=TIMEOUT).raise_for_status()
+    peers = connected_to(gateway, 50051)
+    behind = [c for c in containers("chat-service") if ip_of(c) & peers]
+    return behind[0] if len(behind) == 1 else None
+
+
+def gateways_apart(second, second_base, attempts=10):
+    """Restarts the second gateway until it and the compose one call different chat-service
+    replicas; answers (the compose gateway's replica, the second's)."""
+    first = containers("gateway")[0]
+    for _ in range(attempts):
+        a, b = chat_replica_behind(first, BASE), chat_replica_behind(second, second_base)
+        if a and b and a != b:
+            return a, b
+        docker("restart", second)
+        wait_for("the second gateway to answer again",
+                 lambda: requests.get(f"{second_base}/api/v1/chats", headers=H, timeout=5).ok, 60)
+    raise RuntimeError("the two gateways kept calling the same chat-service replica")
+
+
 def expect(what, got, want):
     line = f"{what}: {got}" + ("" if got == want else f" (want {want})")
     print(("    ok   " if got == want else "    FAIL ") + line, flush=True)
