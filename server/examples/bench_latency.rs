@@ -1,9 +1,12 @@
 //! Added latency of the whole completion path — gateway (REST, auth) → chat-service (gRPC,
 //! question and reply stored in SQLite) → a fast local fake upstream — against calling that
 //! upstream directly. Time to first content (first answer line; for direct streams the first
-//! SSE chunk) and total, p50/p99, at concurrency 1 and 64, streaming and not.
+//! SSE chunk) and total, p50/p99, at concurrency 1 and 64, streaming and not. Then, per
+//! line: a model streaming a stamped word every 5 ms, how long after the model each streamed
+//! line reaches the client (p50/p99 over every line, at concurrency 1 and 32) — what the
+//! client waits for text that exists, cut into lines by chat-service's progress writes.
 //!
-//! `cargo run --release -p docchat-server --example bench_latency [requests_c1] [requests_c64]`
+//! `cargo run --release -p docchat-server --example bench_latency [requests_c1] [requests_c64] [streams_c1] [streams_c32]`
 //! Run it alone: the load, docchat and the upstream share the machine's cores.
 
 #![allow(
@@ -20,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::Client;
 use serde_json::{Value, json};
-use support::{Measured, Sample, load, start_upstream};
+use support::{Measured, Sample, load, now_micros, start_stamped_upstream, start_upstream};
 
 const ADMIN_KEY: &str = "sk-bench-admin-key-0123456789";
 
@@ -99,6 +102,82 @@ async fn through(http: Client, url: String, key: String, stream: bool) -> Result
     })
 }
 
+/// One streamed completion of the stamped model: for each line with text, how long (ms)
+/// after the model sent its last word the line arrived.
+async fn line_lags(http: Client, url: String, key: String) -> Result<Vec<f64>, String> {
+    let mut response = http
+        .post(&url)
+        .bearer_auth(&key)
+        .json(&json!({"message": "hello", "llm": "paced", "stream": true}))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    if !response.status().is_success() {
+        return Err(format!("docchat {}", response.status()));
+    }
+    let mut lags = Vec::new();
+    let mut buffer = Vec::new();
+    let mut finished = false;
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        let at = now_micros();
+        buffer.extend_from_slice(&chunk);
+        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buffer.drain(..=end).collect();
+            let v: Value = serde_json::from_slice(&line).map_err(|e| e.to_string())?;
+            finished |= v["finished"] == true;
+            let stamp = v["body"]
+                .as_str()
+                .and_then(|b| b.split_whitespace().last())
+                .and_then(|w| w.strip_prefix('t'))
+                .and_then(|t| t.parse::<u128>().ok());
+            if let Some(stamp) = stamp {
+                lags.push(at.saturating_sub(stamp) as f64 / 1000.0);
+            }
+        }
+    }
+    if !finished {
+        return Err("unfinished stream".into());
+    }
+    Ok(lags)
+}
+
+/// `streams` stamped completions at `concurrency`: every line's lag, sorted, and the errors.
+async fn lines_at(
+    concurrency: usize,
+    streams: usize,
+    http: &Client,
+    url: &str,
+    key: &str,
+) -> (Vec<f64>, usize) {
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (next, http, url, key) = (next.clone(), http.clone(), url.to_owned(), key.to_owned());
+            tokio::spawn(async move {
+                let (mut lags, mut errors) = (Vec::new(), 0);
+                while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < streams {
+                    match line_lags(http.clone(), url.clone(), key.clone()).await {
+                        Ok(l) => lags.extend(l),
+                        Err(e) => {
+                            eprintln!("error: {e}");
+                            errors += 1;
+                        }
+                    }
+                }
+                (lags, errors)
+            })
+        })
+        .collect();
+    let (mut lags, mut errors) = (Vec::new(), 0);
+    for t in tasks {
+        let (l, e) = t.await.unwrap();
+        lags.extend(l);
+        errors += e;
+    }
+    lags.sort_by(f64::total_cmp);
+    (lags, errors)
+}
+
 fn row(path: &str, stream: bool, concurrency: usize, m: &Measured) {
     println!(
         "| {path:<8} | {:<9} | {concurrency:>3} | {:>7.0} | {:>7.3} | {:>7.3} | {:>7.3} | {:>7.3} | {:>4} |",
@@ -120,13 +199,16 @@ async fn main() {
         .collect();
     let n1 = args.first().copied().unwrap_or(1000);
     let n64 = args.get(1).copied().unwrap_or(4000);
+    let s1 = args.get(2).copied().unwrap_or(40);
+    let s32 = args.get(3).copied().unwrap_or(320);
 
     let upstream = start_upstream(1, Duration::ZERO);
+    let paced = start_stamped_upstream(1, Duration::from_millis(5));
     let dir = tempfile::tempdir().unwrap();
     let models = dir.path().join("models.toml");
     std::fs::write(
         &models,
-        format!("[[models]]\nname = \"fake\"\nprovider = \"openai\"\nbase_url = \"{upstream}/v1\"\ncontext_length = 8192\ndefault = true\n"),
+        format!("[[models]]\nname = \"fake\"\nprovider = \"openai\"\nbase_url = \"{upstream}/v1\"\ncontext_length = 8192\ndefault = true\n\n[[models]]\nname = \"paced\"\nprovider = \"openai\"\nbase_url = \"{paced}/v1\"\ncontext_length = 8192\n"),
     )
     .unwrap();
     let mut config = docchat_common::Config::for_test(dir.path().join("data"));
@@ -227,6 +309,22 @@ async fn main() {
         println!(
             "  {:<9} c={c:<3} first {first:.3}  total {total:.3}",
             if stream { "streaming" } else { "plain" }
+        );
+    }
+    println!();
+    println!(
+        "per line: a model streaming {} stamped words, one every 5 ms; ms from the model's last word of a line to the client",
+        support::STAMPED_WORDS
+    );
+    println!("|   c | streams | lines | line p50 ms | line p99 ms | errors |");
+    println!("|---|---|---|---|---|---|");
+    for (concurrency, streams) in [(1, s1), (32, s32)] {
+        let (lags, errors) = lines_at(concurrency, streams, &http, &completions, &key).await;
+        println!(
+            "| {concurrency:>3} | {streams:>7} | {:>5} | {:>11.2} | {:>11.2} | {errors:>6} |",
+            lags.len(),
+            support::percentile(&lags, 0.5),
+            support::percentile(&lags, 0.99)
         );
     }
     println!(

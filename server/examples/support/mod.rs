@@ -16,14 +16,51 @@ fn answer_words() -> Vec<String> {
     (0..WORDS).map(|i| format!("word{i} ")).collect()
 }
 
+/// Words of a stamped answer ([`start_stamped_upstream`]).
+pub const STAMPED_WORDS: usize = 100;
+
 #[derive(Clone)]
 struct Upstream {
     token_delay: Duration,
+    /// Each word is `t<microseconds since the epoch when it was sent> `, so a client on this
+    /// machine can tell how long after the model a piece reached it.
+    stamped: bool,
+}
+
+/// Microseconds since the Unix epoch (this machine's clock).
+pub fn now_micros() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
+}
+
+/// A streamed answer of [`STAMPED_WORDS`] stamped words, one every `delay`.
+fn stamped(model: String, delay: Duration) -> HttpResponse {
+    let chunk = move |content: String| {
+        let chunk = serde_json::json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1_700_000_000, "model": model, "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": null}]});
+        format!("data: {chunk}\n\n")
+    };
+    let words = futures::stream::iter(0..STAMPED_WORDS).then(move |_| {
+        let chunk = chunk.clone();
+        async move {
+            actix_web::rt::time::sleep(delay).await;
+            Ok::<_, actix_web::Error>(web::Bytes::from(chunk(format!("t{} ", now_micros()))))
+        }
+    });
+    let end = futures::stream::once(async {
+        Ok::<_, actix_web::Error>(web::Bytes::from_static(b"data: [DONE]\n\n"))
+    });
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .streaming(words.chain(end))
 }
 
 async fn completions(state: web::Data<Upstream>, body: web::Bytes) -> HttpResponse {
     let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let model = request["model"].as_str().unwrap_or("fake").to_owned();
+    if state.stamped && request["stream"] == serde_json::json!(true) {
+        return stamped(model, state.token_delay);
+    }
     let words = answer_words();
     if request["stream"] != serde_json::json!(true) {
         let text: String = words.concat();
@@ -61,13 +98,28 @@ async fn completions(state: web::Data<Upstream>, body: web::Bytes) -> HttpRespon
 /// Starts the fake upstream on its own thread with `workers` workers; answers its base URL
 /// (`http://127.0.0.1:<port>`, the OpenAI root is `/v1`).
 pub fn start_upstream(workers: usize, token_delay: Duration) -> String {
+    serve_upstream(workers, Upstream {
+        token_delay,
+        stamped: false,
+    })
+}
+
+/// As [`start_upstream`], streaming stamped words, one every `token_delay`.
+pub fn start_stamped_upstream(workers: usize, token_delay: Duration) -> String {
+    serve_upstream(workers, Upstream {
+        token_delay,
+        stamped: true,
+    })
+}
+
+fn serve_upstream(workers: usize, upstream: Upstream) -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     std::thread::spawn(move || {
         actix_web::rt::System::new().block_on(async move {
             HttpServer::new(move || {
                 App::new()
-                    .app_data(web::Data::new(Upstream { token_delay }))
+                    .app_data(web::Data::new(upstream.clone()))
                     .app_data(web::PayloadConfig::new(1 << 20))
                     .route("/v1/chat/completions", web::post().to(completions))
             })
