@@ -275,8 +275,10 @@ mod tests {
                 }
             };
             let follower = {
-                let attach = attach.clone();
-                tokio::spawn(async move { attach.follow("q", 0, tx, hook).await })
+                let me = attach.clone();
+                attach
+                    .tasks
+                    .spawn(async move { me.follow("q", 0, tx, hook).await })
             };
             assert_eq!(next(&mut rx).await, (1, "question q".into()));
             assert_eq!(next(&mut rx).await, (2, "a ".into()));

@@ -251,3 +251,95 @@ async fn recover(db: &DatabaseConnection, row: active_completions::Model) -> Api
     tracing::info!(question = %question.id, "stored the interrupted reply of a dead replica");
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use sea_orm::{ActiveModelTrait, Set};
+    use sea_orm_migration::MigratorTrait;
+
+    use super::*;
+
+    async fn row(
+        db: &DatabaseConnection,
+        id: &str,
+        status: &str,
+        lease_ago: i64,
+        expires_in: Option<i64>,
+    ) {
+        let at = now();
+        background_responses::ActiveModel {
+            id: Set(id.into()),
+            owner_id: Set("u".into()),
+            model: Set("m".into()),
+            status: Set(status.into()),
+            head: Set("{}".into()),
+            progress: Set("so far".into()),
+            marks: Set("2,6".into()),
+            usage: Set(None),
+            error: Set(None),
+            created_at: Set(at),
+            lease_until: Set(at - chrono::Duration::seconds(lease_ago)),
+            expires_at: Set(expires_in.map(|s| at + chrono::Duration::seconds(s))),
+        }
+        .insert(db)
+        .await
+        .unwrap();
+    }
+
+    /// Background responses of a replica that stopped end failed (or cancelled, when a
+    /// cancel came first) with their text kept, once their lease ran out and unless they
+    /// run here; ended ones are deleted after their expiry.
+    #[tokio::test]
+    async fn orphaned_background_responses_fail_and_expired_ones_go() {
+        let db = docchat_common::db::connect("sqlite::memory:")
+            .await
+            .unwrap();
+        crate::migrations::Migrator::up(&db, None).await.unwrap();
+        row(&db, "orphan", background::IN_PROGRESS, 5, None).await;
+        row(&db, "cancelling", background::CANCELLED, 5, None).await;
+        row(&db, "alive", background::IN_PROGRESS, -30, None).await;
+        row(&db, "late-here", background::QUEUED, 5, None).await;
+        row(&db, "expired", background::COMPLETED, 5, Some(-1)).await;
+        row(&db, "kept", background::COMPLETED, 5, Some(60)).await;
+        let controls = Controls::default();
+        let (_state, _here) = controls.register("late-here", Kind::Background);
+
+        let recovered = recover_background(&db, &controls, Duration::from_secs(600))
+            .await
+            .unwrap();
+        assert_eq!(recovered, 2);
+        let get = |id: &'static str| {
+            let db = db.clone();
+            async move {
+                background_responses::Entity::find_by_id(id.to_owned())
+                    .one(&db)
+                    .await
+                    .unwrap()
+            }
+        };
+        let orphan = get("orphan").await.unwrap();
+        assert_eq!(orphan.status, background::FAILED);
+        assert!(orphan.error.unwrap().contains("interrupted"));
+        assert_eq!(
+            (orphan.progress.as_str(), orphan.marks.as_str()),
+            ("so far", "2,6")
+        );
+        assert!(orphan.expires_at.is_some());
+        let cancelling = get("cancelling").await.unwrap();
+        assert_eq!(
+            (cancelling.status.as_str(), cancelling.error),
+            (background::CANCELLED, None)
+        );
+        assert!(cancelling.expires_at.is_some());
+        for untouched in ["alive", "late-here"] {
+            assert!(
+                get(untouched).await.unwrap().expires_at.is_none(),
+                "{untouched}"
+            );
+        }
+
+        assert_eq!(sweep_background(&db).await.unwrap(), 1);
+        assert!(get("expired").await.is_none());
+        assert!(get("kept").await.is_some());
+    }
+}

@@ -152,7 +152,8 @@ async fn lines_at(
     let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let tasks: Vec<_> = (0..concurrency)
         .map(|_| {
-            let (next, http, url, key) = (next.clone(), http.clone(), url.to_owned(), key.to_owned());
+            let (next, http, url, key) =
+                (next.clone(), http.clone(), url.to_owned(), key.to_owned());
             tokio::spawn(async move {
                 let (mut lags, mut errors) = (Vec::new(), 0);
                 while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < streams {

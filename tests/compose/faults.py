@@ -261,6 +261,7 @@ def fault_reattach():
         reply = wait_for("the reply to be stored", lambda: stored_reply(session), 60)
         check_whole("dropped and re-attached", first + rest, reply)
         expect("the reply completed, the drop stopped nothing", (rest[-1].get("finished"), rest[-1].get("error")), (True, None))
+        dropped = f"{len(first)} read, dropped, {len(rest)} after re-attaching"
 
         # 2. Attached through the other replica while the generating one is killed.
         session, response = ask("Tell me a long story [answer word by word]")
@@ -286,7 +287,7 @@ def fault_reattach():
         print(f"    killed {generating[:12]}; the re-attached stream ended after {ended_after:.1f}s with "
               f"{len(first) + len(rest)} lines: {last.get('error')!r}", flush=True)
         figure("reattach", "dropped and re-attached: lines / killed while attached: stream ended after",
-               f"{len(first)} + {len(first + rest) - len(first)} lines, byte for byte / {ended_after:.0f} s, interrupted, text as stored")
+               f"{dropped}, byte for byte / {ended_after:.0f} s, interrupted, text as stored")
         stack.restart_and_wait(generating)
     finally:
         subprocess.run(["docker", "rm", "-f", second], capture_output=True, timeout=60)

@@ -120,15 +120,16 @@ def second_gateway():
     cid = docker("run", "-d", "--network", network, "-p", f"127.0.0.1:{port}:8080", *env,
                  info["Config"]["Image"], *(info["Config"]["Cmd"] or []))
     base = f"http://127.0.0.1:{port}"
-
-    def ready():
-        try:
-            return requests.get(f"{base}/api/v1/chats", headers=H, timeout=5).status_code == 200
-        except requests.RequestException:
-            return False
-
-    wait_for("the second gateway to answer", ready, 60)
+    wait_for("the second gateway to answer", lambda: answering(base), 60)
     return cid, base
+
+
+def answering(base):
+    """Whether the gateway at `base` answers a chat call (a restarting one resets)."""
+    try:
+        return requests.get(f"{base}/api/v1/chats", headers=H, timeout=5).status_code == 200
+    except requests.RequestException:
+        return False
 
 
 def chat_replica_behind(gateway, base):
@@ -149,8 +150,7 @@ def gateways_apart(second, second_base, attempts=10):
         if a and b and a != b:
             return a, b
         docker("restart", second)
-        wait_for("the second gateway to answer again",
-                 lambda: requests.get(f"{second_base}/api/v1/chats", headers=H, timeout=5).ok, 60)
+        wait_for("the second gateway to answer again", lambda: answering(second_base), 60)
     raise RuntimeError("the two gateways kept calling the same chat-service replica")
 
 

@@ -98,18 +98,24 @@ async fn completions(state: web::Data<Upstream>, body: web::Bytes) -> HttpRespon
 /// Starts the fake upstream on its own thread with `workers` workers; answers its base URL
 /// (`http://127.0.0.1:<port>`, the OpenAI root is `/v1`).
 pub fn start_upstream(workers: usize, token_delay: Duration) -> String {
-    serve_upstream(workers, Upstream {
-        token_delay,
-        stamped: false,
-    })
+    serve_upstream(
+        workers,
+        Upstream {
+            token_delay,
+            stamped: false,
+        },
+    )
 }
 
 /// As [`start_upstream`], streaming stamped words, one every `token_delay`.
 pub fn start_stamped_upstream(workers: usize, token_delay: Duration) -> String {
-    serve_upstream(workers, Upstream {
-        token_delay,
-        stamped: true,
-    })
+    serve_upstream(
+        workers,
+        Upstream {
+            token_delay,
+            stamped: true,
+        },
+    )
 }
 
 fn serve_upstream(workers: usize, upstream: Upstream) -> String {
