@@ -1,7 +1,7 @@
 //! Coming back to a reply (`GET /messages/{question_id}/stream?after=`): its lines after
 //! `after`, from whichever replica the request reaches, then the live lines as they are
 //! stored, then the final line. Everything is read from the database — the progress row
-//! while the reply is generated, the stored reply after (stream.rs numbers both alike) —
+//! while the reply is generated, the stored reply after (marks.rs numbers both alike) —
 //! so what any replica answers is what the generating replica's own client was sent; how
 //! a client follows live lines without losing or doubling one is [`Follower`]'s.
 
@@ -20,7 +20,8 @@ use tonic::Status;
 use crate::completions::event;
 use crate::control::Controls;
 use crate::entities::{active_completions, messages};
-use crate::stream::{Follower, Marks, Snapshot, final_seq, text_seq};
+use crate::marks::{Marks, final_seq, text_seq};
+use crate::stream::{Follower, Snapshot};
 
 /// Lines buffered towards a re-attached client.
 const BUFFER: usize = 16;

@@ -36,7 +36,8 @@ use crate::control::{self, Action, Controls, Kind, Registration, State};
 use crate::entities::background_responses;
 use crate::gate::model_error;
 use crate::limits::lease_until;
-use crate::stream::{Follower, Marks, Snapshot};
+use crate::marks::Marks;
+use crate::stream::{Follower, Snapshot};
 
 pub const QUEUED: &str = "queued";
 pub const IN_PROGRESS: &str = "in_progress";

@@ -14,7 +14,7 @@ use docchat_proto::events::v1::{ChatControl, Envelope};
 use prost::Message;
 use tokio::sync::{Notify, watch};
 
-use crate::stream::Marks;
+use crate::marks::Marks;
 
 pub const CONTROL_GROUP: &str = "chat.control";
 

@@ -12,6 +12,7 @@ pub mod fairness;
 pub mod gate;
 pub mod grpc;
 pub mod limits;
+pub mod marks;
 pub mod memory_blocks;
 pub mod memory_grpc;
 pub mod migrations;

@@ -14,7 +14,7 @@ use super::{Completer, Events, Job, event};
 use crate::control::{Lines, Registration, State};
 use crate::gate::model_error;
 use crate::limits;
-use crate::stream::{Marks, final_seq, text_seq};
+use crate::marks::{Marks, final_seq, text_seq};
 use docchat_inference::StreamEvent;
 
 /// After `finish`, the reply ends at the next sentence end, or after this many bytes.
@@ -275,7 +275,7 @@ pub(super) fn deliver(
     registration.record(text);
 }
 
-/// The reply's text on its way to the client, in numbered lines (stream.rs): each line as
+/// The reply's text on its way to the client, in numbered lines (marks.rs): each line as
 /// soon as the progress writer has stored it, the rest after the reply itself is stored
 /// ([`Completer::finish`]). A client that went away is forgotten: the reply is still
 /// finished and stored.

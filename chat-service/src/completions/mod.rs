@@ -123,7 +123,7 @@ impl Completer {
     }
 }
 
-/// A streamed completion's line `seq` (stream.rs: 1 is the question's id).
+/// A streamed completion's line `seq` (marks.rs: 1 is the question's id).
 pub(crate) fn event(e: pb::completion_event::Event, seq: u64) -> pb::CompletionEvent {
     pb::CompletionEvent {
         event: Some(e),

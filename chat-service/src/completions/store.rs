@@ -20,7 +20,7 @@ use crate::batch::{Batch, TAG, tag, tagged};
 use crate::entities::{chat_sessions, message_meta, message_references, messages};
 use crate::events::usage_event;
 use crate::limits;
-use crate::stream::Marks;
+use crate::marks::Marks;
 use crate::usage::cost;
 
 /// Earlier messages considered for the conversation history.
@@ -188,7 +188,7 @@ pub(super) struct Reply {
     pub(super) first_token: Option<f64>,
     /// Further metadata entries (the agent's agent_* entries).
     pub(super) meta: Vec<(&'static str, String)>,
-    /// Where each line the reply was streamed in ends (set when it is sealed, stream.rs).
+    /// Where each line the reply was streamed in ends (set when it is sealed, marks.rs).
     pub(super) marks: Marks,
 }
 

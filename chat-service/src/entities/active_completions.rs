@@ -15,7 +15,7 @@ pub struct Model {
     /// What its model calls have used so far (JSON, completions/store.rs `Spent`), written
     /// with the progress: a recovered reply books it.
     pub usage: Option<String>,
-    /// Where each streamed line of `progress` ends (stream.rs `Marks`), written with it.
+    /// Where each streamed line of `progress` ends (marks.rs `Marks`), written with it.
     pub marks: Option<String>,
 }
 

@@ -18,7 +18,7 @@ pub struct Model {
     pub head: String,
     /// The output text so far (all of it once ended).
     pub progress: String,
-    /// Where each streamed line of `progress` ends (stream.rs `Marks`).
+    /// Where each streamed line of `progress` ends (marks.rs `Marks`).
     pub marks: String,
     /// The model call's usage once ended (JSON: prompt and completion tokens, finish reason).
     pub usage: Option<String>,

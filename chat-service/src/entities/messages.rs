@@ -16,7 +16,7 @@ pub struct Model {
     pub total_references: i64,
     pub error: Option<String>,
     pub created_at: ChronoDateTimeUtc,
-    /// A reply's: where each line it was streamed in ends (stream.rs `Marks`), so coming
+    /// A reply's: where each line it was streamed in ends (marks.rs `Marks`), so coming
     /// back to it later replays the same lines.
     pub stream_marks: Option<String>,
 }

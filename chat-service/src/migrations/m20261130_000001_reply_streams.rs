@@ -1,4 +1,4 @@
-//! Replies a client can come back to (stream.rs): where each streamed line of a reply ends,
+//! Replies a client can come back to (marks.rs): where each streamed line of a reply ends,
 //! written with its progress while it is generated and kept with the stored reply; and the
 //! compatible API's background responses, kept for `chat_stream_retention_seconds` after
 //! they end.

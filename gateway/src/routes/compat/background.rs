@@ -18,9 +18,7 @@ use utoipa::IntoParams;
 use super::auth::CompatApi;
 use super::error::{CompatError, CompatResult, ErrorBody};
 use super::json::CompatQuery;
-use super::responses::{
-    CLOSING, EventWriter, OPENING, ResponseError, ResponseHead, ResponseObject,
-};
+use super::response::{CLOSING, EventWriter, OPENING, ResponseError, ResponseHead, ResponseObject};
 use super::sse::{ServerSentEvent, sse};
 use crate::auth::Api;
 

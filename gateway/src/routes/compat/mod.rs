@@ -12,6 +12,7 @@ pub mod chat_completions;
 pub mod error;
 pub mod json;
 pub mod models;
+pub mod response;
 pub mod responses;
 pub mod sse;
 
