@@ -61,14 +61,17 @@ def check(name):
     return wrap
 
 
-def raw(method, path, key, body=None):
-    req = urllib.request.Request(
+def request_of(method, path, key, body=None):
+    return urllib.request.Request(
         f"{BASE}{path}",
         method=method,
         data=None if body is None else json.dumps(body).encode(),
         headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
     )
-    with urllib.request.urlopen(req) as r:
+
+
+def raw(method, path, key, body=None):
+    with urllib.request.urlopen(request_of(method, path, key, body)) as r:
         return r.status, json.loads(r.read() or b"null")
 
 
@@ -159,13 +162,7 @@ def _():
 
 def jsonl(method, path, key, body=None):
     """The JSON lines a streamed answer of the main API carries."""
-    req = urllib.request.Request(
-        f"{BASE}{path}",
-        method=method,
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req) as r:
+    with urllib.request.urlopen(request_of(method, path, key, body)) as r:
         assert r.headers["content-type"].startswith("application/jsonl"), r.headers["content-type"]
         return [json.loads(line) for line in r.read().decode().splitlines() if line.strip()]
 
