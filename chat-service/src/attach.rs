@@ -123,7 +123,7 @@ async fn read(db: &DatabaseConnection, question_id: &str) -> ApiResult<Snapshot<
         });
     };
     // A reply stored before its lines were recorded is one line.
-    let marks = Marks::parse(reply.stream_marks.as_deref())?.closed(&reply.content, &reply.content);
+    let marks = Marks::parse(reply.stream_marks.as_deref())?.through(reply.content.len());
     let last = match reply.error {
         Some(message) => Event::Error(pb::CompletionError {
             message,

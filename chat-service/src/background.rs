@@ -372,7 +372,7 @@ async fn read(db: &DatabaseConnection, id: &str) -> ApiResult<Snapshot<pb::Backg
     let marks = Marks::parse(Some(&row.marks))?;
     let text = row.progress.clone();
     let last = match row.expires_at {
-        Some(_) => Some(response_pb(row)?),
+        Some(_) => Some(response_of(row, &marks)?),
         None => None,
     };
     Ok(Snapshot { text, marks, last })
@@ -380,6 +380,14 @@ async fn read(db: &DatabaseConnection, id: &str) -> ApiResult<Snapshot<pb::Backg
 
 fn response_pb(row: background_responses::Model) -> ApiResult<pb::BackgroundResponse> {
     let marks = Marks::parse(Some(&row.marks))?;
+    response_of(row, &marks)
+}
+
+/// `row` as the gateway renders it, with its `marks` read.
+fn response_of(
+    row: background_responses::Model,
+    marks: &Marks,
+) -> ApiResult<pb::BackgroundResponse> {
     let usage = row
         .usage
         .as_deref()

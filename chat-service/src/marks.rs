@@ -81,16 +81,18 @@ impl Marks {
             .zip(text.bytes())
             .take_while(|(a, b)| a == b)
             .count();
-        let mut ends: Vec<usize> = self
+        let kept = self
             .0
             .iter()
-            .copied()
-            .take_while(|end| *end <= common && text.is_char_boundary(*end))
-            .collect();
-        if text.len() > ends.last().copied().unwrap_or(0) {
-            ends.push(text.len());
-        }
-        Marks(ends)
+            .take_while(|end| **end <= common && text.is_char_boundary(**end))
+            .count();
+        Marks(self.0[..kept].to_vec()).through(text.len())
+    }
+
+    /// These marks with what lies past the last one, up to `len`, as one more line.
+    pub fn through(mut self, len: usize) -> Marks {
+        self.push(len);
+        self
     }
 }
 
@@ -137,5 +139,7 @@ mod tests {
         // A final text that differs from what was cut keeps the lines it agrees with.
         assert_eq!(marks.closed("abcdef", "abcxyz!").encode(), "3,7");
         assert_eq!(Marks::default().closed("", "").encode(), "");
+        assert_eq!(marks.clone().through(6).encode(), "3,6");
+        assert_eq!(marks.through(9).encode(), "3,6,9");
     }
 }

@@ -214,7 +214,8 @@ impl Completer {
         out: &mut Outgoing,
     ) {
         let elapsed = started.elapsed().as_secs_f64();
-        reply.marks = out.seal(&reply.text);
+        // No more lines are cut: the final text's lines, stored with the reply.
+        reply.marks = out.lines.seal(&reply.text);
         let last = match store_reply(&self.db, job, &reply, &usage, elapsed).await {
             Ok(stored) => {
                 self.relay.notify();
@@ -312,10 +313,6 @@ impl Outgoing {
     /// Sends the lines of `text` stored and not yet sent.
     pub(super) async fn forward(&mut self, text: &str) {
         let upto = self.lines.stored();
-        self.send_lines(text, upto).await;
-    }
-
-    async fn send_lines(&mut self, text: &str, upto: usize) {
         if upto <= self.sent {
             return;
         }
@@ -331,11 +328,6 @@ impl Outgoing {
         if self.listening && self.tx.send(Ok(event(e, seq))).await.is_err() {
             self.listening = false;
         }
-    }
-
-    /// Ends the cutting of lines: the final `text`'s lines, to store with the reply.
-    fn seal(&self, text: &str) -> Marks {
-        self.lines.seal(text)
     }
 
     /// Sends the lines of `marks` not sent yet (stored now with the reply), then how the
