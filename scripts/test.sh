@@ -90,6 +90,13 @@ clients_step() {
       --local-model qwen2.5-coder-0.5b-instruct; then
     cat "$data/gateway.log"; exit 1
   fi
+  # docchat as an MCP server, through PyPI's official SDK: over HTTP (/mcp) and through the
+  # stdio bridge of the binary just built (`gateway mcp`).
+  step "clients: the official MCP SDK against /mcp and the stdio bridge"
+  if ! "$python" tests/client_compat/check_mcp_client.py "http://127.0.0.1:$port" "$key" \
+      --stdio-command "$CARGO_TARGET_DIR/debug/gateway"; then
+    cat "$data/gateway.log"; exit 1
+  fi
   # The interface description against the server it describes: generated requests (valid and
   # invalid) to every operation; no answer may be a 5xx or disagree with the document (status,
   # content type, headers, body schema). About a minute; its caches stay in the scratch dir.

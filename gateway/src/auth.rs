@@ -22,6 +22,7 @@ use crate::error::{HttpError, TerseError};
 use crate::state::AppState;
 
 /// The authenticated caller of a request and the services, bound to that caller.
+#[derive(Clone)]
 pub struct Api {
     caller: Arc<Caller>,
     state: web::Data<AppState>,

@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod error;
 pub mod form;
+pub mod mcp;
 pub mod mcp_limits;
 pub mod nul;
 pub mod openapi;
@@ -95,6 +96,8 @@ fn app(
         jobs, mcp, memory_blocks, meta, models, scheduled_tasks, tags, uploads,
     };
     let max_body = state.config.max_body_bytes;
+    let max_mcp_body = usize::try_from(state.config.mcp_max_body_size_mb.saturating_mul(1_000_000))
+        .unwrap_or(usize::MAX);
     let json = web::JsonConfig::default()
         .limit(max_body)
         .error_handler(|err, _| json_error(err).into());
@@ -102,9 +105,14 @@ fn app(
         .error_handler(|err, _| bad_request(format!("invalid query: {err}")).into());
     let path = web::PathConfig::default()
         .error_handler(|err, _| bad_request(format!("invalid path: {err}")).into());
+    let mcp_service = web::Data::new(crate::mcp::service(
+        state.config.mcp_write_tools,
+        max_mcp_body,
+    ));
     let app = App::new()
         .wrap(actix_web::middleware::from_fn(nul::refuse))
         .app_data(state)
+        .app_data(mcp_service)
         .app_data(json)
         .app_data(query)
         .app_data(path)
@@ -143,6 +151,9 @@ fn app(
                 .configure(compat::configure)
                 .default_service(web::to(compat::unknown)),
         )
+        .service(crate::mcp::endpoint)
+        .route("/mcp", web::get().to(crate::mcp::other_methods))
+        .route("/mcp", web::delete().to(crate::mcp::other_methods))
         .configure(files::configure)
         .configure(meta::configure)
         .route("/api-spec.yaml", web::get().to(api_spec))

@@ -264,6 +264,10 @@ pub async fn delete(db: &DatabaseConnection, caller: &Caller, id: &str) -> ApiRe
         .into_tuple()
         .all(&txn)
         .await?;
+    crate::entities::document_pages::Entity::delete_many()
+        .filter(crate::entities::document_pages::Column::DocumentId.is_in(doc_ids.clone()))
+        .exec(&txn)
+        .await?;
     crate::entities::document_tags::Entity::delete_many()
         .filter(crate::entities::document_tags::Column::DocumentId.is_in(doc_ids))
         .exec(&txn)

@@ -14,7 +14,7 @@ use sea_orm::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::entities::{chunks, collections, documents};
+use crate::entities::{chunks, collections, document_pages, documents};
 
 pub const DEFAULT_LIMIT: u64 = 100;
 pub const MAX_LIMIT: u64 = 1000;
@@ -219,6 +219,10 @@ pub async fn delete(
         .ok_or_else(|| not_found(id))?;
     chunks::Entity::delete_many()
         .filter(chunks::Column::DocumentId.eq(id))
+        .exec(&txn)
+        .await?;
+    document_pages::Entity::delete_many()
+        .filter(document_pages::Column::DocumentId.eq(id))
         .exec(&txn)
         .await?;
     crate::tags::forget_document(&txn, id).await?;

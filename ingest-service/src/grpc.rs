@@ -325,6 +325,40 @@ impl IngestService for IngestGrpc {
         Ok(Response::new(Empty {}))
     }
 
+    async fn read_document_text(
+        &self,
+        request: Request<pb::DocumentTextRequest>,
+    ) -> Reply<pb::DocumentText> {
+        let me = caller(&request)?;
+        let r = request.into_inner();
+        let slice = crate::document_text::read(
+            &self.db,
+            &me,
+            &r.id,
+            &r.pages,
+            crate::document_text::Position {
+                page: r.from_page,
+                char: r.from_char,
+            },
+            r.max_chars,
+        )
+        .await?;
+        Ok(Response::new(pb::DocumentText {
+            document: Some(document_pb(slice.document)),
+            pages: slice
+                .parts
+                .into_iter()
+                .map(|p| pb::PageText {
+                    page: p.page,
+                    start_char: p.start_char,
+                    text: p.text,
+                })
+                .collect(),
+            next_page: slice.next.map(|n| n.page),
+            next_char: slice.next.map_or(0, |n| n.char),
+        }))
+    }
+
     async fn get_audio_timestamps(
         &self,
         request: Request<pb::DocumentRef>,

@@ -6,6 +6,7 @@ pub mod collections;
 mod conversions;
 pub mod costs;
 pub mod descriptions;
+pub mod document_text;
 pub mod documents;
 pub mod entities;
 pub mod events;

@@ -3,4 +3,5 @@
 //! depends on every service, so that the gateway library and the services depend on none of
 //! each other.
 
+pub mod mcp_stdio;
 pub mod standalone;

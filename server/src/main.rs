@@ -3,18 +3,26 @@
 //! - `gateway --standalone`: every service in this process (the README's run command).
 //! - `gateway`: the REST gateway alone, services at `DOCCHAT_*_URL`.
 //! - `gateway healthcheck`: exit 0 when the probe listener says ready.
+//! - `gateway mcp --url <docchat URL> [--key <API key>]`: MCP on stdin/stdout, forwarded to
+//!   that docchat's `/mcp` (for desktop assistants; the key may come from
+//!   `DOCCHAT_API_KEY`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use docchat_common::JwtKeys;
 use docchat_common::config::Config;
+use docchat_server::mcp_stdio;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
 #[allow(clippy::print_stderr)] // before telemetry exists, stderr is the only channel
 async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // Before configuration and telemetry: stdout carries MCP alone.
+    if args.first().map(String::as_str) == Some("mcp") {
+        return mcp(&args[1..]).await;
+    }
     let config = match Config::load() {
         Ok(c) => c,
         Err(e) => {
@@ -55,6 +63,26 @@ async fn main() -> ExitCode {
         Err(e) => {
             tracing::error!(error = format!("{e:#}"), "gateway failed");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[allow(clippy::print_stderr)] // stdout carries MCP; stderr is the only other channel
+async fn mcp(args: &[String]) -> ExitCode {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the bridge's key comes from its own variable, not docchat's configuration"
+    )]
+    let env_key = std::env::var(mcp_stdio::KEY_VARIABLE).ok();
+    let result = match mcp_stdio::Options::parse(args, env_key) {
+        Ok(options) => mcp_stdio::run(options).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("docchat mcp: {e:#}");
+            ExitCode::from(2)
         }
     }
 }

@@ -130,7 +130,7 @@ fn too_large(what: String) -> ApiError {
 }
 
 /// The body, up to `max` bytes (413 beyond).
-async fn read_body(mut payload: web::Payload, max: usize) -> Result<Vec<u8>, ApiError> {
+pub(crate) async fn read_body(mut payload: web::Payload, max: usize) -> Result<Vec<u8>, ApiError> {
     let mut body = Vec::new();
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|e| bad_request(format!("reading the body failed: {e}")).0)?;

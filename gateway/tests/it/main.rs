@@ -28,6 +28,7 @@ mod identity;
 mod job_history;
 mod limits;
 mod mcp;
+mod mcp_server;
 mod memory_agent;
 mod memory_blocks;
 mod not_in_documents;

@@ -3,6 +3,7 @@
 pub mod chunks;
 pub mod collection_sessions;
 pub mod collections;
+pub mod document_pages;
 pub mod document_tags;
 pub mod documents;
 pub mod extractors;

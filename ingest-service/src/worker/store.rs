@@ -13,7 +13,7 @@ use super::Workers;
 use super::extras::Extras;
 use crate::costs;
 use crate::documents::{Segment, touch_collection};
-use crate::entities::{chunks, collections, documents, jobs, uploads};
+use crate::entities::{chunks, collections, document_pages, documents, jobs, uploads};
 use crate::index::encode;
 use crate::jobs as jobq;
 use crate::pages::encode_page_starts;
@@ -164,6 +164,24 @@ impl Workers {
             .collect();
         for batch in rows.chunks(200) {
             chunks::Entity::insert_many(batch.to_vec())
+                .exec(&txn)
+                .await?;
+        }
+        // The text by page, for reading a document back (an MCP client's get_document);
+        // a transcript's one page holds its segments' lines.
+        let pages: Vec<document_pages::ActiveModel> = parsed
+            .pages
+            .iter()
+            .map(|p| (p.number, p.text()))
+            .filter(|(_, text)| !text.is_empty())
+            .map(|(number, text)| document_pages::ActiveModel {
+                document_id: Set(document_id.clone()),
+                page: Set(i32::try_from(number).unwrap_or(i32::MAX)),
+                text: Set(text),
+            })
+            .collect();
+        for batch in pages.chunks(200) {
+            document_pages::Entity::insert_many(batch.to_vec())
                 .exec(&txn)
                 .await?;
         }

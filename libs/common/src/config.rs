@@ -210,6 +210,8 @@ pub struct Config {
     pub mcp_max_body_size_mb: u64,
     /// and the MCP inspections one user may have running at once (more answer 429).
     pub mcp_max_concurrent_jobs: u32,
+    /// docchat's own MCP server (`/mcp`) also offers tools that change data (`upload_text`).
+    pub mcp_write_tools: bool,
     /// How often each scheduler-service replica looks for due tasks and lapsed leases.
     pub scheduler_tick_ms: u64,
     /// How long a running task execution stays claimed without its replica renewing it
@@ -309,6 +311,7 @@ impl Default for Config {
             mcp_rate_limit: 60,
             mcp_max_body_size_mb: 140,
             mcp_max_concurrent_jobs: 4,
+            mcp_write_tools: false,
             scheduler_tick_ms: 1000,
             scheduler_lease_seconds: 30,
             smtp_url: None,

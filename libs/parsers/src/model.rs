@@ -114,12 +114,7 @@ impl ParsedDocument {
             if i > 0 {
                 out.push_str("\n\x0c\n");
             }
-            for (j, block) in page.blocks.iter().enumerate() {
-                if j > 0 {
-                    out.push_str("\n\n");
-                }
-                out.push_str(&block.text);
-            }
+            out.push_str(&page.text());
         }
         out
     }
@@ -140,6 +135,17 @@ pub struct Page {
     pub number: u32,
     /// The page's paragraphs, headings, list items and table rows, in reading order.
     pub blocks: Vec<Block>,
+}
+
+impl Page {
+    /// The page's block texts, separated by a blank line.
+    pub fn text(&self) -> String {
+        self.blocks
+            .iter()
+            .map(|b| b.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    }
 }
 
 /// A paragraph-like piece of text and the heading path it sits under.
