@@ -1,4 +1,5 @@
-//! mcp_rate_limit and mcp_max_concurrent_jobs (SPEC.md deployment settings) of one gateway
+//! mcp_rate_limit and mcp_max_concurrent_jobs (SPEC.md deployment settings: MCP inspections,
+//! and the `ask` and `upload_text` calls of docchat's own MCP server) of one gateway
 //! replica, per user, counted in memory: a deployment with N gateways lets a user make up to
 //! N times as many MCP requests.
 
@@ -71,7 +72,7 @@ impl Limiter {
             return Err(ApiError::new(
                 ErrorCode::TooManyRequests,
                 format!(
-                    "too many MCP inspections running: at most {} at once",
+                    "too many MCP jobs running (inspections, asks, uploads): at most {} at once",
                     self.concurrent
                 ),
             ));

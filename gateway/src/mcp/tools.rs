@@ -510,12 +510,7 @@ struct ListDocumentsArgs {
 
 async fn list_documents(api: &Api, args: ListDocumentsArgs) -> Outcome {
     let (offset, limit) = page_of(args.offset, args.limit)?;
-    // An unknown collection (or another user's) is an error, not an empty list.
-    api.ingest()
-        .get_collection(ingest::CollectionRef {
-            id: args.collection_id.clone(),
-        })
-        .await?;
+    // An unknown collection (or another user's) is ingest's "not found", not an empty list.
     let list = api
         .ingest()
         .list_documents(ingest::ListDocumentsRequest {

@@ -277,3 +277,49 @@ docchat_common::backend_tests! {
         app.stop().await;
     }
 }
+
+docchat_common::backend_tests! {
+    async fn write_tools_are_offered_only_when_enabled_and_count_against_the_mcp_limits(backend) {
+        let model = upstream(Duration::ZERO).await;
+        let app = Stack::builder(&backend)
+            .everything()
+            .scripted_model(&model.base_url)
+            .configure(|c| {
+                c.mcp_write_tools = true;
+                c.mcp_rate_limit = 2;
+            })
+            .start()
+            .await;
+        let (_, alice) = app.user("alice").await;
+        let (_, bob) = app.user("bob").await;
+        let cid = collection(&app, &alice).await;
+        let (mcp, _) = connect(&app, &alice).await;
+        let tools = mcp.list_all_tools().await.unwrap();
+        let upload = tools.iter().find(|t| t.name == "upload_text").expect("upload_text offered");
+        let hints = upload.annotations.clone().unwrap();
+        assert_eq!((hints.read_only_hint, hints.destructive_hint), (Some(false), Some(true)));
+
+        let added = structured(&call(&mcp, "upload_text", json!({"collection_id": cid, "name": "orchard", "text": "The orchard on Mill Road grows 23 kinds of pear."})).await);
+        assert_eq!(added["status"], "completed", "{added}");
+        let document = added["document_id"].as_str().unwrap().to_owned();
+        let found = structured(&call(&mcp, "search", json!({"query": "kinds of pear on Mill Road", "collection_id": cid})).await);
+        assert_eq!(found["results"][0]["document_id"], document.as_str(), "{found}");
+        assert_eq!(found["results"][0]["document_name"], "orchard.txt");
+
+        // Not into another user's collection.
+        let (other, _) = connect(&app, &bob).await;
+        let refused = failure(&call(&other, "upload_text", json!({"collection_id": cid, "name": "x.md", "text": "x"})).await);
+        assert!(refused.contains("not found"), "{refused}");
+        other.cancel().await.unwrap();
+        // Two a minute for alice (the deployment's mcp_rate_limit): the second passes, the
+        // third is refused, naming the limit.
+        structured(&call(&mcp, "upload_text", json!({"collection_id": cid, "name": "b.md", "text": "# B\n\nSecond."})).await);
+        let limited = failure(&call(&mcp, "upload_text", json!({"collection_id": cid, "name": "c.md", "text": "Third."})).await);
+        assert!(limited.contains("at most 2 per minute"), "{limited}");
+        let (s, docs) = app.call(Method::GET, &format!("/api/v1/collections/{cid}/documents"), &alice, None).await;
+        assert_eq!(s, 200);
+        assert_eq!(docs.as_array().unwrap().len(), 2, "{docs}");
+        mcp.cancel().await.unwrap();
+        app.stop().await;
+    }
+}
