@@ -23,9 +23,10 @@ use std::time::{Duration, Instant};
 
 use reqwest::Client;
 use serde_json::{Value, json};
-use support::{Measured, Sample, load, now_micros, start_stamped_upstream, start_upstream};
-
-const ADMIN_KEY: &str = "sk-bench-admin-key-0123456789";
+use support::{
+    ADMIN_KEY, Measured, Sample, load, now_micros, start_docchat, start_stamped_upstream,
+    start_upstream,
+};
 
 fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1000.0
@@ -206,36 +207,17 @@ async fn main() {
     let upstream = start_upstream(1, Duration::ZERO);
     let paced = start_stamped_upstream(1, Duration::from_millis(5));
     let dir = tempfile::tempdir().unwrap();
-    let models = dir.path().join("models.toml");
-    std::fs::write(
-        &models,
-        format!("[[models]]\nname = \"fake\"\nprovider = \"openai\"\nbase_url = \"{upstream}/v1\"\ncontext_length = 8192\ndefault = true\n\n[[models]]\nname = \"paced\"\nprovider = \"openai\"\nbase_url = \"{paced}/v1\"\ncontext_length = 8192\n"),
+    let docchat = start_docchat(
+        dir.path(),
+        &format!("[[models]]\nname = \"fake\"\nprovider = \"openai\"\nbase_url = \"{upstream}/v1\"\ncontext_length = 8192\ndefault = true\n\n[[models]]\nname = \"paced\"\nprovider = \"openai\"\nbase_url = \"{paced}/v1\"\ncontext_length = 8192\n"),
+        |_| {},
     )
-    .unwrap();
-    let mut config = docchat_common::Config::for_test(dir.path().join("data"));
-    config.models_file = Some(models);
-    config.bootstrap_admin_key = Some(secrecy::SecretString::from(ADMIN_KEY));
-    config.log_format = "text".into();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let app = tokio::spawn(docchat_server::standalone::run(
-        config,
-        listener,
-        shutdown.clone(),
-    ));
-
+    .await;
+    let base = docchat.base.clone();
     let http = Client::builder()
         .pool_max_idle_per_host(256)
         .build()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !matches!(http.get(format!("{base}/rpc/health/readiness")).bearer_auth(ADMIN_KEY).send().await, Ok(r) if r.status() == 200)
-    {
-        assert!(Instant::now() < deadline, "docchat did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     let user: Value = http
         .post(format!("{base}/api/v1/admin/users"))
         .bearer_auth(ADMIN_KEY)
@@ -332,6 +314,5 @@ async fn main() {
         "peak RSS of the whole process (docchat + load + upstream): {:.0} MB",
         support::peak_rss_mb()
     );
-    shutdown.cancel();
-    let _ = app.await;
+    docchat.stop().await;
 }

@@ -27,9 +27,8 @@ use std::time::{Duration, Instant};
 
 use reqwest::Client;
 use serde_json::{Value, json};
-use support::{Measured, Sample, load, start_upstream};
+use support::{ADMIN_KEY, Measured, Sample, load, start_docchat, start_upstream};
 
-const ADMIN_KEY: &str = "sk-bench-admin-key-0123456789";
 const QUESTION: &str = "How many gulls did the lighthouse keeper count?";
 
 fn ms(since: Instant) -> f64 {
@@ -141,40 +140,24 @@ async fn main() {
         .unwrap_or(300);
     let upstream = start_upstream(1, Duration::ZERO);
     let dir = tempfile::tempdir().unwrap();
-    let models = dir.path().join("models.toml");
-    std::fs::write(
-        &models,
-        format!("[[models]]\nname = \"fake\"\nprovider = \"openai\"\nbase_url = \"{upstream}/v1\"\ncontext_length = 8192\ndefault = true\n"),
+    let docchat = start_docchat(
+        dir.path(),
+        &format!("[[models]]\nname = \"fake\"\nprovider = \"openai\"\nbase_url = \"{upstream}/v1\"\ncontext_length = 8192\ndefault = true\n"),
+        |config| {
+            config.models_dir = std::env::var("DOCCHAT_MODELS_DIR")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|_| {
+                    std::path::PathBuf::from(std::env::var("HOME").unwrap())
+                        .join(".cache/docchat/models")
+                });
+            // One user's calls, far more than a minute's default allowance of asks.
+            config.mcp_rate_limit = 1_000_000;
+        },
     )
-    .unwrap();
-    let mut config = docchat_common::Config::for_test(dir.path().join("data"));
-    config.models_file = Some(models);
-    config.models_dir = std::env::var("DOCCHAT_MODELS_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| {
-            std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/docchat/models")
-        });
-    config.bootstrap_admin_key = Some(secrecy::SecretString::from(ADMIN_KEY));
-    config.log_format = "text".into();
-    // One user's calls, far more than a minute's default allowance of asks.
-    config.mcp_rate_limit = 1_000_000;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let app = tokio::spawn(docchat_server::standalone::run(
-        config,
-        listener,
-        shutdown.clone(),
-    ));
-
+    .await;
+    let base = docchat.base.clone();
     let http = Client::new();
     let deadline = Instant::now() + Duration::from_secs(120);
-    while !matches!(http.get(format!("{base}/rpc/health/readiness")).bearer_auth(ADMIN_KEY).send().await, Ok(r) if r.status() == 200)
-    {
-        assert!(Instant::now() < deadline, "docchat did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     let post = |path: &str, body: Value| {
         http.post(format!("{base}{path}"))
             .bearer_auth(ADMIN_KEY)
@@ -290,6 +273,5 @@ async fn main() {
     })
     .await;
     row("ask (RAG)", "MCP ask", &m);
-    shutdown.cancel();
-    let _ = app.await;
+    docchat.stop().await;
 }

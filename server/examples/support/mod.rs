@@ -240,3 +240,56 @@ pub fn peak_rss_mb() -> f64 {
         })
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
+
+/// The bootstrap administrator's key of [`start_docchat`].
+pub const ADMIN_KEY: &str = "sk-bench-admin-key-0123456789";
+
+/// A standalone docchat (SQLite under `dir`) serving the models of `models_toml`, on a free
+/// loopback port, with [`ADMIN_KEY`]; `tweak` adjusts its configuration. Returns once ready.
+pub struct Docchat {
+    pub base: String,
+    shutdown: tokio_util::sync::CancellationToken,
+    app: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+pub async fn start_docchat(
+    dir: &std::path::Path,
+    models_toml: &str,
+    tweak: impl FnOnce(&mut docchat_common::Config),
+) -> Docchat {
+    let models = dir.join("models.toml");
+    std::fs::write(&models, models_toml).unwrap();
+    let mut config = docchat_common::Config::for_test(dir.join("data"));
+    config.models_file = Some(models);
+    config.bootstrap_admin_key = Some(secrecy::SecretString::from(ADMIN_KEY));
+    config.log_format = "text".into();
+    tweak(&mut config);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let app = tokio::spawn(docchat_server::standalone::run(
+        config,
+        listener,
+        shutdown.clone(),
+    ));
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !matches!(http.get(format!("{base}/rpc/health/readiness")).bearer_auth(ADMIN_KEY).send().await, Ok(r) if r.status() == 200)
+    {
+        assert!(Instant::now() < deadline, "docchat did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Docchat {
+        base,
+        shutdown,
+        app,
+    }
+}
+
+impl Docchat {
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        let _ = self.app.await;
+    }
+}
