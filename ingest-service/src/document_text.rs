@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use docchat_common::Caller;
-use docchat_common::error::ApiResult;
+use docchat_common::error::{ApiError, ApiResult};
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
 use crate::documents;
@@ -19,6 +19,8 @@ use crate::pages::{all_pages, decode_page_starts};
 
 /// The most characters one slice may hold.
 pub const MAX_SLICE_CHARS: u32 = 200_000;
+/// The most page numbers one read may name (each is a bound parameter).
+pub const MAX_PAGES: usize = 1000;
 /// Pages read from the database per query while a slice fills.
 const PAGES_PER_QUERY: u64 = 32;
 
@@ -58,6 +60,11 @@ pub async fn read(
     from: Position,
     max_chars: u32,
 ) -> ApiResult<Slice> {
+    if pages.len() > MAX_PAGES {
+        return Err(ApiError::bad_request(format!(
+            "at most {MAX_PAGES} pages at a time"
+        )));
+    }
     let document = documents::get(db, caller, id).await?;
     let budget = u64::from(if max_chars == 0 {
         MAX_SLICE_CHARS

@@ -160,7 +160,10 @@ impl ServerHandler for Docchat {
         let offset = match request.and_then(|r| r.cursor) {
             Some(cursor) => cursor
                 .parse::<u64>()
-                .map_err(|_| McpError::invalid_params("invalid cursor", None))?,
+                .ok()
+                .and_then(|offset| crate::routes::page(Some(offset), None).ok())
+                .map(|(offset, _)| offset)
+                .ok_or_else(|| McpError::invalid_params("invalid cursor", None))?,
             None => 0,
         };
         let list = api

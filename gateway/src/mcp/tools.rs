@@ -24,6 +24,8 @@ use crate::auth::Api;
 
 /// The most characters of document text one `get_document` call returns.
 pub const DOCUMENT_SLICE_CHARS: u32 = 20_000;
+/// The most page numbers one `get_document` call may name (ingest-service's bound too).
+const MAX_PAGES: usize = 1000;
 /// The default and the most hits `search` returns.
 const DEFAULT_TOP_K: u32 = 8;
 const MAX_TOP_K: u32 = 50;
@@ -233,14 +235,17 @@ struct Page {
     limit: Option<u64>,
 }
 
+/// A list's offset and limit: REST's bounds (what storage can bind), then the tool's.
 fn page_of(offset: Option<u64>, limit: Option<u64>) -> Result<(u64, u64), Failure> {
+    let (offset, _) =
+        crate::routes::page(offset, None).map_err(|e| Failure::Arguments(e.0.message))?;
     let limit = limit.unwrap_or(DEFAULT_LIMIT);
     if limit == 0 || limit > MAX_LIMIT {
         return Err(Failure::Arguments(format!(
             "limit must be between 1 and {MAX_LIMIT}"
         )));
     }
-    Ok((offset.unwrap_or(0), limit))
+    Ok((offset, limit))
 }
 
 async fn list_collections(api: &Api, args: Page) -> Outcome {
@@ -455,6 +460,11 @@ fn parse_cursor(cursor: &str) -> Option<(u32, u64)> {
 async fn get_document(api: &Api, args: GetDocumentArgs) -> Outcome {
     if args.pages.contains(&0) {
         return Err(Failure::Arguments("pages are numbered from 1".to_owned()));
+    }
+    if args.pages.len() > MAX_PAGES {
+        return Err(Failure::Arguments(format!(
+            "at most {MAX_PAGES} pages at a time"
+        )));
     }
     let (from_page, from_char) = match args.cursor.as_deref() {
         Some(c) => {

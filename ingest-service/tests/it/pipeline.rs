@@ -43,6 +43,29 @@ pub async fn stored_vectors(s: &Stack) -> (i64, Option<i64>) {
     (chunks, vectors)
 }
 
+/// Stored page texts (`document_pages` rows) of `document`.
+async fn stored_pages(s: &Stack, document: &str) -> i64 {
+    use sea_orm::{ConnectionTrait, Statement};
+    let db = s.database(Service::Ingest).await;
+    let row = db
+        .query_one(Statement::from_sql_and_values(
+            db.get_database_backend(),
+            match db.get_database_backend() {
+                sea_orm::DatabaseBackend::Postgres => {
+                    "SELECT COUNT(*) FROM document_pages WHERE document_id = $1"
+                }
+                _ => "SELECT COUNT(*) FROM document_pages WHERE document_id = ?",
+            },
+            [document.into()],
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    let n = row.try_get_by_index::<i64>(0).unwrap();
+    db.close().await.unwrap();
+    n
+}
+
 /// Whether the MiniLM embedder was fetched; its absence fails the test in CI and is a loud
 /// skip elsewhere.
 pub(crate) fn model_present() -> bool {
@@ -156,7 +179,38 @@ docchat_common::vector_backend_tests! {
             assert_eq!(status.code(), Code::NotFound);
         }
 
-        // Deleting a document removes its chunks from both search paths.
+        // Its text reads back by page, in slices that continue where they stopped; only
+        // for whom may read it.
+        let text = |who, from_page, from_char, max_chars| {
+            let mut c = s.ingest_client();
+            let r = s.req(Service::Ingest, who, pb::DocumentTextRequest {
+                id: doc_id.clone(),
+                pages: Vec::new(),
+                from_page,
+                from_char,
+                max_chars,
+            });
+            async move { c.read_document_text(r).await }
+        };
+        let whole = text(&alice, 0, 0, 0).await.unwrap().into_inner();
+        let whole: String = whole.pages.iter().map(|p| p.text.as_str()).collect();
+        assert!(whole.contains("Paris is the capital of France"), "{whole}");
+        let mut pieces = String::new();
+        let (mut page, mut char) = (0, 0);
+        loop {
+            let slice = text(&alice, page, char, 100).await.unwrap().into_inner();
+            assert!(slice.pages.iter().map(|p| p.text.chars().count()).sum::<usize>() <= 100);
+            pieces.extend(slice.pages.iter().map(|p| p.text.as_str()));
+            match slice.next_page {
+                Some(next) => (page, char) = (next, slice.next_char),
+                None => break,
+            }
+        }
+        assert_eq!(pieces, whole, "{}", backend.name);
+        assert_eq!(text(&bob, 0, 0, 0).await.unwrap_err().code(), Code::NotFound);
+        assert!(stored_pages(&s, &doc_id).await > 0);
+
+        // Deleting a document removes its chunks from both search paths, and its text.
         s.ingest_client()
             .delete_document(s.req(Service::Ingest, &alice, pb::DocumentRef { id: doc_id.clone() }))
             .await
@@ -189,6 +243,15 @@ docchat_common::vector_backend_tests! {
             (got.document_count, got.document_size),
             (1, COOKING.len() as i64)
         );
+        assert_eq!(stored_pages(&s, &doc_id).await, 0, "{}", backend.name);
+        // A deleted collection takes its documents' texts with it.
+        let bread_id = docs.documents[0].id.clone();
+        assert!(stored_pages(&s, &bread_id).await > 0);
+        s.ingest_client()
+            .delete_collection(s.req(Service::Ingest, &alice, pb::CollectionRef { id: col.id.clone() }))
+            .await
+            .unwrap();
+        assert_eq!(stored_pages(&s, &bread_id).await, 0, "{}", backend.name);
         s.stop().await;
     }
 }
