@@ -90,7 +90,7 @@ struct Notifier {
 }
 
 impl tools::Progress for Notifier {
-    async fn report(&mut self, characters: usize, _partial: &str) {
+    async fn report(&mut self, characters: usize) {
         let Some(token) = self.context.meta.get_progress_token() else {
             return;
         };

@@ -63,7 +63,8 @@ pub type Outcome = Result<Value, Failure>;
 
 /// Where `ask` reports how far its answer got.
 pub trait Progress: Send {
-    fn report(&mut self, characters: usize, partial: &str) -> impl Future<Output = ()> + Send;
+    /// `characters` of the answer are generated (more than at the last report).
+    fn report(&mut self, characters: usize) -> impl Future<Output = ()> + Send;
 }
 
 /// The tools offered: the read tools always, `upload_text` when the operator enabled
@@ -403,7 +404,7 @@ async fn ask(api: &Api, args: AskArgs, mut progress: impl Progress) -> Outcome {
                 if reported_at.elapsed() >= PROGRESS_EVERY && characters > reported {
                     reported_at = std::time::Instant::now();
                     reported = characters;
-                    progress.report(characters, &answer).await;
+                    progress.report(characters).await;
                 }
             }
             Some(Event::Done(done)) => break done,
@@ -413,7 +414,7 @@ async fn ask(api: &Api, args: AskArgs, mut progress: impl Progress) -> Outcome {
     };
     let characters = done.body.chars().count();
     if characters > reported {
-        progress.report(characters, &done.body).await;
+        progress.report(characters).await;
     }
     let references = api
         .chat()
