@@ -110,35 +110,32 @@ struct Bridge {
 }
 
 impl Bridge {
-    /// Sends one message and writes what comes back (nothing for an accepted notification).
+    /// Sends one message and writes what comes back as it comes (nothing for an accepted
+    /// notification; `ask`'s progress before its answer, not with it).
     async fn forward(&self, line: String, out: mpsc::Sender<String>) {
         let id = serde_json::from_str::<Value>(&line)
             .ok()
             .and_then(|m| m.get("id").cloned());
-        let answers = match self.post(line).await {
-            Ok(answers) => answers,
-            Err(message) => {
-                #[expect(clippy::print_stderr, reason = "stdout carries MCP only")]
-                {
-                    eprintln!("docchat mcp: {message}");
-                }
-                // A request always gets an answer; a notification's failure is only logged.
-                match id {
-                    Some(id) => vec![error_answer(id, &message)],
-                    None => Vec::new(),
-                }
+        if let Err(message) = self.post(line, &out).await {
+            #[expect(clippy::print_stderr, reason = "stdout carries MCP only")]
+            {
+                eprintln!("docchat mcp: {message}");
             }
-        };
-        for answer in answers {
-            self.learn_protocol(&answer);
-            if out.send(answer).await.is_err() {
-                return;
+            // A request always gets an answer; a notification's failure is only logged.
+            if let Some(id) = id {
+                let _ = out.send(error_answer(id, &message)).await;
             }
         }
     }
 
-    /// The messages docchat answered `line` with, in order.
-    async fn post(&self, line: String) -> Result<Vec<String>, String> {
+    /// Writes one message of docchat's to stdout (through the writer).
+    async fn deliver(&self, out: &mpsc::Sender<String>, message: String) {
+        self.learn_protocol(&message);
+        let _ = out.send(message).await;
+    }
+
+    /// Posts `line` and delivers docchat's messages in order; an error when no answer came.
+    async fn post(&self, line: String, out: &mpsc::Sender<String>) -> Result<(), String> {
         let mut request = self
             .client
             .post(&self.options.endpoint)
@@ -169,10 +166,10 @@ impl Bridge {
             .unwrap_or_default()
             .to_owned();
         if status == reqwest::StatusCode::ACCEPTED {
-            return Ok(Vec::new());
+            return Ok(());
         }
         if content_type.starts_with("text/event-stream") {
-            return read_events(response).await;
+            return self.relay_events(response, out).await;
         }
         let body = response
             .text()
@@ -180,8 +177,16 @@ impl Bridge {
             .map_err(|e| format!("reading docchat's answer: {e}"))?;
         match serde_json::from_str::<Value>(&body) {
             // A JSON-RPC answer (a result or an error), whatever the status.
-            Ok(message) if message.get("jsonrpc").is_some() => Ok(vec![message.to_string()]),
-            Ok(Value::Array(batch)) => Ok(batch.into_iter().map(|m| m.to_string()).collect()),
+            Ok(message) if message.get("jsonrpc").is_some() => {
+                self.deliver(out, message.to_string()).await;
+                Ok(())
+            }
+            Ok(Value::Array(batch)) => {
+                for message in batch {
+                    self.deliver(out, message.to_string()).await;
+                }
+                Ok(())
+            }
             // docchat's own refusal ({"code": 401, "message": ...}).
             Ok(refusal) => Err(format!(
                 "docchat answered {status}: {}",
@@ -191,6 +196,40 @@ impl Bridge {
                     .unwrap_or(body.as_str())
             )),
             Err(_) => Err(format!("docchat answered {status}: {body}")),
+        }
+    }
+
+    /// Delivers the `data` of each event of an event stream as it arrives; an error only
+    /// when the stream broke before its answer (a message with a result or an error).
+    async fn relay_events(
+        &self,
+        response: reqwest::Response,
+        out: &mpsc::Sender<String>,
+    ) -> Result<(), String> {
+        let mut answered = false;
+        let mut buffer = String::new();
+        let mut body = response.bytes_stream();
+        loop {
+            let chunk = match body.next().await {
+                Some(Ok(chunk)) => chunk,
+                Some(Err(e)) if !answered => return Err(format!("reading docchat's events: {e}")),
+                Some(Err(_)) | None => break,
+            };
+            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            for message in complete_events(&mut buffer) {
+                answered |= is_answer(&message);
+                self.deliver(out, message).await;
+            }
+        }
+        buffer.push_str("\n\n");
+        for message in complete_events(&mut buffer) {
+            answered |= is_answer(&message);
+            self.deliver(out, message).await;
+        }
+        if answered {
+            Ok(())
+        } else {
+            Err("docchat's event stream ended without an answer".to_owned())
         }
     }
 
@@ -207,19 +246,10 @@ impl Bridge {
     }
 }
 
-/// The `data` of each event of an event stream, as it arrives.
-async fn read_events(response: reqwest::Response) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
-    let mut buffer = String::new();
-    let mut body = response.bytes_stream();
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| format!("reading docchat's events: {e}"))?;
-        buffer.push_str(&String::from_utf8_lossy(&chunk));
-        out.extend(complete_events(&mut buffer));
-    }
-    buffer.push_str("\n\n");
-    out.extend(complete_events(&mut buffer));
-    Ok(out)
+/// Whether `message` answers a request (a JSON-RPC result or error), not a notification.
+fn is_answer(message: &str) -> bool {
+    serde_json::from_str::<Value>(message)
+        .is_ok_and(|m| m.get("result").is_some() || m.get("error").is_some())
 }
 
 /// Takes the complete events (ended by a blank line) off the front of `buffer` and returns
@@ -287,5 +317,16 @@ mod tests {
         buffer.push_str(":2}\n\n");
         assert_eq!(complete_events(&mut buffer), vec![r#"{"b":2}"#.to_owned()]);
         assert!(buffer.is_empty());
+    }
+
+    #[test]
+    fn an_answer_is_a_result_or_an_error_not_a_notification() {
+        assert!(is_answer(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
+        assert!(is_answer(
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}}"#
+        ));
+        assert!(!is_answer(
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#
+        ));
     }
 }
