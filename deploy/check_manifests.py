@@ -6,27 +6,36 @@ the files agree with each other and with the workspace (binary names, ports, obj
 volume and config references), and that every Kubernetes object, as written and as rendered by
 `kubectl kustomize`, is valid against the Kubernetes API schema (PyPI's kubernetes-validate,
 which ships the schemas: no cluster, no network) for the oldest supported Kubernetes
-(MIN_KUBERNETES) and the newest the package knows. Run from anywhere:
+(MIN_KUBERNETES) and the newest the package knows. Also the monitoring files: the pods'
+scrape annotations and metrics ports, the Prometheus alert rules and scrape configuration
+(deploy/prometheus), the PrometheusRule, ServiceMonitor and backlog HPAs of
+deploy/k8s/monitoring with the prometheus-adapter rules they need, and the Grafana dashboard
+(deploy/grafana): promtool (Debian's prometheus package) parses every PromQL expression, and
+every metric they name must be a family of docs/metrics.md. Run from anywhere:
 
     python3 deploy/check_manifests.py            # repo root = parent of this script's directory
     python3 deploy/check_manifests.py --root DIR
 
 Prints one line per check and ends with "N passed, M failed". Exit status: 0 when everything
 passed, 1 when a check failed, 2 when PyYAML is missing. Needs PyYAML and kubernetes-validate
-(tests/requirements.txt; scripts/python-env.sh installs both) and kubectl for the
-kustomize rendering. Without kubernetes-validate or kubectl those checks are skipped, loudly;
-with CI set in the environment they fail instead.
+(tests/requirements.txt; scripts/python-env.sh installs both), kubectl for the kustomize
+rendering and promtool (on PATH, else scripts/promtool.sh installs it as root). Without
+kubernetes-validate, kubectl or promtool those checks are skipped, loudly; with CI set in the
+environment they fail instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -88,6 +97,21 @@ MIN_KUBERNETES = "1.27.0"
 # Compose bind mounts that may be missing in a fresh clone: scripts/fetch-models.sh creates it.
 OPTIONAL_BIND_SOURCES = {"./models"}
 PROBE_KINDS = ("startupProbe", "readinessProbe", "livenessProbe")
+# Monitoring (docs/metrics.md): every docchat process serves GET /metrics on its probe
+# listener, DOCCHAT_PROBE_ADDR, declared as the container port named METRICS_PORT_NAME.
+PROBE_ADDR_VAR = "DOCCHAT_PROBE_ADDR"
+METRICS_PORT_NAME = "metrics"
+METRICS_PATH = "/metrics"
+# API groups of custom resources, which kubernetes-validate has no schema for.
+CRD_GROUPS = {"monitoring.coreos.com"}
+MONITORING_API = "monitoring.coreos.com/v1"
+# Services whose HPA the monitoring overlay makes scale on their backlog.
+BACKLOG_SCALED = {"ingest-service", "agent-service"}
+ALERT_SEVERITIES = {"critical", "warning", "info"}
+# Metrics that are not docchat's families but Prometheus' own.
+PROMETHEUS_METRICS = {"up"}
+# Grafana's built-in interval variables, by the value the PromQL check puts in their place.
+GRAFANA_INTERVALS = {"__rate_interval": "5m", "__interval": "1m", "__range": "1h"}
 
 
 class Report:
@@ -461,7 +485,17 @@ def schema_versions(kv) -> list[str]:
 
 
 def validate_objects(kv, objects: list[tuple[str, dict]], report: Report) -> None:
-    """Strict validation (unknown fields are errors) of each (where, object) for each version."""
+    """Strict validation (unknown fields are errors) of each (where, object) for each version;
+    custom resources (CRD_GROUPS) are skipped, by name."""
+    builtin = []
+    for where, obj in objects:
+        if str(obj.get("apiVersion", "")).split("/")[0] in CRD_GROUPS:
+            report.skip(f"schema: {where} {obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}",
+                        "a custom resource (Prometheus Operator CRD): kubernetes-validate has no schema "
+                        "for it; the monitoring checks check it")
+        else:
+            builtin.append((where, obj))
+    objects = builtin
     for version in schema_versions(kv):
         for where, obj in objects:
             name = f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}"
@@ -496,8 +530,8 @@ def render_kustomizations(root: Path, parsed: dict[Path, list], report: Report) 
     return out
 
 
-def check_kubernetes_schema(root: Path, parsed: dict[Path, list], report: Report) -> None:
-    rendered = render_kustomizations(root, parsed, report)
+def check_kubernetes_schema(root: Path, parsed: dict[Path, list], rendered: list[tuple[str, dict]],
+                            report: Report) -> None:
     try:
         import kubernetes_validate as kv
     except ImportError:
@@ -513,6 +547,479 @@ def check_kubernetes_schema(root: Path, parsed: dict[Path, list], report: Report
         if isinstance(doc, dict) and doc.get("kind") and doc.get("kind") != "Kustomization"
     ]
     validate_objects(kv, written + rendered, report)
+
+
+# --------------------------------------------------------------------------------------------
+# Monitoring: /metrics on every docchat pod, the Prometheus rules and configuration (promtool),
+# the Prometheus Operator's objects, the prometheus-adapter rules and the Grafana dashboard
+
+
+def metric_families(root: Path) -> tuple[set[str], tuple[str, ...]]:
+    """The families docs/metrics.md lists in its table's first column: the names, and the
+    prefixes of `name_*` entries (process_*)."""
+    names: set[str] = set()
+    prefixes: list[str] = []
+    path = root / "docs" / "metrics.md"
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        if not line.startswith("|"):
+            continue
+        for name in re.findall(r"`([a-zA-Z_:][a-zA-Z0-9_:]*\*?)`", line.split("|")[1]):
+            if name.endswith("*"):
+                prefixes.append(name[:-1])
+            else:
+                names.add(name)
+    return names, tuple(prefixes)
+
+
+def documented(name: str, families: tuple[set[str], tuple[str, ...]]) -> bool:
+    """A family of docs/metrics.md, a histogram's _bucket/_sum/_count series, or Prometheus' own."""
+    names, prefixes = families
+    if name in names or name in PROMETHEUS_METRICS or (prefixes and name.startswith(prefixes)):
+        return True
+    return any(name.endswith(s) and name[: -len(s)] in names for s in ("_bucket", "_sum", "_count"))
+
+
+_PROMQL_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+_PROMQL_NAME_MATCHER = re.compile(r'__name__\s*=\s*"([a-zA-Z_:][a-zA-Z0-9_:]*)"')
+_PROMQL_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
+_PROMQL_IDENT = re.compile(r"(?<![\w.:$])[a-zA-Z_:][a-zA-Z0-9_:]*(?![\w:])(?!\s*\()")
+_PROMQL_KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right",
+                    "bool", "offset", "inf", "nan"}
+
+
+def promql_metric_names(expr: str) -> set[str]:
+    """The metric names an expression selects. Not a parser (promtool checks the syntax): it
+    drops strings, label matchers, ranges, grouping labels and function names, and keeps the
+    identifiers left, plus __name__="..." matchers."""
+    names = set(_PROMQL_NAME_MATCHER.findall(expr))
+    rest = _PROMQL_STRING.sub('""', expr)
+    rest = re.sub(r"#[^\n]*", " ", rest)
+    rest = re.sub(r"\{[^}]*\}|\[[^\]]*\]", " ", rest)
+    rest = _PROMQL_GROUPING.sub(" ", rest)
+    return names | {m for m in _PROMQL_IDENT.findall(rest) if m.lower() not in _PROMQL_KEYWORDS}
+
+
+_GRAFANA_VARIABLE = re.compile(r"\$\{(\w+)(?::[^}]*)?\}|\$(\w+)|\[\[(\w+)(?::[^\]]*)?\]\]")
+
+
+def grafana_expr(expr: str) -> str:
+    """A panel's expression as Grafana sends it: interval variables as durations, the
+    dashboard's own variables (label values) as a plain value."""
+    return _GRAFANA_VARIABLE.sub(lambda m: GRAFANA_INTERVALS.get(m.group(1) or m.group(2) or m.group(3), "x"), expr)
+
+
+def find_promtool(root: Path) -> str | None:
+    """promtool on PATH, else whatever scripts/promtool.sh installs (Debian's prometheus, as root)."""
+    found = shutil.which("promtool")
+    script = root / "scripts" / "promtool.sh"
+    if found or not script.is_file():
+        return found
+    proc = subprocess.run([str(script)], capture_output=True, text=True)
+    lines = proc.stdout.split()
+    return lines[-1] if proc.returncode == 0 and lines else None
+
+
+def promtool_run(promtool: str, args: list[str]) -> tuple[bool, str]:
+    # From /: relative paths in a file must resolve against that file, not the working directory.
+    proc = subprocess.run([promtool, *args], capture_output=True, text=True, cwd="/")
+    return proc.returncode == 0, " ".join((proc.stdout + proc.stderr).split())
+
+
+def promtool_check_exprs(promtool: str | None, exprs: list[tuple[str, str]], what: str, report: Report) -> None:
+    """Parses (record name, PromQL) pairs: promtool check rules on them as recording rules."""
+    if promtool is None:
+        report.unavailable(what, "promtool is not installed (scripts/promtool.sh installs it)")
+        return
+    rules = {"groups": [{"name": "parse", "rules": [{"record": r, "expr": e} for r, e in exprs]}]}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "exprs.yml"
+        path.write_text(yaml.safe_dump(rules, sort_keys=False))
+        ok, out = promtool_run(promtool, ["check", "rules", str(path)])
+    report.check(ok and bool(exprs), what, out or "no expressions")
+
+
+def monitored_services(root: Path, parsed: dict[Path, list], report: Report) -> list[tuple[str, dict]]:
+    """Checks that every docchat Deployment of the base serves /metrics where its annotations
+    and its Service say; returns the (name, labels as rendered) of the Services with a
+    `metrics` port."""
+    base = root / "deploy" / "k8s" / "base"
+    objects = [d for path, docs in parsed.items() if path.parent == base
+               for d in docs if isinstance(d, dict) and d.get("kind")]
+    kfile = parsed.get(base / "kustomization.yaml") or [{}]
+    common: dict = {}
+    for entry in kfile[0].get("labels") or []:
+        common.update(entry.get("pairs") or {})
+    services = [o for o in objects if o["kind"] == "Service"]
+    out = []
+    for dep in (o for o in objects if o["kind"] == "Deployment"):
+        name = dep["metadata"]["name"]
+        main = [c for c in pod_spec(dep).get("containers") or [] if c.get("image") == OUR_IMAGE]
+        if not main:
+            continue  # not docchat (the object store)
+        main = main[0]
+        problems = []
+        env = {e.get("name"): e.get("value") for e in main.get("env") or []}
+        addr = str(env.get(PROBE_ADDR_VAR) or "")
+        host, _, port_text = addr.rpartition(":")
+        port = int(port_text) if port_text.isdigit() else None
+        if port is None:
+            problems.append(f"{main.get('name')}: {PROBE_ADDR_VAR} is {addr or 'not set'}, want 0.0.0.0:<port>")
+        elif host not in ("0.0.0.0", "[::]"):
+            problems.append(f"{PROBE_ADDR_VAR} binds {host}: neither the kubelet nor Prometheus reaches it")
+        declared = {p.get("name"): p.get("containerPort") for p in main.get("ports") or []}
+        if port is not None and declared.get(METRICS_PORT_NAME) != port:
+            problems.append(f"no containerPort {port} named {METRICS_PORT_NAME} (declared: {declared})")
+        annotations = ((dep["spec"].get("template") or {}).get("metadata") or {}).get("annotations") or {}
+        want = {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": METRICS_PATH}
+        problems += [f"annotation {k} is {annotations.get(k)!r}, want {v!r}" for k, v in want.items() if annotations.get(k) != v]
+        labels = ((dep["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
+        selecting = [s for s in services if (s.get("spec") or {}).get("selector")
+                     and s["spec"]["selector"].items() <= labels.items()]
+        if not selecting:
+            problems.append("no Service selects it")
+        for svc in selecting:
+            ports = {p.get("name"): p for p in svc["spec"].get("ports") or []}
+            target = (ports.get(METRICS_PORT_NAME) or {}).get("targetPort")
+            if target not in (METRICS_PORT_NAME, port):
+                problems.append(f"Service {svc['metadata']['name']} has no port `{METRICS_PORT_NAME}` "
+                                f"targeting containerPort {port} (targetPort {target!r})")
+            else:
+                out.append((svc["metadata"]["name"], {**(svc["metadata"].get("labels") or {}), **common}))
+        report.check(not problems, f"monitoring: {name} serves {METRICS_PATH} on {PROBE_ADDR_VAR} {addr} "
+                     f"(containerPort `{METRICS_PORT_NAME}`, prometheus.io annotations, a Service port "
+                     f"`{METRICS_PORT_NAME}`)", problems)
+    return out
+
+
+# The pod role's meta labels (Prometheus' kubernetes_sd_config documentation).
+_POD_META = re.compile(r"__meta_kubernetes_(namespace|pod_(name|ip|uid|ready|phase|node_name|host_ip|"
+                       r"controller_kind|controller_name|container_(name|id|image|init|port_name|"
+                       r"port_number|port_protocol)|(label|labelpresent|annotation|annotationpresent)_\w+))")
+_K8S_SD_FIELDS = {"role", "api_server", "kubeconfig_file", "namespaces", "selectors", "attach_metadata",
+                  "basic_auth", "authorization", "oauth2", "bearer_token", "bearer_token_file", "tls_config",
+                  "proxy_url", "no_proxy", "proxy_from_environment", "proxy_connect_header",
+                  "follow_redirects", "enable_http2"}
+
+
+def check_kubernetes_sd(config: dict, report: Report) -> None:
+    """The kubernetes_sd_configs that Debian's promtool cannot load: fields, role, and the pod
+    meta labels the relabelings read, which must include the base's prometheus.io annotations."""
+    for job in config.get("scrape_configs") or []:
+        sds = job.get("kubernetes_sd_configs")
+        if not sds:
+            continue
+        problems = []
+        for sd in sds:
+            unknown = sorted(set(sd) - _K8S_SD_FIELDS)
+            if unknown:
+                problems.append(f"unknown fields {unknown}")
+            if sd.get("role") != "pod":
+                problems.append(f"role {sd.get('role')}, want pod (the annotations are on the pods)")
+            if set(sd.get("namespaces") or {}) - {"names", "own_namespace"}:
+                problems.append(f"namespaces: {sd.get('namespaces')}")
+        read = {label for rc in job.get("relabel_configs") or [] for label in rc.get("source_labels") or []}
+        problems += [f"{m} is not a pod meta label" for m in sorted(read)
+                     if m.startswith("__meta_kubernetes_") and not _POD_META.fullmatch(m)]
+        for key in ("scrape", "port", "path"):
+            if f"__meta_kubernetes_pod_annotation_prometheus_io_{key}" not in read:
+                problems.append(f"no relabeling reads the prometheus.io/{key} annotation")
+        report.check(not problems, f"prometheus: job {job.get('job_name')}: kubernetes_sd_configs (role pod) "
+                     "and the pod meta labels its relabelings read", problems)
+
+
+def check_prometheus_config(promtool: str | None, path: Path, root: Path, report: Report) -> None:
+    what = f"prometheus: promtool check config {rel(path, root)} (with the rule files it loads)"
+    if promtool is None:
+        report.unavailable(what, "promtool is not installed (scripts/promtool.sh installs it)")
+        return
+    ok, out = promtool_run(promtool, ["check", "config", str(path)])
+    if ok or "kubernetes_sd_configs not found" not in out:
+        report.check(ok, what, out)
+        return
+    # Debian builds Prometheus without Kubernetes discovery (its NEWS.Debian: "Kubernetes
+    # support has been completely removed"). Check a copy whose kubernetes_sd_configs are
+    # static targets, beside copies of its rule files at the same relative paths, so promtool
+    # still checks everything else and finds the rules as it would; check_kubernetes_sd
+    # checks the discovery blocks.
+    config = yaml.safe_load(path.read_text())
+    for job in config.get("scrape_configs") or []:
+        if job.pop("kubernetes_sd_configs", None) is not None:
+            job.setdefault("static_configs", []).append({"targets": ["localhost:8081"]})
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / path.name
+        copy.write_text(yaml.safe_dump(config, sort_keys=False))
+        for pattern in config.get("rule_files") or []:
+            if os.path.isabs(pattern) or ".." in Path(pattern).parts:
+                continue  # outside the config's directory: promtool reads the original
+            for found in glob.glob(str(path.parent / pattern)):
+                dest = Path(tmp) / Path(found).relative_to(path.parent)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(found, dest)
+        ok, out = promtool_run(promtool, ["check", "config", str(copy)])
+    report.check(ok, what + "; this promtool has no Kubernetes discovery (Debian's build), so with "
+                 "kubernetes_sd_configs swapped for static_configs", out)
+
+
+def check_alert_rules(promtool: str | None, path: Path, alerts: object, families, root: Path,
+                      report: Report) -> None:
+    what = f"prometheus: promtool check rules {rel(path, root)}"
+    if promtool is None:
+        report.unavailable(what, "promtool is not installed (scripts/promtool.sh installs it)")
+    else:
+        ok, out = promtool_run(promtool, ["check", "rules", str(path)])
+        report.check(ok, what, out)
+    if not report.check(isinstance(alerts, dict) and bool(alerts.get("groups")),
+                        f"prometheus: {rel(path, root)} has rule groups", "missing, or no groups"):
+        return
+    for rule in (r for g in alerts["groups"] for r in g.get("rules") or []):
+        if "alert" not in rule:
+            continue
+        problems = []
+        if not rule.get("for"):
+            problems.append("no `for:` (it would fire on a single evaluation)")
+        severity = (rule.get("labels") or {}).get("severity")
+        if severity not in ALERT_SEVERITIES:
+            problems.append(f"severity {severity!r}, want one of {sorted(ALERT_SEVERITIES)}")
+        annotations = rule.get("annotations") or {}
+        problems += [f"no {k} annotation" for k in ("summary", "description") if not annotations.get(k)]
+        unknown = sorted(n for n in promql_metric_names(str(rule.get("expr", ""))) if not documented(n, families))
+        if unknown:
+            problems.append(f"metrics not in docs/metrics.md: {unknown}")
+        report.check(not problems, f"prometheus: alert {rule['alert']} (for {rule.get('for')}, severity "
+                     f"{severity}, summary and description, its metrics in docs/metrics.md)", problems)
+
+
+def check_operator_objects(mdir: Path, parsed: dict[Path, list], alerts: object,
+                           services: list[tuple[str, dict]], root: Path, report: Report) -> None:
+    """The ServiceMonitor and PrometheusRule of the monitoring overlay."""
+    objects = [d for path, docs in parsed.items() if path.parent == mdir for d in docs if isinstance(d, dict)]
+    found = {}
+    for kind in ("ServiceMonitor", "PrometheusRule"):
+        of_kind = [o for o in objects if o.get("kind") == kind]
+        if report.check(len(of_kind) == 1 and of_kind[0].get("apiVersion") == MONITORING_API,
+                        f"monitoring: {rel(mdir, root)} has one {kind} ({MONITORING_API})",
+                        f"found {[(o.get('apiVersion'), (o.get('metadata') or {}).get('name')) for o in of_kind]}"):
+            found[kind] = of_kind[0]
+
+    rule = found.get("PrometheusRule")
+    if rule is not None and isinstance(alerts, dict):
+        mine = {r.get("alert") or r.get("record"): r for g in (rule.get("spec") or {}).get("groups") or []
+                for r in g.get("rules") or []}
+        theirs = {r.get("alert") or r.get("record"): r for g in alerts.get("groups") or [] for r in g.get("rules") or []}
+        problems = [f"{n}: only in the PrometheusRule" for n in sorted(set(mine) - set(theirs))]
+        problems += [f"{n}: only in alerts.yml" for n in sorted(set(theirs) - set(mine))]
+        problems += [f"{n}: differs" for n in sorted(set(mine) & set(theirs)) if mine[n] != theirs[n]]
+        equal = (rule.get("spec") or {}).get("groups") == alerts.get("groups")
+        report.check(equal, f"monitoring: PrometheusRule {rule['metadata'].get('name')}'s groups equal "
+                     "deploy/prometheus/alerts.yml's", problems or "group names or order differ")
+
+    monitor = found.get("ServiceMonitor")
+    if monitor is not None:
+        spec = monitor.get("spec") or {}
+        problems = []
+        endpoints = spec.get("endpoints") or []
+        if not any(e.get("port") == METRICS_PORT_NAME and e.get("path", METRICS_PATH) == METRICS_PATH
+                   for e in endpoints):
+            problems.append(f"no endpoint on port `{METRICS_PORT_NAME}`, path {METRICS_PATH}")
+        selector = spec.get("selector") or {}
+        if selector.get("matchExpressions") or not selector.get("matchLabels"):
+            problems.append("select by matchLabels only (this check evaluates nothing else)")
+        missed = [n for n, labels in services if not (selector.get("matchLabels") or {}).items() <= labels.items()]
+        if missed:
+            problems.append(f"selector {selector.get('matchLabels')} misses the Services {missed}")
+        if not services:
+            problems.append("no Service of the base has a metrics port")
+        report.check(not problems, f"monitoring: ServiceMonitor {monitor['metadata'].get('name')} scrapes "
+                     f"`{METRICS_PORT_NAME}` {METRICS_PATH} of the {len(services)} docchat Services", problems)
+
+
+def adapter_exposed_name(rule: dict) -> str | None:
+    """The name prometheus-adapter gives a rule's metric: name.as ($1-style groups of
+    name.matches), else the series' own name."""
+    series = promql_metric_names(str(rule.get("seriesQuery", "")))
+    if len(series) != 1:
+        return None
+    source = next(iter(series))
+    naming = rule.get("name") or {}
+    matches = naming.get("matches") or "^(.*)$"
+    if not re.search(matches, source):
+        return None
+    as_ = naming.get("as")
+    if not as_:
+        return source
+    return re.sub(matches, re.sub(r"\$\{?(\d+)\}?", r"\\g<\1>", as_), source)
+
+
+def check_adapter(path: Path, parsed: dict[Path, list], families, root: Path,
+                  report: Report) -> tuple[dict[str, set[str]], list[tuple[str, str]]]:
+    """prometheus-adapter's rules: what they expose ({"rules": names, "externalRules": names})
+    and their queries, templates filled in, for promtool."""
+    exposed: dict[str, set[str]] = {"rules": set(), "externalRules": set()}
+    exprs: list[tuple[str, str]] = []
+    doc = (parsed.get(path) or [None])[0]
+    if not report.check(isinstance(doc, dict) and any(doc.get(k) for k in exposed),
+                        f"adapter: {rel(path, root)} has rules or externalRules", "missing or empty"):
+        return exposed, exprs
+    for section in exposed:
+        for i, rule in enumerate(doc.get(section) or []):
+            problems = []
+            name = adapter_exposed_name(rule)
+            series = promql_metric_names(str(rule.get("seriesQuery", "")))
+            if name is None:
+                problems.append(f"seriesQuery {rule.get('seriesQuery')!r} must select one metric that name.matches")
+            overrides = (rule.get("resources") or {}).get("overrides") or {}
+            mapped = {(v or {}).get("resource") for v in overrides.values()}
+            # Pods metrics need the pod; every HPA metric, the HPA's namespace.
+            for resource in ("namespace", "pod") if section == "rules" else ("namespace",):
+                if resource not in mapped:
+                    problems.append(f"no label mapped to resource {resource}")
+            query = str(rule.get("metricsQuery", ""))
+            filled = (query.replace("<<.Series>>", next(iter(series)) if series else "x")
+                      .replace("<<.LabelMatchers>>", 'namespace="docchat"').replace("<<.GroupBy>>", "namespace"))
+            if "<<" in filled:
+                problems.append("metricsQuery uses a template other than .Series, .LabelMatchers, .GroupBy")
+            unknown = sorted(n for n in promql_metric_names(filled) | series if not documented(n, families))
+            if unknown:
+                problems.append(f"metrics not in docs/metrics.md: {unknown}")
+            if name:
+                exposed[section].add(name)
+            exprs.append((f"docchat_adapter:{section}_{i}", filled))
+            report.check(not problems, f"adapter: {section}[{i}] exposes {name} (resources mapped, its metrics "
+                         "in docs/metrics.md)", problems)
+    return exposed, exprs
+
+
+def check_backlog_hpas(mdir: Path, parsed: dict[Path, list], exposed: dict[str, set[str]],
+                       rendered: list[tuple[str, dict]], root: Path, report: Report) -> None:
+    """The overlay's HPA patches add a metric the adapter rules expose, to BACKLOG_SCALED."""
+    kdoc = (parsed.get(mdir / "kustomization.yaml") or [{}])[0]
+    patched = {}
+    for patch in kdoc.get("patches") or []:
+        target = patch.get("target") or {}
+        if target.get("kind") != "HorizontalPodAutoscaler" or not patch.get("path"):
+            continue
+        ops = (parsed.get(mdir / patch["path"]) or [[]])[0]
+        problems, added = [], []
+        for op in ops if isinstance(ops, list) else []:
+            if op.get("op") == "add" and op.get("path") == "/spec/metrics/-":
+                metric = op.get("value") or {}
+                kind = metric.get("type")
+                name = ((metric.get(str(kind).lower()) or {}).get("metric") or {}).get("name")
+                section = "externalRules" if kind == "External" else "rules"
+                if kind not in ("External", "Pods", "Object"):
+                    problems.append(f"metric type {kind}: not one prometheus-adapter serves")
+                elif name not in exposed[section]:
+                    problems.append(f"{kind} metric {name} is not in adapter-rules.yaml's {section} "
+                                    f"({sorted(exposed[section])})")
+                added.append(f"{kind} {name}")
+        if not added:
+            problems.append("adds no metric at /spec/metrics/-")
+        patched[target.get("name")] = added
+        report.check(not problems, f"monitoring: HPA {target.get('name')} also scales on {', '.join(added)} "
+                     "(prometheus-adapter)", problems)
+    report.check(set(patched) == BACKLOG_SCALED, f"monitoring: backlog HPAs for {sorted(BACKLOG_SCALED)}",
+                 f"patched: {sorted(patched)}")
+    where = f"{rel(mdir, root)} (rendered)"
+    out = [o for w, o in rendered if w == where]
+    if not out:
+        return  # not rendered: kubectl is missing or failed, and said so
+    kinds = {o.get("kind") for o in out}
+    hpas = {o["metadata"]["name"]: o for o in out if o.get("kind") == "HorizontalPodAutoscaler"}
+    problems = [f"no {k}" for k in ("ServiceMonitor", "PrometheusRule", "Deployment") if k not in kinds]
+    for name, added in sorted(patched.items()):
+        types = [m.get("type") for m in (hpas.get(name) or {}).get("spec", {}).get("metrics") or []]
+        if "Resource" not in types or len(types) < 1 + len(added):
+            problems.append(f"HPA {name} has metrics {types}, want CPU and {added}")
+    report.check(not problems, f"monitoring: {where} holds the base, the ServiceMonitor, the PrometheusRule "
+                 "and the patched HPAs", problems)
+
+
+def dashboard_panels(panels: list | None):
+    for panel in panels or []:
+        yield panel
+        yield from dashboard_panels(panel.get("panels"))  # a collapsed row holds its panels
+
+
+def check_dashboard(path: Path, families, root: Path, report: Report) -> list[tuple[str, str]]:
+    """The Grafana dashboard; returns its queries, variables filled in, for promtool."""
+    try:
+        dash = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        report.check(False, f"grafana: {rel(path, root)} parses", str(err))
+        return []
+    report.check(isinstance(dash, dict), f"grafana: {rel(path, root)} parses", "not a JSON object")
+    panels = list(dashboard_panels(dash.get("panels")))
+    ids = [p.get("id") for p in panels]
+    dupes = sorted({i for i in ids if ids.count(i) > 1}, key=str)
+    report.check(bool(panels) and all(isinstance(i, int) for i in ids) and not dupes,
+                 f"grafana: {len(panels)} panels with unique integer ids", f"duplicate or missing ids: {dupes or ids}")
+    variables = {v.get("name"): v for v in (dash.get("templating") or {}).get("list") or []}
+    source = variables.get("datasource") or {}
+    report.check(source.get("type") == "datasource" and source.get("query") == "prometheus",
+                 "grafana: a `datasource` variable of type prometheus", f"found {source or 'none'}")
+    problems, exprs, names = [], [], set()
+    for panel in panels:
+        if panel.get("type") == "row":
+            continue
+        where = f"panel {panel.get('id')} {panel.get('title')!r}"
+        targets = panel.get("targets") or []
+        if not targets:
+            problems.append(f"{where}: no targets")
+        for obj in [panel, *targets]:
+            uid = (obj.get("datasource") or {}).get("uid")
+            if uid not in (None, "${datasource}"):
+                problems.append(f"{where}: datasource {uid}, want ${{datasource}}")
+        for target in targets:
+            if not target.get("expr"):
+                problems.append(f"{where} {target.get('refId')}: no expr")
+                continue
+            expr = grafana_expr(target["expr"])
+            exprs.append((f"docchat_dashboard:panel_{panel.get('id')}_{target.get('refId')}", expr))
+            names |= promql_metric_names(expr)
+    for var in variables.values():
+        query = var.get("definition") or var.get("query")
+        query = query.get("query") if isinstance(query, dict) else query
+        m = re.fullmatch(r"\s*label_values\((.+),\s*\w+\s*\)\s*", str(query or ""))
+        if var.get("type") == "query" and m:
+            names |= promql_metric_names(grafana_expr(m.group(1)))
+    report.check(not problems, f"grafana: every panel queries ${{datasource}} with a PromQL expr", problems)
+    unknown = sorted(n for n in names if not documented(n, families))
+    report.check(bool(names) and not unknown, f"grafana: the {len(names)} metrics its queries and variables "
+                 "name are in docs/metrics.md", f"not documented: {unknown}")
+    return exprs
+
+
+def check_monitoring(root: Path, parsed: dict[Path, list], rendered: list[tuple[str, dict]], report: Report) -> None:
+    families = metric_families(root)
+    report.check(bool(families[0]), "monitoring: docs/metrics.md lists the metric families", "no family found")
+    services = monitored_services(root, parsed, report)
+    promtool = find_promtool(root)
+
+    pdir = root / "deploy" / "prometheus"
+    alerts_path, config_path = pdir / "alerts.yml", pdir / "prometheus.yml"
+    alerts = (parsed.get(alerts_path) or [None])[0]
+    check_alert_rules(promtool, alerts_path, alerts, families, root, report)
+    config = (parsed.get(config_path) or [None])[0]
+    if report.check(isinstance(config, dict), f"prometheus: {rel(config_path, root)} exists", "missing"):
+        # Prometheus joins a relative rule_files pattern to the config file's directory.
+        loaded = {Path(f).resolve() for p in config.get("rule_files") or [] for f in glob.glob(str(pdir / p))}
+        report.check(alerts_path.resolve() in loaded, f"prometheus: its rule_files load {rel(alerts_path, root)} "
+                     "(relative to the config's directory)", f"rule_files {config.get('rule_files')} load "
+                     f"{sorted(rel(f, root) for f in loaded)}")
+        check_kubernetes_sd(config, report)
+        check_prometheus_config(promtool, config_path, root, report)
+
+    mdir = root / "deploy" / "k8s" / "monitoring"
+    check_operator_objects(mdir, parsed, alerts, services, root, report)
+    exposed, adapter_exprs = check_adapter(pdir / "adapter-rules.yaml", parsed, families, root, report)
+    promtool_check_exprs(promtool, adapter_exprs, "adapter: promtool parses every metricsQuery (templates filled in)",
+                         report)
+    check_backlog_hpas(mdir, parsed, exposed, rendered, root, report)
+
+    dashboard = root / "deploy" / "grafana" / "docchat.json"
+    exprs = check_dashboard(dashboard, families, root, report)
+    promtool_check_exprs(promtool, exprs, f"grafana: promtool parses the dashboard's {len(exprs)} queries "
+                         "(Grafana's variables filled in)", report)
 
 
 # --------------------------------------------------------------------------------------------
@@ -839,7 +1346,9 @@ def main() -> int:
     parsed = load_yaml_files(root, report)
     check_kustomizations(root, parsed, report)
     check_kubernetes(k8s_objects(root, parsed), report)
-    check_kubernetes_schema(root, parsed, report)
+    rendered = render_kustomizations(root, parsed, report)
+    check_kubernetes_schema(root, parsed, rendered, report)
+    check_monitoring(root, parsed, rendered, report)
     compose_docs = parsed.get(root / "docker-compose.yml")
     if compose_docs:
         check_compose(root, compose_docs[0], report)

@@ -30,6 +30,8 @@ setup_backends() {
   scripts/ensure-services.sh
   # The agent's code sandbox (bubblewrap): its containment tests fail in CI without it.
   scripts/sandbox-runtime.sh
+  # promtool (Debian's prometheus): the metrics tests check their pages with it.
+  scripts/promtool.sh >/dev/null
   export DOCCHAT_TEST_DATABASE_URL="${DOCCHAT_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
   export DOCCHAT_TEST_AMQP_URL="${DOCCHAT_TEST_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}"
   # Debian's PostgreSQL has no pgvector: ingest-service's suites use a second server with it.
@@ -64,16 +66,25 @@ clients_step() {
   # The openai SDK checks talk to a scripted upstream, served as the model `scripted`.
   start_upstream "$python" "$data" 127.0.0.1 127.0.0.1
   trap 'kill $upstream 2>/dev/null || true; rm -rf "$data"' EXIT
+  # Traces go to a receiver of the test's own (OTLP/HTTP, decoded with opentelemetry-proto).
+  "$python" tests/client_compat/otlp_receiver.py >"$data/otlp.port" &
+  otlp=$!
+  trap 'kill $upstream $otlp 2>/dev/null || true; rm -rf "$data"' EXIT
+  for _ in $(seq 1 50); do [ -s "$data/otlp.port" ] && break; sleep 0.1; done
+  [ -s "$data/otlp.port" ] || { echo "the OTLP receiver did not start"; exit 1; }
   port="$(free_port)"
+  probe="$(free_port)"
   key="sk-compat-$(date +%s)"
   # The README's run command (debug build: the one just built). The MCP checks' server listens
   # on this host's loopback, which the agent may reach only when allowed.
   DOCCHAT_MODELS_FILE="$data/models.toml" DOCCHAT_MODELS_DIR="$DOCCHAT_TEST_MODELS_DIR" DOCCHAT_DATA_DIR="$data" \
-    DOCCHAT_HTTP_ADDR="127.0.0.1:$port" DOCCHAT_BOOTSTRAP_ADMIN_KEY="$key" DOCCHAT_RUN_PROFILE=dev \
+    DOCCHAT_HTTP_ADDR="127.0.0.1:$port" DOCCHAT_PROBE_ADDR="127.0.0.1:$probe" \
+    DOCCHAT_BOOTSTRAP_ADMIN_KEY="$key" DOCCHAT_RUN_PROFILE=dev \
     DOCCHAT_AGENT_EGRESS_ALLOW=127.0.0.1 \
+    OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$(cat "$data/otlp.port")" OTEL_BSP_SCHEDULE_DELAY=200 \
     scripts/run.sh >"$data/gateway.log" 2>&1 &
   gw=$!
-  trap 'kill $gw $upstream 2>/dev/null || true; rm -rf "$data"' EXIT
+  trap 'kill $gw $upstream $otlp 2>/dev/null || true; rm -rf "$data"' EXIT
   # Up to 5 minutes: cargo run checks the build first (and waits for a build lock if one is held).
   ready=0
   for _ in $(seq 1 1500); do
@@ -97,6 +108,12 @@ clients_step() {
       --stdio-command "$CARGO_TARGET_DIR/debug/gateway"; then
     cat "$data/gateway.log"; exit 1
   fi
+  # One trace per request, whole, from the REST request to the model upstream.
+  step "clients: traces (OTLP) of an ingestion, a RAG completion and an agent run"
+  if ! "$python" tests/client_compat/check_traces.py "http://127.0.0.1:$port" "$key" \
+      --receiver "http://127.0.0.1:$(cat "$data/otlp.port")" --upstream "http://127.0.0.1:$(cat "$data/upstream.port")"; then
+    cat "$data/gateway.log"; exit 1
+  fi
   # The interface description against the server it describes: generated requests (valid and
   # invalid) to every operation; no answer may be a 5xx or disagree with the document (status,
   # content type, headers, body schema). About a minute; its caches stay in the scratch dir.
@@ -109,9 +126,15 @@ clients_step() {
       cat "$data/gateway.log"; exit 1
     fi
   done
+  # The metrics all of that left on the probe listener: promtool's lint, every family,
+  # the traffic's counts, bounded labels after schemathesis' random URLs.
+  step "clients: /metrics after the clients (promtool, families, bounded labels)"
+  if ! "$python" tests/client_compat/check_metrics.py "http://127.0.0.1:$probe" --promtool "$(scripts/promtool.sh)"; then
+    cat "$data/gateway.log"; exit 1
+  fi
   kill -TERM $gw; wait $gw || { echo "gateway did not shut down cleanly"; cat "$data/gateway.log"; exit 1; }
   trap - EXIT
-  kill $upstream 2>/dev/null || true
+  kill $upstream $otlp 2>/dev/null || true
   rm -rf "$data"
 }
 

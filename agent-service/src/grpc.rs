@@ -16,6 +16,7 @@ use sea_orm::DatabaseConnection;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status, Streaming};
+use tracing::Instrument;
 
 use crate::run::admit::Admission;
 use crate::run::agents::AgentType;
@@ -133,8 +134,16 @@ impl AgentService for AgentGrpc {
         let engine = self.admission.engine.clone();
         let jobs = self.jobs.clone();
         let job = jobs.started(&req.caller, &collection_id).await;
+        // The run outlives this call: its span, a child of the call's, carries the trace
+        // into its model and tool calls.
+        let span = tracing::info_span!(
+            "agent.run",
+            otel.name = "invoke_agent",
+            gen_ai.operation.name = "invoke_agent",
+            gen_ai.request.model = %req.entry.name,
+        );
         self.tracker.spawn(async move {
-            let finished = engine.run(req, &control, &tx).await;
+            let finished = engine.run(req, &control, &tx).instrument(span).await;
             jobs.finished(job, &finished).await;
             let _ = tx
                 .send(pb::RunEvent {

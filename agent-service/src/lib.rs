@@ -13,6 +13,7 @@ pub mod files;
 pub mod grpc;
 pub mod jobs;
 pub mod mcp;
+pub mod metrics;
 pub mod migrations;
 pub mod paths;
 pub mod preferences;
@@ -90,6 +91,7 @@ pub async fn serve_with(
     catalog: tools::Catalog,
     fetch_allow: Vec<String>,
 ) -> anyhow::Result<()> {
+    docchat_common::metrics::on_render(metrics::touch);
     let db = docchat_common::db::connect(&ctx.database_url(Service::Agent)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "agent").await?;
     // The administrator's egress allow list (DOCCHAT_AGENT_EGRESS_ALLOW) joins the tests'
@@ -97,7 +99,7 @@ pub async fn serve_with(
     let mut fetch_allow = fetch_allow;
     fetch_allow.extend(ctx.config.agent_egress_allow.iter().cloned());
     let background = Background::new();
-    let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
+    let relay = OutboxRelay::new(Service::Agent, db.clone(), ctx.bus.clone());
     background
         .tracker
         .spawn(relay.clone().run(background.token.clone()));
@@ -170,7 +172,15 @@ pub async fn serve_with(
             ctx.standalone,
         )?),
     };
-    let sandbox: Arc<dyn docchat_sandbox::CodeRunner> = Arc::new(sandbox);
+    let sandbox: Arc<dyn docchat_sandbox::CodeRunner> =
+        Arc::new(metrics::MeteredRunner(Arc::new(sandbox)));
+    {
+        let sandbox = sandbox.clone();
+        docchat_common::metrics::before_render(
+            "agent.sandbox_slots",
+            Box::new(move || metrics::MeteredRunner::read_slots(sandbox.as_ref())),
+        );
+    }
     let custom_tools = Arc::new(custom_tools(
         &ctx,
         db.clone(),

@@ -12,8 +12,10 @@ use crate::entities::message_references;
 pub const COLLECTION_EVENTS_GROUP: &str = "chat.collections";
 pub const DOCUMENT_EVENTS_GROUP: &str = "chat.documents";
 
-/// Model calls made for a user; admin-service books them into its cost ledger.
+/// Model calls made for a user; admin-service books them into its cost ledger. Counted in
+/// the usage metrics ([`docchat_common::metrics::llm_usage`]) as it is made.
 pub fn usage_event(usage: &LlmUsage) -> Envelope {
+    docchat_common::metrics::llm_usage(usage);
     envelope(topics::USAGE_LLM, &usage.user_id, usage)
 }
 

@@ -44,6 +44,17 @@ pub enum Priority {
     Low = 2,
 }
 
+impl Priority {
+    /// The metrics' label.
+    pub fn name(self) -> &'static str {
+        match self {
+            Priority::High => "high",
+            Priority::Normal => "normal",
+            Priority::Low => "low",
+        }
+    }
+}
+
 /// Where time comes from; tests move it by hand.
 pub trait Clock: Send + Sync {
     fn now(&self) -> Instant;

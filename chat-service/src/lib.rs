@@ -15,6 +15,7 @@ pub mod limits;
 pub mod marks;
 pub mod memory_blocks;
 pub mod memory_grpc;
+pub mod metrics;
 pub mod migrations;
 pub mod rate;
 pub mod recovery;
@@ -54,6 +55,7 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    docchat_common::metrics::on_render(metrics::touch);
     // The models file, the upstreams named in the environment (listed now and every
     // upstream_refresh_seconds), and the local GGUF models found in the models directory.
     let catalog = Catalog::load(
@@ -96,7 +98,8 @@ pub async fn serve(
         )
         .await?;
     // Every completion writes a usage.llm event: under load they go out in batches.
-    let relay = OutboxRelay::new(db.clone(), ctx.bus.clone()).with_min_interval(RELAY_MIN_INTERVAL);
+    let relay = OutboxRelay::new(Service::Chat, db.clone(), ctx.bus.clone())
+        .with_min_interval(RELAY_MIN_INTERVAL);
     background
         .tracker
         .spawn(relay.clone().run(background.token.clone()));

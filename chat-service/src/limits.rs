@@ -105,6 +105,7 @@ pub fn check_claim(rows: &[QueryResult], cap: Option<i64>) -> ApiResult<()> {
         .ok_or_else(|| ApiError::internal("claiming a completion slot", "no count"))?
         .try_get::<i64>("", "n")?;
     if running >= cap {
+        docchat_common::metrics::refused("chat_max_concurrent_per_user");
         return Err(ApiError::new(
             ErrorCode::TooManyRequests,
             format!(

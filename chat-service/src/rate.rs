@@ -107,6 +107,7 @@ impl RateLimiter {
             None => {
                 let current = self.current(user_id, window).await?;
                 let retry = retry_after(self.limit, previous, current, elapsed);
+                docchat_common::metrics::refused("chat_rate_limit");
                 Err(ApiError::new(
                     ErrorCode::TooManyRequests,
                     format!(

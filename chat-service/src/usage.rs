@@ -14,7 +14,7 @@ use docchat_proto::events::v1::LlmUsage;
 use sea_orm::DatabaseConnection;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::usage_event;
+use docchat_common::bus::{envelope, topics};
 
 /// How often summed usage is booked.
 const BOOK_EVERY: Duration = Duration::from_secs(1);
@@ -87,24 +87,28 @@ impl UsageBook {
         if sums.is_empty() {
             return 0;
         }
-        let events: Vec<_> = sums
+        // Counted in the metrics only once written: sums that fail go back for the next.
+        let usages: Vec<_> = sums
             .iter()
-            .map(|((user_id, model, purpose), s)| {
-                usage_event(&LlmUsage {
-                    user_id: user_id.clone(),
-                    model: model.clone(),
-                    prompt_tokens: s.prompt_tokens,
-                    completion_tokens: s.completion_tokens,
-                    cost: s.cost,
-                    purpose: purpose.clone(),
-                    message_id: String::new(),
-                    calls: s.calls,
-                })
+            .map(|((user_id, model, purpose), s)| LlmUsage {
+                user_id: user_id.clone(),
+                model: model.clone(),
+                prompt_tokens: s.prompt_tokens,
+                completion_tokens: s.completion_tokens,
+                cost: s.cost,
+                purpose: purpose.clone(),
+                message_id: String::new(),
+                calls: s.calls,
             })
+            .collect();
+        let events: Vec<_> = usages
+            .iter()
+            .map(|u| envelope(topics::USAGE_LLM, &u.user_id, u))
             .collect();
         match outbox::enqueue_all(db, &events).await {
             Ok(()) => {
                 relay.notify();
+                usages.iter().for_each(docchat_common::metrics::llm_usage);
                 events.len()
             }
             Err(e) => {

@@ -7,6 +7,7 @@ pub mod error;
 pub mod form;
 pub mod mcp;
 pub mod mcp_limits;
+pub mod metrics;
 pub mod nul;
 pub mod openapi;
 pub mod routes;
@@ -111,6 +112,7 @@ fn app(
     ));
     let app = App::new()
         .wrap(actix_web::middleware::from_fn(nul::refuse))
+        .wrap(actix_web::middleware::from_fn(metrics::record))
         .app_data(state)
         .app_data(mcp_service)
         .app_data(json)
@@ -173,6 +175,7 @@ pub async fn serve_http(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let state = web::Data::new(AppState::new(config.clone(), keys, shutdown.clone())?);
+    docchat_common::metrics::on_render(metrics::touch);
     let spec = web::Data::new(ApiSpec(
         app(state.clone())
             .1
@@ -215,6 +218,14 @@ pub async fn serve_http(
                         "/readyz",
                         web::get().to(|s: web::Data<AppState>| async move {
                             routes::health::readiness_response(&s).await
+                        }),
+                    )
+                    .route(
+                        "/metrics",
+                        web::get().to(|| async {
+                            HttpResponse::Ok()
+                                .content_type(docchat_common::metrics::CONTENT_TYPE)
+                                .body(docchat_common::metrics::render())
                         }),
                     )
             })

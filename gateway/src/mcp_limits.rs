@@ -60,6 +60,7 @@ impl Limiter {
             u.count = 0;
         }
         if u.count >= self.per_minute {
+            docchat_common::metrics::refused("mcp_rate_limit");
             return Err(ApiError::new(
                 ErrorCode::TooManyRequests,
                 format!(
@@ -69,6 +70,7 @@ impl Limiter {
             ));
         }
         if u.running >= self.concurrent {
+            docchat_common::metrics::refused("mcp_max_concurrent_jobs");
             return Err(ApiError::new(
                 ErrorCode::TooManyRequests,
                 format!(

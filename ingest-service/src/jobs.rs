@@ -42,6 +42,24 @@ pub struct IngestParams {
     pub gen_doc_questions: bool,
 }
 
+/// A job's stored parameters: its options, and the trace context of the request that made
+/// it, so the worker that runs it continues that trace (read back as [`IngestParams`]
+/// alone where the trace does not matter: serde ignores the extra field).
+#[derive(Serialize, Deserialize)]
+struct StoredParams<'a> {
+    #[serde(flatten)]
+    params: std::borrow::Cow<'a, IngestParams>,
+    #[serde(default, skip_serializing_if = "std::collections::HashMap::is_empty")]
+    trace_context: std::collections::HashMap<String, String>,
+}
+
+/// The trace context a job was queued under (empty for jobs queued before it was kept).
+pub fn trace_context_of(job: &jobs::Model) -> std::collections::HashMap<String, String> {
+    serde_json::from_str::<StoredParams<'_>>(&job.params)
+        .map(|p| p.trace_context)
+        .unwrap_or_default()
+}
+
 pub fn errors_of(job: &jobs::Model) -> Vec<String> {
     serde_json::from_str(&job.errors).unwrap_or_default()
 }
@@ -139,34 +157,35 @@ pub async fn enqueue<C: ConnectionTrait>(
     params: &IngestParams,
 ) -> ApiResult<jobs::Model> {
     let at = now();
-    let job =
-        jobs::ActiveModel {
-            id: Set(docchat_common::ids::new_id()),
-            kind: Set(KIND_INGEST_UPLOAD.to_owned()),
-            owner_id: Set(caller.user_id.clone()),
-            owner_username: Set(caller.username.clone()),
-            status: Set("queued".to_owned()),
-            queue: Set(queue.to_owned()),
-            progress: Set(0.0),
-            errors: Set("[]".to_owned()),
-            collection_id: Set(collection_id.to_owned()),
-            collection_name: Set(collection_name.to_owned()),
-            upload_id: Set(Some(upload_id.to_owned())),
-            document_id: Set(None),
-            params: Set(
-                serde_json::to_string(params).map_err(|e| ApiError::internal("job params", e))?
-            ),
-            attempts: Set(0),
-            lease_until: Set(None),
-            created_at: Set(at),
-            updated_at: Set(at),
-            started_at: Set(None),
-            finished_at: Set(None),
-            canceled_by: Set(None),
-            cancel_reason: Set(None),
-        }
-        .insert(conn)
-        .await?;
+    let job = jobs::ActiveModel {
+        id: Set(docchat_common::ids::new_id()),
+        kind: Set(KIND_INGEST_UPLOAD.to_owned()),
+        owner_id: Set(caller.user_id.clone()),
+        owner_username: Set(caller.username.clone()),
+        status: Set("queued".to_owned()),
+        queue: Set(queue.to_owned()),
+        progress: Set(0.0),
+        errors: Set("[]".to_owned()),
+        collection_id: Set(collection_id.to_owned()),
+        collection_name: Set(collection_name.to_owned()),
+        upload_id: Set(Some(upload_id.to_owned())),
+        document_id: Set(None),
+        params: Set(serde_json::to_string(&StoredParams {
+            params: std::borrow::Cow::Borrowed(params),
+            trace_context: docchat_common::telemetry::current_context_map(),
+        })
+        .map_err(|e| ApiError::internal("job params", e))?),
+        attempts: Set(0),
+        lease_until: Set(None),
+        created_at: Set(at),
+        updated_at: Set(at),
+        started_at: Set(None),
+        finished_at: Set(None),
+        canceled_by: Set(None),
+        cancel_reason: Set(None),
+    }
+    .insert(conn)
+    .await?;
     announce(conn, &job).await?;
     outbox::enqueue(
         conn,

@@ -16,6 +16,7 @@ pub mod grpc;
 pub mod index;
 pub mod ingestion;
 pub mod jobs;
+pub mod metrics;
 pub mod migrations;
 pub mod pages;
 pub mod search;
@@ -88,6 +89,7 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    docchat_common::metrics::on_render(metrics::touch);
     let db = docchat_common::db::connect(&ctx.database_url(Service::Ingest)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "ingest").await?;
 
@@ -100,7 +102,7 @@ pub async fn serve(
             background.token.clone(),
         )
         .await?;
-    let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
+    let relay = OutboxRelay::new(Service::Ingest, db.clone(), ctx.bus.clone());
     background
         .tracker
         .spawn(relay.clone().run(background.token.clone()));

@@ -17,6 +17,7 @@ use sea_orm::{
     PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Statement,
 };
 use serde::Serialize;
+use tracing::Instrument;
 
 use crate::entities::{chunks, collections, documents};
 use crate::fusion;
@@ -290,6 +291,7 @@ impl Searcher {
             let at = Instant::now();
             let query_vec = embedder
                 .embed(&[query.to_owned()])
+                .instrument(tracing::info_span!("retrieval.embed", model = %model))
                 .await
                 .map_err(|e| ApiError::internal("embedding the query", e))?
                 .pop()
@@ -301,6 +303,7 @@ impl Searcher {
             vector_hits.extend(
                 self.vectors
                     .nearest(&self.db, &ids, &query_vec, candidates, docs_filter)
+                    .instrument(tracing::info_span!("retrieval.dense", candidates))
                     .await?,
             );
             trace.timings_ms.dense += ms(at);
@@ -308,8 +311,9 @@ impl Searcher {
         vector_hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         vector_hits.truncate(candidates);
         let at = Instant::now();
-        let lexical_hits =
-            lexical(&self.db, collection_ids, document_ids, query, candidates).await?;
+        let lexical_hits = lexical(&self.db, collection_ids, document_ids, query, candidates)
+            .instrument(tracing::info_span!("retrieval.lexical", candidates))
+            .await?;
         trace.timings_ms.lexical = ms(at);
         let at = Instant::now();
         let dense_hits: Vec<(i64, f64)> = vector_hits
@@ -376,7 +380,10 @@ impl Searcher {
                 .collect();
             trace.reranker.model = Some(stage.reranker.name().to_owned());
             trace.reranker.candidates = texts.len();
-            match stage.reranker.rerank(query, &texts, stage.budget).await {
+            let reranking = stage.reranker.rerank(query, &texts, stage.budget).instrument(
+                tracing::info_span!("retrieval.rerank", model = %stage.reranker.name(), candidates = texts.len()),
+            );
+            match reranking.await {
                 Ok(done) => {
                     trace.reranker.status = "used".to_owned();
                     reranked = Some(
@@ -436,6 +443,15 @@ impl Searcher {
             })
             .collect();
         trace.timings_ms.total = ms(began);
+        let t = &trace.timings_ms;
+        crate::metrics::searched(&[
+            ("embed", t.embed),
+            ("dense", t.dense),
+            ("lexical", t.lexical),
+            ("fusion", t.fusion),
+            ("rerank", t.rerank),
+            ("total", t.total),
+        ]);
         Ok(Searched {
             top_similarity: dense_hits.first().map(|h| h.1),
             hits,

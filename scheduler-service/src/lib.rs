@@ -6,6 +6,7 @@ pub mod engine;
 pub mod entities;
 pub mod executions;
 pub mod grpc;
+pub mod metrics;
 pub mod migrations;
 pub mod schedule;
 pub mod summary;
@@ -33,10 +34,11 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    docchat_common::metrics::on_render(metrics::touch);
     let db = docchat_common::db::connect(&ctx.database_url(Service::Scheduler)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "scheduler").await?;
     let background = Background::new();
-    let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
+    let relay = OutboxRelay::new(Service::Scheduler, db.clone(), ctx.bus.clone());
     background
         .tracker
         .spawn(relay.clone().run(background.token.clone()));

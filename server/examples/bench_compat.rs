@@ -187,12 +187,15 @@ async fn main() {
     let slow = start_upstream(1, Duration::from_millis(5));
     let dir = tempfile::tempdir().unwrap();
 
-    // docchat standalone, its own process, with the fake upstream as model `fake`.
+    // docchat standalone, its own process, with the fake upstream as model `fake` (and as an
+    // embedding upstream: standalone refuses to start without an embedder, and the compatible
+    // API never embeds).
     let models = dir.path().join("models.toml");
     std::fs::write(
         &models,
         format!(
-            "[[models]]\nname = \"fake\"\nbase_url = \"{fast}/v1\"\ndefault = true\n\n[[models]]\nname = \"slow\"\nbase_url = \"{slow}/v1\"\n"
+            "[[models]]\nname = \"fake\"\nbase_url = \"{fast}/v1\"\ndefault = true\n\n[[models]]\nname = \"slow\"\nbase_url = \"{slow}/v1\"\n\n\
+             [[models]]\nname = \"embed\"\nkind = \"embedding\"\nbase_url = \"{fast}/v1\"\n"
         ),
     )
     .unwrap();

@@ -12,6 +12,9 @@ first). One containing TRICKLE_MARK is streamed one word every TRICKLE_SECONDS, 
 words in all (tests/compose/faults.py kills the replica streaming it); PACED_MARK likewise,
 PACED_WORDS words every PACED_SECONDS (the background responses of check_openai_client.py).
 
+GET /traceparents lists the `traceparent` header of every request received (None where it had
+none), in order.
+
 Usage: scripted_upstream.py [HOST]  (runs until killed; HOST defaults to 127.0.0.1: the compose
 test binds the Docker bridge's address so that containers reach it)
 """
@@ -53,7 +56,13 @@ TOOL_MARKS = {
     "[remote mcp add 4 and 5]": ("remote_calc__add", {"a": 4, "b": 5}, "REMOTE"),
     # A tool run that lasts (tests/compose/faults.py kills the agent replica running it).
     "[sleep in python]": ("python", {"code": "import time\ntime.sleep(45)\nprint('slept')"}, "SLEPT"),
+    # The trace check's agent run: one search of the collection.
+    "[search the documents]": ("search_documents", {"query": "capital of France"}, "FOUND"),
 }
+
+# The `traceparent` headers of the requests received, in order (GET /traceparents): the trace
+# check sees docchat's trace reach its model upstream.
+TRACEPARENTS = []
 
 
 def marked_tool_step(mark, messages, results):
@@ -97,8 +106,17 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def do_GET(self):
+        if self.path != "/traceparents":
+            self.send_response(404)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
+        self.send_whole(json.dumps(TRACEPARENTS).encode())
+
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+        TRACEPARENTS.append(self.headers.get("traceparent"))
         model = body.get("model", "scripted")
         usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
         if SLOW_MARK in json.dumps(body.get("messages", [])):

@@ -8,6 +8,7 @@ use docchat_inference::{ChatMessage, ToolCall};
 use docchat_proto::agent::v1 as pb;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::asker::RunAsker;
 use super::{End, Engine, STOPPED_BY_USER, State, TOOL_CONCURRENCY, schema};
@@ -52,7 +53,20 @@ pub(super) async fn run_all(
             let ctx = ctx.clone();
             async move {
                 let started = Instant::now();
-                let result = one(catalog, offered, &ctx, &call).await;
+                let span = tracing::info_span!(
+                    "tool",
+                    otel.name = %format_args!("execute_tool {}", call.name),
+                    gen_ai.operation.name = "execute_tool",
+                    gen_ai.tool.name = %call.name,
+                    gen_ai.tool.call.id = %call.id,
+                    error = tracing::field::Empty,
+                );
+                let result = one(catalog, offered, &ctx, &call)
+                    .instrument(span.clone())
+                    .await;
+                if let Err(e) = &result {
+                    span.record("error", e.as_str());
+                }
                 (call, result, started.elapsed())
             }
         })
@@ -79,6 +93,7 @@ pub(super) async fn run_all(
             }
             Err(e) => (false, format!("error: {e}")),
         };
+        crate::metrics::tool_call(&call.name, ok, elapsed);
         st.history
             .tool(turn, &call.id, &call.name, ok, &text, elapsed.as_millis());
         st.emit(pb::run_event::Event::ToolFinished(pb::ToolCallFinished {

@@ -164,8 +164,28 @@ impl State<'_> {
 
 impl Engine {
     /// Runs `req` to its end; the result is what RunFinished carries (also when the run was
-    /// stopped, ran out of budget or failed: `text` keeps what was said).
+    /// stopped, ran out of budget or failed: `text` keeps what was said). Counted in the
+    /// run metrics by how it ended.
     pub async fn run(
+        &self,
+        req: RunRequest,
+        control: &Control,
+        events: &mpsc::Sender<pb::RunEvent>,
+    ) -> pb::RunFinished {
+        let started = std::time::Instant::now();
+        let finished = self.run_to_end(req, control, events).await;
+        let outcome = if finished.failed {
+            "failed"
+        } else if finished.stop_reason.is_empty() {
+            "ok"
+        } else {
+            "stopped"
+        };
+        crate::metrics::run_ended(outcome, started);
+        finished
+    }
+
+    async fn run_to_end(
         &self,
         req: RunRequest,
         control: &Control,

@@ -80,7 +80,7 @@ docchat_common::backend_tests! {
         let db = docchat_common::db::connect(&backend.database_url(dir.path(), "agent")).await.unwrap();
         docchat_common::db::migrate::<docchat_agent_service::migrations::Migrator>(&db, "agent").await.unwrap();
         // No relay runs: the events stay in the outbox for the test to read.
-        let relay = OutboxRelay::new(db.clone(), Arc::new(InProcessBus::new()));
+        let relay = OutboxRelay::new(docchat_common::config::Service::Agent, db.clone(), Arc::new(InProcessBus::new()));
         let dead = RunJobs { db: db.clone(), relay: relay.clone(), leases: Leases::new("dead", Duration::from_secs(30)) };
         let alive = RunJobs { db: db.clone(), relay: relay.clone(), leases: Leases::new("alive", Duration::from_secs(30)) };
 

@@ -7,6 +7,7 @@ use std::time::Instant;
 use docchat_common::error::{ApiError, ErrorCode};
 use docchat_proto::chat::v1 as pb;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use super::prompt::{NOT_IN_DOCUMENTS, Prompt};
 use super::store::{Reply, UsageLog, store_reply};
@@ -15,6 +16,7 @@ use crate::control::{Lines, Registration, State};
 use crate::gate::model_error;
 use crate::limits;
 use crate::marks::{Marks, final_seq, text_seq};
+use crate::metrics;
 use docchat_inference::StreamEvent;
 
 /// After `finish`, the reply ends at the next sentence end, or after this many bytes.
@@ -47,10 +49,12 @@ impl Completer {
         registration: Registration,
     ) {
         let started = Instant::now();
+        let _active = metrics::Active::enter();
         let mut usage = UsageLog::default();
         let mut out = Outgoing::new(&tx, &registration);
         let _slot = match job.priority {
             Some(priority) => {
+                let _queued = metrics::Queued::enter(priority.name());
                 tokio::select! {
                     permit = self.gate.slot(Some(priority)) => permit,
                     _ = async { control.wait_for(|s| *s == State::Stopped).await.is_ok() } => {
@@ -75,7 +79,7 @@ impl Completer {
             return;
         }
         let prompt = tokio::select! {
-            prompt = self.prompt(&job, &mut usage) => prompt,
+            prompt = self.prompt(&job, &mut usage).instrument(tracing::info_span!("retrieval")) => prompt,
             () = self.shutdown.cancelled() => Err(interrupted()),
         };
         let prompt = match prompt {
@@ -214,6 +218,13 @@ impl Completer {
         out: &mut Outgoing,
     ) {
         let elapsed = started.elapsed().as_secs_f64();
+        metrics::completion(
+            job.mode.name(),
+            if reply.error.is_some() { "error" } else { "ok" },
+            &job.model_name,
+            reply.first_token,
+            elapsed,
+        );
         // No more lines are cut: the final text's lines, stored with the reply.
         reply.marks = out.lines.seal(&reply.text);
         let last = match store_reply(&self.db, job, &reply, &usage, elapsed).await {

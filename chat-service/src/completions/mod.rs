@@ -36,6 +36,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::Status;
+use tracing::Instrument;
 
 pub use request::{DEFAULT_MAX_NEW_TOKENS, RagMode};
 pub use store::{Spent, UsageLog, message_id};
@@ -117,8 +118,19 @@ impl Completer {
                 1,
             )))
             .await;
-        self.tasks
-            .spawn(self.clone().generate(job, tx, control, registration));
+        // The generation outlives the call that started it: its span, a child of the call's,
+        // carries the trace into retrieval, the model and the agent.
+        let span = tracing::info_span!(
+            "completion",
+            rag_type = job.mode.name(),
+            gen_ai.request.model = %job.model_name,
+            question_id = %job.question.id,
+        );
+        self.tasks.spawn(
+            self.clone()
+                .generate(job, tx, control, registration)
+                .instrument(span),
+        );
         Ok(rx)
     }
 }

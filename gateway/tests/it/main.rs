@@ -31,6 +31,7 @@ mod mcp;
 mod mcp_server;
 mod memory_agent;
 mod memory_blocks;
+mod metrics;
 mod not_in_documents;
 mod readiness;
 mod references;

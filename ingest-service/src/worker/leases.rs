@@ -12,6 +12,7 @@ use docchat_common::outbox;
 use docchat_common::time::now;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::Workers;
 use super::store::Outcome;
@@ -91,6 +92,9 @@ impl Workers {
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e.message, "recovering stale jobs failed"),
             }
+            if let Err(e) = crate::metrics::read_queue(&self.db).await {
+                tracing::debug!(error = %e, "reading the job queue's depth failed");
+            }
             tokio::select! {
                 () = token.cancelled() => return,
                 () = tokio::time::sleep(self.config.lease / 2) => {}
@@ -129,17 +133,29 @@ impl Workers {
         };
         // Cancelled on this replica: stop at once rather than at the next heartbeat.
         let _registered = self.running.register(&job.id, &lost);
+        let _running = crate::metrics::Running::enter();
         // The model calls made for the job: booked with the document when it is stored,
         // else with the failure, else on their own.
         let mut calls = Vec::new();
+        // The job continues the trace of the request that queued it.
+        let span =
+            tracing::info_span!("ingest.job", job_id = %job.id, collection_id = %job.collection_id);
+        docchat_common::telemetry::set_parent_from_map(&span, &jobq::trace_context_of(&job));
         let result = tokio::select! {
-            r = self.ingest(&job, &progress, &mut calls) => Ok(r),
+            r = self.ingest(&job, &progress, &mut calls).instrument(span) => Ok(r),
             () = lost.cancelled() => Err(Stopped::Lost),
             () = token.cancelled() => Err(Stopped::Shutdown),
             () = tokio::time::sleep(self.config.budget) => Err(Stopped::Budget),
         };
         heartbeat.abort();
         let usage = costs::events(&calls);
+        crate::metrics::job_ended(match &result {
+            Ok(Ok(Outcome::Done)) => "done",
+            Ok(Ok(Outcome::Lost)) | Err(Stopped::Lost) => "lost",
+            Err(Stopped::Shutdown) => "requeued",
+            Err(Stopped::Budget) => "timeout",
+            Ok(Err(_)) => "failed",
+        });
         match result {
             Ok(Ok(Outcome::Done)) => tracing::info!(job_id = %job.id, "ingestion completed"),
             Ok(Ok(Outcome::Lost)) => {

@@ -1,6 +1,7 @@
 //! The parse → chunk → embed pipeline a job's upload goes through before it is stored.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use docchat_common::error::{ApiError, ApiResult};
 use docchat_inference::Embedder;
@@ -13,6 +14,7 @@ use super::extras::extras;
 use super::store::{Ingested, Outcome};
 use crate::entities::{collections, jobs, uploads};
 use crate::jobs::IngestParams;
+use crate::metrics;
 
 const EMBED_BATCH: usize = 32;
 /// Chunks aim below the embedder's window, with some overlap.
@@ -54,15 +56,24 @@ impl Workers {
                     collection.embedding_model
                 ))
             })?;
+        let at = Instant::now();
         let bytes = self.blobs.read(&upload.id).await?;
+        metrics::stage("read", at.elapsed());
 
+        let at = Instant::now();
         let parsed = if docchat_parsers::is_media(&upload.filename) {
-            self.transcribe(&job.owner_id, &upload.filename, bytes, calls)
-                .await?
+            let parsed = self
+                .transcribe(&job.owner_id, &upload.filename, bytes, calls)
+                .await?;
+            metrics::stage("transcribe", at.elapsed());
+            parsed
         } else {
-            parse(&upload.filename, bytes).await?
+            let parsed = parse(&upload.filename, bytes).await?;
+            metrics::stage("parse", at.elapsed());
+            parsed
         };
         set(0.15);
+        let at = Instant::now();
         let pieces = {
             let embedder = embedder.clone();
             let options = ChunkOptions {
@@ -76,17 +87,21 @@ impl Workers {
             .await
             .map_err(|e| ApiError::internal("chunking", e))?
         };
+        metrics::stage("chunk", at.elapsed());
         if pieces.is_empty() {
             return Err(ApiError::bad_request(format!(
                 "{} contains no text to index",
                 upload.filename
             )));
         }
+        let at = Instant::now();
         let vectors = embed_all(embedder.as_ref(), &pieces, |done| {
             set(0.15 + 0.8 * done as f64 / pieces.len() as f64);
         })
         .await?;
+        metrics::stage("embed", at.elapsed());
 
+        let at = Instant::now();
         let extras = extras(
             self.chat.as_deref(),
             &self.costs,
@@ -97,6 +112,7 @@ impl Workers {
             calls,
         )
         .await;
+        metrics::stage("extras", at.elapsed());
         let doc = Ingested {
             upload,
             collection,
@@ -105,8 +121,11 @@ impl Workers {
             vectors,
             extras,
         };
+        let at = Instant::now();
         let outcome = self.store(job, &doc, calls).await?;
+        metrics::stage("index", at.elapsed());
         if matches!(outcome, Outcome::Done) {
+            metrics::stored(doc.parsed.pages.len(), doc.upload.size);
             set(1.0);
         }
         Ok(outcome)
@@ -182,10 +201,12 @@ async fn embed_all(
     let mut out = Vec::with_capacity(pieces.len());
     for batch in pieces.chunks(EMBED_BATCH) {
         let texts: Vec<String> = batch.iter().map(|c| c.text.clone()).collect();
+        let at = Instant::now();
         let vectors = embedder
             .embed(&texts)
             .await
             .map_err(|e| ApiError::internal("embedding", e))?;
+        metrics::embedded(embedder.name(), texts.len(), at.elapsed());
         if vectors.len() != texts.len() {
             return Err(ApiError::internal(
                 "embedding",

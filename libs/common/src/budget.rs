@@ -65,7 +65,10 @@ impl CostCaps {
 
     /// Refuses (429) once a cap is reached: spend at or above the cap.
     pub fn check(&self, spend: &Spend, units: &str) -> Result<(), ApiError> {
-        let refuse = |message: String| Err(ApiError::new(ErrorCode::TooManyRequests, message));
+        let refuse = |message: String| {
+            crate::metrics::refused("llm_cost_cap");
+            Err(ApiError::new(ErrorCode::TooManyRequests, message))
+        };
         if let Some(cap) = self.lifetime
             && spend.total >= cap
         {
@@ -211,13 +214,17 @@ pub fn llm_usage(
     }
 }
 
-/// The `usage.llm` events booking `calls` (for the outbox).
+/// The `usage.llm` events booking `calls` (for the outbox), counted in the usage metrics
+/// ([`crate::metrics::llm_usage`]) as they are made.
 pub fn usage_events(
     calls: &[docchat_proto::events::v1::LlmUsage],
 ) -> Vec<docchat_proto::events::v1::Envelope> {
     calls
         .iter()
-        .map(|usage| crate::bus::envelope(crate::bus::topics::USAGE_LLM, &usage.user_id, usage))
+        .map(|usage| {
+            crate::metrics::llm_usage(usage);
+            crate::bus::envelope(crate::bus::topics::USAGE_LLM, &usage.user_id, usage)
+        })
         .collect()
 }
 

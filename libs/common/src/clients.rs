@@ -21,6 +21,8 @@ use tonic::{Request, Status};
 use crate::auth::{Caller, JwtKeys};
 use crate::config::{Config, Service};
 use crate::error::ApiError;
+use crate::metrics::{GrpcMetrics, GrpcMetricsLayer};
+use tower_layer::Layer as _;
 
 /// Adds `authorization: Bearer <JWT for audience>` and the current trace context to every
 /// request of the client it is installed on.
@@ -42,8 +44,9 @@ impl tonic::service::Interceptor for CallerAuth {
     }
 }
 
-/// A generated client whose requests carry a caller's identity.
-pub type Bound = InterceptedService<Channel, CallerAuth>;
+/// A generated client whose requests carry a caller's identity, counted and timed
+/// ([`crate::metrics::GrpcMetricsLayer`]).
+pub type Bound = InterceptedService<GrpcMetrics<Channel>, CallerAuth>;
 pub type AdminClient = AdminServiceClient<Bound>;
 pub type IngestClient = IngestServiceClient<Bound>;
 pub type ChatClient = ChatServiceClient<Bound>;
@@ -101,7 +104,7 @@ impl Clients {
 
     fn bound(&self, caller: &Caller, audience: Service) -> Bound {
         InterceptedService::new(
-            self.channel(audience).clone(),
+            GrpcMetricsLayer::client().layer(self.channel(audience).clone()),
             CallerAuth {
                 keys: self.keys.clone(),
                 caller: Arc::new(caller.clone()),

@@ -50,7 +50,9 @@ pub const RAG_MIN_SIMILARITY: f64 = 0.25;
 pub struct Config {
     /// Where the gateway serves REST (`DOCCHAT_HTTP_ADDR`).
     pub http_addr: String,
-    /// Unauthenticated probe listener of the gateway (`/livez`, `/readyz`) for orchestrators.
+    /// Unauthenticated probe listener for orchestrators and Prometheus (`/livez`, `/readyz`,
+    /// `/metrics`): the gateway's and, when set for one, a service binary's. Standalone
+    /// mode serves every service's metrics on the gateway's.
     pub probe_addr: Option<String>,
     /// Where a service binary binds gRPC.
     pub grpc_addr: String,

@@ -51,19 +51,24 @@ pub fn ok<T>(result: crate::error::ApiResult<T>) -> Reply<T> {
         .map_err(tonic::Status::from)
 }
 
-/// A server with request spans parented to the caller's trace and a bounded connection age,
-/// so HTTP/2 clients rebalance across replicas.
-pub fn server() -> Server {
+/// The layers every docchat gRPC server has: calls counted and timed
+/// ([`crate::metrics::GrpcMetricsLayer`]).
+pub type ServerLayers = tower_layer::Stack<crate::metrics::GrpcMetricsLayer, tower_layer::Identity>;
+
+/// A server with request spans parented to the caller's trace, every call counted and timed,
+/// and a bounded connection age, so HTTP/2 clients rebalance across replicas.
+pub fn server() -> Server<ServerLayers> {
     Server::builder()
         .trace_fn(crate::telemetry::grpc_server_span)
         .max_connection_age(Duration::from_secs(300))
         .tcp_nodelay(true)
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .layer(crate::metrics::GrpcMetricsLayer::server())
 }
 
 /// Serves `router` on `listener` until `shutdown` is cancelled.
 pub async fn serve_router(
-    router: tonic::transport::server::Router,
+    router: tonic::transport::server::Router<ServerLayers>,
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
@@ -226,15 +231,53 @@ where
     let keys = Arc::new(JwtKeys::from_config(&config)?);
     let listener = TcpListener::bind(&config.grpc_addr).await?;
     tracing::info!(service = service.name(), addr = %config.grpc_addr, "serving grpc");
+    let probe = match &config.probe_addr {
+        Some(addr) => {
+            let probe = TcpListener::bind(addr).await?;
+            tracing::info!(service = service.name(), %addr, "serving probes and metrics");
+            Some(probe)
+        }
+        None => None,
+    };
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
+    let own_url = format!(
+        "http://{}",
+        listener
+            .local_addr()?
+            .to_string()
+            .replace("0.0.0.0", "127.0.0.1")
+    );
     let ctx = ServiceContext {
         bus: crate::bus::from_config(&config),
         config,
         keys,
         standalone: false,
     };
-    serve(ctx, listener, shutdown).await
+    let Some(probe) = probe else {
+        return serve(ctx, listener, shutdown).await;
+    };
+    // Ready while the service's own gRPC health says so; the probe outlives the gRPC
+    // server's drain only by the time the join takes.
+    let own = channel(&own_url)?;
+    let ready = move || {
+        let own = own.clone();
+        async move { check_health(own).await }
+    };
+    let probe_stop = CancellationToken::new();
+    let probe_task = crate::metrics::serve_probe(probe, ready, probe_stop.clone());
+    let served = serve(ctx, listener, shutdown);
+    tokio::pin!(probe_task);
+    tokio::select! {
+        result = served => {
+            probe_stop.cancel();
+            let _ = probe_task.await;
+            result
+        }
+        result = &mut probe_task => {
+            result.and_then(|()| Err(anyhow::anyhow!("the probe listener stopped")))
+        }
+    }
 }
 
 /// A service's background work (event consumers, outbox relay): spawned on one tracker,

@@ -15,6 +15,7 @@ pub mod host;
 pub mod ids;
 pub mod jobs;
 pub mod limits;
+pub mod metrics;
 pub mod outbox;
 pub mod settings;
 pub mod telemetry;

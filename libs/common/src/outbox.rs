@@ -10,8 +10,8 @@ use docchat_proto::events::v1::Envelope;
 use prost::Message;
 use sea_orm::sea_query::InsertStatement;
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, QueryTrait, Set,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, PaginatorTrait,
+    QueryFilter, QueryOrder, QuerySelect, QueryTrait, Set,
 };
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -142,6 +142,8 @@ pub fn insert_statement(events: &[Envelope]) -> Option<InsertStatement> {
 /// Publishes outbox rows to the bus in insertion order.
 #[derive(Clone)]
 pub struct OutboxRelay {
+    /// Whose outbox: the metrics' `service` label.
+    service: &'static str,
     db: DatabaseConnection,
     bus: Arc<dyn EventBus>,
     wake: Arc<Notify>,
@@ -152,8 +154,13 @@ const BATCH: u64 = 100;
 const POLL: Duration = Duration::from_millis(500);
 
 impl OutboxRelay {
-    pub fn new(db: DatabaseConnection, bus: Arc<dyn EventBus>) -> Self {
+    pub fn new(
+        service: crate::config::Service,
+        db: DatabaseConnection,
+        bus: Arc<dyn EventBus>,
+    ) -> Self {
         OutboxRelay {
+            service: service.name(),
             db,
             bus,
             wake: Arc::new(Notify::new()),
@@ -199,20 +206,51 @@ impl OutboxRelay {
             }
             // One DELETE a batch: a crash before it republishes at most a batch, and
             // consumers are idempotent on the envelope id.
-            sent += seqs.len();
+            let batch = seqs.len();
+            sent += batch;
             entity::Entity::delete_many()
                 .filter(entity::Column::Seq.is_in(seqs))
                 .exec(&self.db)
                 .await?;
+            crate::metrics::OUTBOX_RELAYED
+                .with_label_values(&[self.service])
+                .inc_by(u64::try_from(batch).unwrap_or(u64::MAX));
         }
+    }
+
+    /// Sets the backlog gauges: empty after a drain that succeeded, else what the table
+    /// holds (one count and one row, read only when the bus is failing).
+    async fn record_backlog(&self, drained: bool) {
+        let (backlog, age) = if drained {
+            (0, 0)
+        } else {
+            let count = entity::Entity::find().count(&self.db).await.unwrap_or(0);
+            let oldest = entity::Entity::find()
+                .order_by_asc(entity::Column::Seq)
+                .one(&self.db)
+                .await
+                .ok()
+                .flatten()
+                .map(|row| (crate::time::now() - row.created_at).num_seconds().max(0))
+                .unwrap_or(0);
+            (i64::try_from(count).unwrap_or(i64::MAX), oldest)
+        };
+        crate::metrics::OUTBOX_BACKLOG
+            .with_label_values(&[self.service])
+            .set(backlog);
+        crate::metrics::OUTBOX_OLDEST_AGE
+            .with_label_values(&[self.service])
+            .set(age);
     }
 
     /// Relays until `shutdown`, then makes one last attempt.
     pub async fn run(self, shutdown: CancellationToken) {
         loop {
-            if let Err(e) = self.drain().await {
+            let drained = self.drain().await;
+            if let Err(e) = &drained {
                 tracing::warn!(error = %e, "outbox relay failed, retrying");
             }
+            self.record_backlog(drained.is_ok()).await;
             let drained = tokio::time::Instant::now();
             tokio::select! {
                 () = shutdown.cancelled() => break,

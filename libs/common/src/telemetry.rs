@@ -100,6 +100,26 @@ impl Extractor for HeaderExtractor<'_> {
     }
 }
 
+struct HeaderInjector<'a>(&'a mut http::HeaderMap);
+
+impl Injector for HeaderInjector<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(k), Ok(v)) = (
+            http::header::HeaderName::from_bytes(key.as_bytes()),
+            http::HeaderValue::from_str(&value),
+        ) {
+            self.0.insert(k, v);
+        }
+    }
+}
+
+/// Writes the current span's context into an outgoing HTTP request's headers (a model
+/// upstream's, so its own traces join docchat's).
+pub fn inject_http(headers: &mut http::HeaderMap) {
+    let context = tracing::Span::current().context();
+    TraceContextPropagator::new().inject_context(&context, &mut HeaderInjector(headers));
+}
+
 /// Writes the current span's context into outgoing gRPC metadata.
 pub fn inject_grpc(metadata: &mut tonic::metadata::MetadataMap) {
     let context = tracing::Span::current().context();

@@ -25,3 +25,11 @@ pub use local::{LocalChat, LocalError, LocalModel, LocalOptions, find_local_mode
 pub use registry::{ApiKey, ModelEntry, ModelKind, Registry};
 pub use rerank::{RerankError, Reranked, Reranker};
 pub use transcribe::{SpeechSegment, TranscribeError, Transcriber, Transcript};
+
+/// The current span's trace context as request headers (`traceparent`): a model upstream
+/// that traces joins docchat's trace.
+pub(crate) fn trace_headers() -> reqwest::header::HeaderMap {
+    let mut headers = reqwest::header::HeaderMap::new();
+    docchat_common::telemetry::inject_http(&mut headers);
+    headers
+}

@@ -202,6 +202,22 @@ impl Reranker {
         query: &str,
         docs: &[String],
     ) -> Result<(Vec<(usize, f64)>, u64), RerankError> {
+        let start = std::time::Instant::now();
+        let result = self.call_once(query, docs).await;
+        docchat_common::metrics::model_request(
+            &self.name,
+            "rerank",
+            result.is_ok(),
+            start.elapsed(),
+        );
+        result
+    }
+
+    async fn call_once(
+        &self,
+        query: &str,
+        docs: &[String],
+    ) -> Result<(Vec<(usize, f64)>, u64), RerankError> {
         let body = json!({
             "model": self.model,
             "query": query,
@@ -211,7 +227,11 @@ impl Reranker {
         let mut versioned = self.versioned.load(Ordering::Relaxed);
         let (status, text) = loop {
             let path = if versioned { "/v1/rerank" } else { "/rerank" };
-            let mut request = self.client.post(format!("{}{path}", self.base)).json(&body);
+            let mut request = self
+                .client
+                .post(format!("{}{path}", self.base))
+                .headers(crate::trace_headers())
+                .json(&body);
             if let Some(key) = &self.api_key {
                 request = request.bearer_auth(key.expose_secret());
             }

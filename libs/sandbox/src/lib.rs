@@ -427,6 +427,7 @@ impl CodeRunner for Sandbox {
         grants: &Grants,
         cancel: &CancellationToken,
     ) -> Result<CodeOutput, String> {
+        let requested = std::time::Instant::now();
         if let Backend::Unavailable(why) = &self.backend {
             return Err(format!("code execution is unavailable: {why}"));
         }
@@ -470,6 +471,7 @@ impl CodeRunner for Sandbox {
             spec.disk.clone(),
         );
         let room = watch.room().await;
+        let started_after = requested.elapsed();
         let result = match self.command(&spec, grants, slot.uid, tmp.as_deref(), room) {
             Ok(cmd) => supervise::run(
                 cmd,
@@ -496,10 +498,11 @@ impl CodeRunner for Sandbox {
         // Past the quota between two measurements, or full (a file cut at what was left):
         // said, not left to a bare "File size limit exceeded".
         let mut result = result;
-        if let Ok(out) = &mut result
-            && out.over_quota.is_none()
-        {
-            out.over_quota = watch.exceeded(true).await;
+        if let Ok(out) = &mut result {
+            out.started_after = Some(started_after);
+            if out.over_quota.is_none() {
+                out.over_quota = watch.exceeded(true).await;
+            }
         }
         result
     }

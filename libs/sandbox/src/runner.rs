@@ -59,6 +59,9 @@ pub struct CodeOutput {
     pub cancelled: bool,
     /// The run was stopped because its workspace passed this quota.
     pub over_quota: Option<OverQuota>,
+    /// From the request to the program's start: the wait for a slot and the workspace's
+    /// preparation (runners without slots leave it unset).
+    pub started_after: Option<std::time::Duration>,
 }
 
 /// What a run may use beyond the sandbox's usual limits (a headless browser starts well

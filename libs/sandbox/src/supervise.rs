@@ -159,6 +159,7 @@ pub async fn run(
         timed_out,
         cancelled,
         over_quota,
+        started_after: None,
     })
 }
 

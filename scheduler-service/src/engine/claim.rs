@@ -122,6 +122,7 @@ pub(super) async fn claim_one(
             .exec_without_returning(&txn)
             .await?;
         if inserted == 0 {
+            crate::metrics::claimed("skipped", at - due);
             tracing::warn!(task_id = %task.id, %due, "the due time already has an execution; the task moves past it without running");
             plan.run = false;
             plan.count = task.execution_count;
@@ -144,15 +145,18 @@ pub(super) async fn claim_one(
         // Another replica advanced it between our read and our write (SQLite has no lock):
         // nothing of this claim stays, the execution inserted above included.
         txn.rollback().await?;
+        crate::metrics::claimed("raced", at - due);
         return Ok(Some(None));
     }
     if !plan.run {
         txn.commit().await?;
+        crate::metrics::claimed("skipped", at - due);
         tracing::info!(task_id = %task.id, status = plan.status, "task moved on without running its due time");
         return Ok(Some(None));
     }
     events::announce(&txn, &execution, &task.collection_id, RUNNING).await?;
     txn.commit().await?;
+    crate::metrics::claimed("claimed", at - due);
     inner.relay.notify();
     Ok(Some(Some((execution, task))))
 }

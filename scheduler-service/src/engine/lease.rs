@@ -63,6 +63,7 @@ pub(super) async fn reap(inner: &Inner) -> ApiResult<usize> {
             store::finish(&inner.db, &execution.id, Outcome::Lapsed, Some(at)).await?
         {
             reaped += 1;
+            crate::metrics::ended(&ended.trigger_source, "lapsed");
             tracing::warn!(execution_id = %ended.id, worker = %execution.worker, task = %ended.task_name, "a task execution's lease lapsed: failed");
             inner.relay.notify();
             notify::send(inner.notifier.as_ref(), &email, &ended).await;

@@ -68,10 +68,16 @@ pub(super) async fn finish_in_session(
 
 /// Records the outcome and sends the notification, if one is asked for.
 pub(super) async fn end(inner: &Inner, execution_id: &str, outcome: Outcome) {
+    let label = match &outcome {
+        Outcome::Completed(_) => "completed",
+        Outcome::Failed(_) => "failed",
+        Outcome::Lapsed => "lapsed",
+    };
     let ended = store::finish(&inner.db, execution_id, outcome, None).await;
     inner.release(execution_id);
     match ended {
         Ok(Some((execution, email))) => {
+            crate::metrics::ended(&execution.trigger_source, label);
             inner.relay.notify();
             tracing::info!(execution_id, status = %execution.status, task = %execution.task_name, "task execution ended");
             notify::send(inner.notifier.as_ref(), &email, &execution).await;

@@ -62,7 +62,7 @@ pub fn scheduler_context(
 pub fn engine_on(stack: &Stack, db: &DatabaseConnection) -> (Engine, Background) {
     let ctx = scheduler_context(stack, &stack.config.scheduler_url, |_| {});
     let background = Background::new();
-    let relay = OutboxRelay::new(db.clone(), ctx.bus.clone());
+    let relay = OutboxRelay::new(Service::Scheduler, db.clone(), ctx.bus.clone());
     background
         .tracker
         .spawn(relay.clone().run(background.token.clone()));

@@ -371,6 +371,11 @@ async fn consume_once(
         let span = tracing::info_span!("event", group = %subscription.group, r#type = %event.r#type, id = %event.id);
         crate::telemetry::set_parent_from_map(&span, &event.trace_context);
         let result = super::handle_guarded(handler.as_ref(), &event, span).await;
+        crate::metrics::bus_delivery(
+            &event.r#type,
+            &result,
+            attempt + 1 < subscription.max_attempts,
+        );
         match result {
             Ok(()) => delivery
                 .ack(BasicAckOptions::default())
@@ -411,7 +416,11 @@ async fn consume_once(
 impl EventBus for AmqpBus {
     async fn publish(&self, event: &Envelope) -> Result<(), BusError> {
         self.publish_raw(&self.names.exchange(), &event.r#type, event, 0)
-            .await
+            .await?;
+        crate::metrics::BUS_PUBLISHED
+            .with_label_values(&[crate::metrics::event_label(&event.r#type)])
+            .inc();
+        Ok(())
     }
 
     async fn subscribe(

@@ -82,6 +82,11 @@ async fn consume(
         let span = tracing::info_span!("event", group = %subscription.group, r#type = %delivery.event.r#type, id = %delivery.event.id);
         crate::telemetry::set_parent_from_map(&span, &delivery.event.trace_context);
         let result = super::handle_guarded(handler.as_ref(), &delivery.event, span).await;
+        crate::metrics::bus_delivery(
+            &delivery.event.r#type,
+            &result,
+            delivery.attempt + 1 < subscription.max_attempts,
+        );
         match result {
             Ok(()) => {}
             Err(e) if delivery.attempt + 1 >= subscription.max_attempts => {
@@ -119,6 +124,9 @@ async fn consume(
 #[async_trait]
 impl EventBus for InProcessBus {
     async fn publish(&self, event: &Envelope) -> Result<(), BusError> {
+        crate::metrics::BUS_PUBLISHED
+            .with_label_values(&[crate::metrics::event_label(&event.r#type)])
+            .inc();
         let queues: Vec<Arc<Queue>> = self
             .queues
             .lock()

@@ -104,7 +104,7 @@ docchat_common::backend_tests! {
         txn.commit().await.unwrap();
 
         // The broker is away: rows stay.
-        let down = OutboxRelay::new(db.clone(), Arc::new(DownBus));
+        let down = OutboxRelay::new(docchat_common::config::Service::Chat, db.clone(), Arc::new(DownBus));
         assert!(down.drain().await.is_err(), "{}", backend.name);
         let pending = docchat_common::outbox::entity::Entity::find()
             .count(&db)
@@ -113,7 +113,7 @@ docchat_common::backend_tests! {
         assert_eq!(pending, 250, "{}", backend.name);
 
         // Back: everything goes out once, in commit order, and the table empties.
-        let relay = OutboxRelay::new(db.clone(), bus.clone());
+        let relay = OutboxRelay::new(docchat_common::config::Service::Chat, db.clone(), bus.clone());
         assert_eq!(relay.drain().await.unwrap(), 250, "{}", backend.name);
         assert_eq!(relay.drain().await.unwrap(), 0, "{}", backend.name);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);

@@ -338,4 +338,78 @@ impl ChatStream {
     pub fn take_tool_calls(&mut self) -> Result<Vec<ToolCall>, ChatError> {
         self.source.take_tool_calls()
     }
+
+    /// This stream, recording one `chat` request of `model` in the model metrics and its
+    /// token counts in `span` (which ends with it) when it ends, fails or is dropped
+    /// unfinished.
+    pub(crate) fn metered(
+        self,
+        model: String,
+        start: std::time::Instant,
+        span: tracing::Span,
+    ) -> ChatStream {
+        ChatStream::new(Box::new(Metered {
+            source: self.source,
+            model,
+            start,
+            span,
+            recorded: false,
+        }))
+    }
+}
+
+/// See [`ChatStream::metered`].
+struct Metered {
+    source: Box<dyn EventSource>,
+    model: String,
+    start: std::time::Instant,
+    span: tracing::Span,
+    recorded: bool,
+}
+
+impl Metered {
+    fn record(&mut self, ok: bool) {
+        if !self.recorded {
+            self.recorded = true;
+            docchat_common::metrics::model_request(&self.model, "chat", ok, self.start.elapsed());
+            let (prompt, completion) = self.source.usage();
+            self.span.record("gen_ai.usage.input_tokens", prompt);
+            self.span.record("gen_ai.usage.output_tokens", completion);
+        }
+    }
+}
+
+impl Drop for Metered {
+    fn drop(&mut self) {
+        // Dropped before its end: the reader stopped it, which is no upstream error.
+        self.record(true);
+    }
+}
+
+#[async_trait::async_trait]
+impl EventSource for Metered {
+    async fn next(&mut self) -> Option<Result<StreamEvent, ChatError>> {
+        let next = self.source.next().await;
+        match &next {
+            None => self.record(true),
+            Some(Err(e)) => {
+                self.span.record("error", tracing::field::display(e));
+                self.record(false);
+            }
+            Some(Ok(_)) => {}
+        }
+        next
+    }
+
+    fn usage(&self) -> (u64, u64) {
+        self.source.usage()
+    }
+
+    fn finish_reason(&self) -> &str {
+        self.source.finish_reason()
+    }
+
+    fn take_tool_calls(&mut self) -> Result<Vec<ToolCall>, ChatError> {
+        self.source.take_tool_calls()
+    }
 }

@@ -1,5 +1,10 @@
 //! [`ChatModel`]: the provider of a registry entry, behind one set of calls.
 
+use std::time::Instant;
+
+use docchat_common::metrics;
+use tracing::Instrument;
+
 use super::local::{LocalChat, LocalOptions};
 use super::{ChatError, ChatMessage, ChatStream, Completion, OpenAiChat, Sampling, Tools};
 use crate::registry::{ModelEntry, Registry};
@@ -56,10 +61,22 @@ impl ChatModel {
         max_tokens: u32,
         temperature: f32,
     ) -> Result<Completion, ChatError> {
-        match self {
-            ChatModel::OpenAi(m) => m.complete(messages, max_tokens, temperature).await,
-            ChatModel::Local(m) => m.complete(messages, max_tokens, temperature).await,
-        }
+        let start = Instant::now();
+        let span = self.span();
+        let result = match self {
+            ChatModel::OpenAi(m) => {
+                m.complete(messages, max_tokens, temperature)
+                    .instrument(span.clone())
+                    .await
+            }
+            ChatModel::Local(m) => {
+                m.complete(messages, max_tokens, temperature)
+                    .instrument(span.clone())
+                    .await
+            }
+        };
+        self.completed(&result, start, &span);
+        result
     }
 
     /// A whole answer as the model wrote it; unset limits are the model's defaults.
@@ -68,13 +85,23 @@ impl ChatModel {
         messages: &[ChatMessage],
         sampling: Sampling,
     ) -> Result<Completion, ChatError> {
-        match self {
-            ChatModel::OpenAi(m) => m.complete_with(messages, sampling).await,
+        let start = Instant::now();
+        let span = self.span();
+        let result = match self {
+            ChatModel::OpenAi(m) => {
+                m.complete_with(messages, sampling)
+                    .instrument(span.clone())
+                    .await
+            }
             ChatModel::Local(m) => {
                 let (max_tokens, temperature) = local_sampling(sampling);
-                m.complete(messages, max_tokens, temperature).await
+                m.complete(messages, max_tokens, temperature)
+                    .instrument(span.clone())
+                    .await
             }
-        }
+        };
+        self.completed(&result, start, &span);
+        result
     }
 
     /// As [`stream`](Self::stream); unset limits are the model's defaults.
@@ -83,13 +110,22 @@ impl ChatModel {
         messages: &[ChatMessage],
         sampling: Sampling,
     ) -> Result<ChatStream, ChatError> {
-        match self {
-            ChatModel::OpenAi(m) => m.stream_with(messages, sampling).await,
+        let start = Instant::now();
+        let span = self.span();
+        let result = match self {
+            ChatModel::OpenAi(m) => {
+                m.stream_with(messages, sampling)
+                    .instrument(span.clone())
+                    .await
+            }
             ChatModel::Local(m) => {
                 let (max_tokens, temperature) = local_sampling(sampling);
-                m.stream(messages, max_tokens, temperature).await
+                m.stream(messages, max_tokens, temperature)
+                    .instrument(span.clone())
+                    .await
             }
-        }
+        };
+        self.metered(result, start, span)
     }
 
     /// Whether the model can be offered tools: an upstream the models file marks
@@ -106,10 +142,17 @@ impl ChatModel {
         sampling: Sampling,
         tools: &Tools,
     ) -> Result<ChatStream, ChatError> {
-        match self {
-            ChatModel::OpenAi(m) => m.stream_tools(messages, sampling, tools).await,
-            ChatModel::Local(m) => Err(ChatError::ToolsUnsupported(m.name().to_owned())),
-        }
+        let m = match self {
+            ChatModel::OpenAi(m) => m,
+            ChatModel::Local(m) => return Err(ChatError::ToolsUnsupported(m.name().to_owned())),
+        };
+        let start = Instant::now();
+        let span = self.span();
+        let result = m
+            .stream_tools(messages, sampling, tools)
+            .instrument(span.clone())
+            .await;
+        self.metered(result, start, span)
     }
 
     pub async fn stream(
@@ -118,9 +161,72 @@ impl ChatModel {
         max_tokens: u32,
         temperature: f32,
     ) -> Result<ChatStream, ChatError> {
-        match self {
-            ChatModel::OpenAi(m) => m.stream(messages, max_tokens, temperature).await,
-            ChatModel::Local(m) => m.stream(messages, max_tokens, temperature).await,
+        let start = Instant::now();
+        let span = self.span();
+        let result = match self {
+            ChatModel::OpenAi(m) => {
+                m.stream(messages, max_tokens, temperature)
+                    .instrument(span.clone())
+                    .await
+            }
+            ChatModel::Local(m) => {
+                m.stream(messages, max_tokens, temperature)
+                    .instrument(span.clone())
+                    .await
+            }
+        };
+        self.metered(result, start, span)
+    }
+
+    /// The span of one call: OpenTelemetry's GenAI attributes, the token counts filled in
+    /// when the answer is whole.
+    fn span(&self) -> tracing::Span {
+        tracing::info_span!(
+            "model",
+            otel.name = %format_args!("chat {}", self.name()),
+            otel.kind = "client",
+            gen_ai.operation.name = "chat",
+            gen_ai.request.model = %self.name(),
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            error = tracing::field::Empty,
+        )
+    }
+
+    /// Records a whole answer's call: metrics, and its span's token counts.
+    fn completed(
+        &self,
+        result: &Result<Completion, ChatError>,
+        start: Instant,
+        span: &tracing::Span,
+    ) {
+        metrics::model_request(self.name(), "chat", result.is_ok(), start.elapsed());
+        match result {
+            Ok(c) => {
+                span.record("gen_ai.usage.input_tokens", c.prompt_tokens);
+                span.record("gen_ai.usage.output_tokens", c.completion_tokens);
+            }
+            Err(e) => {
+                span.record("error", tracing::field::display(e));
+            }
+        }
+    }
+
+    /// A started stream that records its request when it ends (or fails, or is dropped:
+    /// a reader gone away stops the generation); a failed start is recorded at once.
+    fn metered(
+        &self,
+        result: Result<ChatStream, ChatError>,
+        start: Instant,
+        span: tracing::Span,
+    ) -> Result<ChatStream, ChatError> {
+        match result {
+            Ok(stream) => Ok(stream.metered(self.name().to_owned(), start, span)),
+            Err(e) => {
+                metrics::model_request(self.name(), "chat", false, start.elapsed());
+                span.record("error", tracing::field::display(&e));
+                Err(e)
+            }
         }
     }
 }

@@ -109,7 +109,11 @@ impl OpenAiChat {
         let mut delay = BACKOFF;
         let mut attempt = 1;
         loop {
-            let mut request = self.client.post(&self.url).json(body);
+            let mut request = self
+                .client
+                .post(&self.url)
+                .json(body)
+                .headers(crate::trace_headers());
             if let Some(key) = &self.api_key {
                 request = request.bearer_auth(key.expose_secret());
             }

@@ -127,10 +127,26 @@ impl OpenAiEmbedder {
     }
 
     async fn request(&self, input: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let mut req = self.client.post(&self.url).json(&EmbeddingsRequest {
-            model: &self.upstream_model,
-            input,
-        });
+        let start = std::time::Instant::now();
+        let result = self.request_once(input).await;
+        docchat_common::metrics::model_request(
+            &self.name,
+            "embed",
+            result.is_ok(),
+            start.elapsed(),
+        );
+        result
+    }
+
+    async fn request_once(&self, input: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut req = self
+            .client
+            .post(&self.url)
+            .headers(crate::trace_headers())
+            .json(&EmbeddingsRequest {
+                model: &self.upstream_model,
+                input,
+            });
         if let Some(key) = &self.api_key {
             req = req.bearer_auth(key.expose_secret());
         }

@@ -1,0 +1,174 @@
+"""One trace per request, whole: docchat (standalone, exporting OTLP/HTTP to
+tests/client_compat/otlp_receiver.py) ingests a document, answers a RAG question and runs
+the agent (one search_documents call, model `scripted` of scripted_upstream.py), and each
+shows up as one trace with the spans an engineer needs, every parent link inside it:
+
+- the upload's ingestion: the REST span → the ingest gRPC server span → the job's span in
+  the worker (which the bus's doorbell woke: its context is kept with the job);
+- the RAG completion: REST → chat's Complete → the completion → retrieval → ingest's Search
+  with its stages → the model call with its token counts;
+- the agent run: REST → chat → agent's Run → the run → the tool call (search_documents,
+  itself reaching ingest) and the model calls;
+- the model upstream received `traceparent` headers of those traces.
+
+Usage: check_traces.py <base_url> <key> --receiver <url> --upstream <url>
+Prints one line per check and ends with `N/M passed`; exits 1 when any failed.
+"""
+
+import argparse
+import sys
+import time
+import uuid
+
+import requests
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("base_url")
+    parser.add_argument("key")
+    parser.add_argument("--receiver", required=True)
+    parser.add_argument("--upstream", required=True)
+    args = parser.parse_args()
+    base, auth = args.base_url.rstrip("/"), {"Authorization": f"Bearer {args.key}"}
+    results = []
+
+    def check(name, ok, detail=""):
+        results.append(bool(ok))
+        print(f"{'ok  ' if ok else 'FAIL'} {name}{': ' + str(detail) if detail and not ok else ''}")
+
+    def call(method, path, **kw):
+        r = requests.request(method, base + path, headers=auth, timeout=120, **kw)
+        assert r.status_code < 300, f"{method} {path}: {r.status_code} {r.text[:300]}"
+        return r.json() if r.content else None
+
+    # Traffic: an ingestion, a RAG answer, an agent run, each its own request.
+    mark = uuid.uuid4().hex[:8]
+    cid = call("POST", "/api/v1/collections", json={"name": f"traces {mark}", "description": ""})["id"]
+    up = call("PUT", "/api/v1/uploads", files={"file": (f"paris-{mark}.txt", b"Paris is the capital of France.")})
+    call("POST", f"/api/v1/uploads/{up['id']}/ingest", params={"collection_id": cid})
+    for _ in range(300):
+        docs = call("GET", f"/api/v1/collections/{cid}/documents")
+        if docs:
+            break
+        time.sleep(0.2)
+    check("the document was ingested", docs)
+    chat = call("POST", "/api/v1/chats", params={"collection_id": cid}, json={})["id"]
+    rag = call("POST", f"/api/v1/chats/{chat}/completions", json={
+        "message": "What is the capital of France?", "llm": "scripted", "stream": False,
+        "rag_config": {"rag_type": "rag"}})
+    check("the RAG completion answered", rag.get("body"), rag)
+    agent = call("POST", f"/api/v1/chats/{chat}/completions", json={
+        "message": "[search the documents] What is the capital of France?", "llm": "scripted",
+        "stream": False, "llm_args": {"use_agent": True, "agent_tools": ["search_documents"]}})
+    check("the agent run answered through its tool", "FOUND" in (agent.get("body") or ""), agent)
+
+    # The exporter sends in batches: wait for the spans of all three.
+    def spans():
+        return requests.get(f"{args.receiver}/spans", timeout=10).json()
+
+    def traces_of(all_spans, name, **attrs):
+        return {s["trace_id"] for s in all_spans if s["name"] == name
+                and all(s["attributes"].get(k) == v for k, v in attrs.items())}
+
+    deadline = time.time() + 30
+    while True:
+        got = spans()
+        ready = (traces_of(got, "ingest.job") and traces_of(got, "completion", rag_type="rag")
+                 and traces_of(got, "tool", **{"gen_ai.tool.name": "search_documents"}))
+        if ready or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    time.sleep(1.5)  # the rest of those traces' spans end a moment after their roots
+    got = spans()
+    by_trace = {}
+    for s in got:
+        by_trace.setdefault(s["trace_id"], []).append(s)
+
+    def whole(trace_id):
+        """Every span's parent is in the trace; exactly one root, the REST request's."""
+        trace = by_trace.get(trace_id, [])
+        ids = {s["span_id"] for s in trace}
+        roots = [s for s in trace if not s["parent_span_id"]]
+        orphans = [s["name"] for s in trace if s["parent_span_id"] and s["parent_span_id"] not in ids]
+        return len(roots) == 1 and roots[0]["name"] == "http" and not orphans, (
+            [r["name"] for r in roots], orphans)
+
+    def names(trace_id):
+        return [s["name"] for s in by_trace.get(trace_id, [])]
+
+    def path_of(trace_id, child):
+        """The names from `child` up to the root."""
+        index = {s["span_id"]: s for s in by_trace.get(trace_id, [])}
+        out, s = [], child
+        while s:
+            out.append(s["name"] if s["name"] != "grpc" else "grpc " + s["attributes"].get("path", "?"))
+            s = index.get(s["parent_span_id"])
+        return list(reversed(out))
+
+    def one_trace(label, candidates):
+        check(f"{label}: one trace", len(candidates) == 1, f"{len(candidates)} traces")
+        return next(iter(candidates), None)
+
+    # The ingestion.
+    t = one_trace("ingestion", {tid for tid in traces_of(got, "ingest.job")
+                                if any(s["name"] == "http" and s["attributes"].get("http.route", "").endswith("/ingest")
+                                       for s in by_trace[tid])})
+    ok, why = whole(t)
+    check("ingestion: whole, rooted at its REST request", ok, why)
+    job = next((s for s in by_trace.get(t, []) if s["name"] == "ingest.job"), None)
+    check("ingestion: REST → ingest gRPC → the worker's job", job and any("IngestService" in p for p in path_of(t, job)[1:-1]),
+          job and path_of(t, job))
+
+    # The RAG completion.
+    t = one_trace("RAG completion", traces_of(got, "completion", rag_type="rag") & {
+        tid for tid in by_trace if any(s["name"] == "http" and s["attributes"].get("http.request.method") == "POST" for s in by_trace[tid])})
+    ok, why = whole(t)
+    check("RAG completion: whole, rooted at its REST request", ok, why)
+    trace = by_trace.get(t, [])
+    search = [s for s in trace if s["name"] == "grpc" and s["attributes"].get("path", "").endswith("IngestService/Search")]
+    check("RAG completion: its retrieval reaches ingest's Search", search, names(t))
+    if search:
+        path = path_of(t, search[0])
+        check("RAG completion: REST → chat Complete → completion → retrieval → Search",
+              path[0] == "http" and "grpc /docchat.chat.v1.ChatService/Complete" in path
+              and path.index("completion") < path.index("retrieval"), path)
+    stages = {s["name"] for s in trace}
+    for stage in ["retrieval.embed", "retrieval.dense", "retrieval.lexical"]:
+        check(f"RAG completion: stage span {stage}", stage in stages, sorted(stages))
+    model = [s for s in trace if s["name"] == "model"]
+    check("RAG completion: the model call, with its model and token counts",
+          model and model[0]["attributes"].get("gen_ai.request.model") == "scripted"
+          and model[0]["attributes"].get("gen_ai.usage.input_tokens", 0) > 0
+          and model[0]["attributes"].get("gen_ai.usage.output_tokens", 0) > 0,
+          [m["attributes"] for m in model])
+
+    # The agent run.
+    t = one_trace("agent run", traces_of(got, "tool", **{"gen_ai.tool.name": "search_documents"}))
+    ok, why = whole(t)
+    check("agent run: whole, rooted at its REST request", ok, why)
+    trace = by_trace.get(t, [])
+    tool = next((s for s in trace if s["name"] == "tool"), None)
+    path = path_of(t, tool) if tool else []
+    check("agent run: REST → chat → agent Run → the run → the tool call",
+          path and path[0] == "http" and any(p.endswith("AgentService/Run") for p in path)
+          and path.index("agent.run") < path.index("tool"), path)
+    check("agent run: the tool's search reaches ingest",
+          any(s["name"] == "grpc" and s["attributes"].get("path", "").endswith("IngestService/Search")
+              and tool and tool["span_id"] in [x["span_id"] for x in by_trace[t]] for s in trace), names(t))
+    agent_models = [s for s in trace if s["name"] == "model"]
+    check("agent run: its model calls (a tool call, then the answer)", len(agent_models) >= 2, names(t))
+
+    # The upstream saw docchat's traces.
+    seen = requests.get(f"{args.upstream}/traceparents", timeout=10).json()
+    traced = {p.split("-")[1] for p in seen if p}
+    check("the model upstream received traceparent headers of these traces",
+          t in traced and any(s["trace_id"] in traced for s in got if s["name"] == "completion"),
+          f"{len(traced)} traces seen upstream")
+
+    print(f"{sum(results)}/{len(results)} passed")
+    sys.exit(0 if all(results) else 1)
+
+
+if __name__ == "__main__":
+    main()
