@@ -23,6 +23,17 @@ import uuid
 import requests
 
 
+def kind(span):
+    """What a span is, whatever its exported name (`otel.name` renames the REST, model, tool
+    and run spans as OpenTelemetry's conventions name them: `POST /api/v1/...`,
+    `chat scripted`, `execute_tool search_documents`, `invoke_agent`)."""
+    a = span["attributes"]
+    if "http.route" in a:
+        return "http"
+    return {"chat": "model", "execute_tool": "tool", "invoke_agent": "agent.run"}.get(
+        a.get("gen_ai.operation.name"), span["name"])
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("base_url")
@@ -68,7 +79,7 @@ def main():
         return requests.get(f"{args.receiver}/spans", timeout=10).json()
 
     def traces_of(all_spans, name, **attrs):
-        return {s["trace_id"] for s in all_spans if s["name"] == name
+        return {s["trace_id"] for s in all_spans if kind(s) == name
                 and all(s["attributes"].get(k) == v for k, v in attrs.items())}
 
     deadline = time.time() + 30
@@ -90,19 +101,19 @@ def main():
         trace = by_trace.get(trace_id, [])
         ids = {s["span_id"] for s in trace}
         roots = [s for s in trace if not s["parent_span_id"]]
-        orphans = [s["name"] for s in trace if s["parent_span_id"] and s["parent_span_id"] not in ids]
-        return len(roots) == 1 and roots[0]["name"] == "http" and not orphans, (
-            [r["name"] for r in roots], orphans)
+        orphans = [kind(s) for s in trace if s["parent_span_id"] and s["parent_span_id"] not in ids]
+        return len(roots) == 1 and kind(roots[0]) == "http" and not orphans, (
+            [kind(r) for r in roots], orphans)
 
     def names(trace_id):
-        return [s["name"] for s in by_trace.get(trace_id, [])]
+        return [kind(s) for s in by_trace.get(trace_id, [])]
 
     def path_of(trace_id, child):
         """The names from `child` up to the root."""
         index = {s["span_id"]: s for s in by_trace.get(trace_id, [])}
         out, s = [], child
         while s:
-            out.append(s["name"] if s["name"] != "grpc" else "grpc " + s["attributes"].get("path", "?"))
+            out.append(kind(s) if kind(s) != "grpc" else "grpc " + s["attributes"].get("path", "?"))
             s = index.get(s["parent_span_id"])
         return list(reversed(out))
 
@@ -112,31 +123,31 @@ def main():
 
     # The ingestion.
     t = one_trace("ingestion", {tid for tid in traces_of(got, "ingest.job")
-                                if any(s["name"] == "http" and s["attributes"].get("http.route", "").endswith("/ingest")
+                                if any(kind(s) == "http" and s["attributes"].get("http.route", "").endswith("/ingest")
                                        for s in by_trace[tid])})
     ok, why = whole(t)
     check("ingestion: whole, rooted at its REST request", ok, why)
-    job = next((s for s in by_trace.get(t, []) if s["name"] == "ingest.job"), None)
+    job = next((s for s in by_trace.get(t, []) if kind(s) == "ingest.job"), None)
     check("ingestion: REST → ingest gRPC → the worker's job", job and any("IngestService" in p for p in path_of(t, job)[1:-1]),
           job and path_of(t, job))
 
     # The RAG completion.
     t = one_trace("RAG completion", traces_of(got, "completion", rag_type="rag") & {
-        tid for tid in by_trace if any(s["name"] == "http" and s["attributes"].get("http.request.method") == "POST" for s in by_trace[tid])})
+        tid for tid in by_trace if any(kind(s) == "http" and s["attributes"].get("http.request.method") == "POST" for s in by_trace[tid])})
     ok, why = whole(t)
     check("RAG completion: whole, rooted at its REST request", ok, why)
     trace = by_trace.get(t, [])
-    search = [s for s in trace if s["name"] == "grpc" and s["attributes"].get("path", "").endswith("IngestService/Search")]
+    search = [s for s in trace if kind(s) == "grpc" and s["attributes"].get("path", "").endswith("IngestService/Search")]
     check("RAG completion: its retrieval reaches ingest's Search", search, names(t))
     if search:
         path = path_of(t, search[0])
         check("RAG completion: REST → chat Complete → completion → retrieval → Search",
               path[0] == "http" and "grpc /docchat.chat.v1.ChatService/Complete" in path
               and path.index("completion") < path.index("retrieval"), path)
-    stages = {s["name"] for s in trace}
+    stages = {kind(s) for s in trace}
     for stage in ["retrieval.embed", "retrieval.dense", "retrieval.lexical"]:
         check(f"RAG completion: stage span {stage}", stage in stages, sorted(stages))
-    model = [s for s in trace if s["name"] == "model"]
+    model = [s for s in trace if kind(s) == "model"]
     check("RAG completion: the model call, with its model and token counts",
           model and model[0]["attributes"].get("gen_ai.request.model") == "scripted"
           and model[0]["attributes"].get("gen_ai.usage.input_tokens", 0) > 0
@@ -148,22 +159,22 @@ def main():
     ok, why = whole(t)
     check("agent run: whole, rooted at its REST request", ok, why)
     trace = by_trace.get(t, [])
-    tool = next((s for s in trace if s["name"] == "tool"), None)
+    tool = next((s for s in trace if kind(s) == "tool"), None)
     path = path_of(t, tool) if tool else []
     check("agent run: REST → chat → agent Run → the run → the tool call",
           path and path[0] == "http" and any(p.endswith("AgentService/Run") for p in path)
           and path.index("agent.run") < path.index("tool"), path)
     check("agent run: the tool's search reaches ingest",
-          any(s["name"] == "grpc" and s["attributes"].get("path", "").endswith("IngestService/Search")
+          any(kind(s) == "grpc" and s["attributes"].get("path", "").endswith("IngestService/Search")
               and tool and tool["span_id"] in [x["span_id"] for x in by_trace[t]] for s in trace), names(t))
-    agent_models = [s for s in trace if s["name"] == "model"]
+    agent_models = [s for s in trace if kind(s) == "model"]
     check("agent run: its model calls (a tool call, then the answer)", len(agent_models) >= 2, names(t))
 
     # The upstream saw docchat's traces.
     seen = requests.get(f"{args.upstream}/traceparents", timeout=10).json()
     traced = {p.split("-")[1] for p in seen if p}
     check("the model upstream received traceparent headers of these traces",
-          t in traced and any(s["trace_id"] in traced for s in got if s["name"] == "completion"),
+          t in traced and any(s["trace_id"] in traced for s in got if kind(s) == "completion"),
           f"{len(traced)} traces seen upstream")
 
     print(f"{sum(results)}/{len(results)} passed")

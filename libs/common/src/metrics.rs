@@ -322,11 +322,15 @@ pub fn llm_usage(usage: &docchat_proto::events::v1::LlmUsage) {
     LLM_TOKENS
         .with_label_values(&[usage.model.as_str(), "completion"])
         .inc_by(usage.completion_tokens);
-    if usage.cost.is_finite() && usage.cost > 0.0 {
-        LLM_COST
-            .with_label_values(&[usage.model.as_str()])
-            .inc_by(usage.cost);
-    }
+    // A free model's series exists too, at 0 (a dashboard lists every model in use).
+    let cost = if usage.cost.is_finite() {
+        usage.cost.max(0.0)
+    } else {
+        0.0
+    };
+    LLM_COST
+        .with_label_values(&[usage.model.as_str()])
+        .inc_by(cost);
 }
 
 // --- model upstreams ---

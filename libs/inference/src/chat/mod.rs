@@ -358,6 +358,12 @@ impl ChatStream {
     }
 }
 
+/// A token count as a span attribute: an integer (OpenTelemetry has no unsigned one, and a
+/// `u64` would be exported as text).
+pub(crate) fn tokens(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 /// See [`ChatStream::metered`].
 struct Metered {
     source: Box<dyn EventSource>,
@@ -373,8 +379,10 @@ impl Metered {
             self.recorded = true;
             docchat_common::metrics::model_request(&self.model, "chat", ok, self.start.elapsed());
             let (prompt, completion) = self.source.usage();
-            self.span.record("gen_ai.usage.input_tokens", prompt);
-            self.span.record("gen_ai.usage.output_tokens", completion);
+            self.span
+                .record("gen_ai.usage.input_tokens", tokens(prompt));
+            self.span
+                .record("gen_ai.usage.output_tokens", tokens(completion));
         }
     }
 }

@@ -6,6 +6,7 @@ use docchat_common::metrics;
 use tracing::Instrument;
 
 use super::local::{LocalChat, LocalOptions};
+use super::tokens;
 use super::{ChatError, ChatMessage, ChatStream, Completion, OpenAiChat, Sampling, Tools};
 use crate::registry::{ModelEntry, Registry};
 
@@ -203,8 +204,8 @@ impl ChatModel {
         metrics::model_request(self.name(), "chat", result.is_ok(), start.elapsed());
         match result {
             Ok(c) => {
-                span.record("gen_ai.usage.input_tokens", c.prompt_tokens);
-                span.record("gen_ai.usage.output_tokens", c.completion_tokens);
+                span.record("gen_ai.usage.input_tokens", tokens(c.prompt_tokens));
+                span.record("gen_ai.usage.output_tokens", tokens(c.completion_tokens));
             }
             Err(e) => {
                 span.record("error", tracing::field::display(e));
