@@ -1008,6 +1008,22 @@ def check_monitoring(root: Path, parsed: dict[Path, list], rendered: list[tuple[
                      f"{sorted(rel(f, root) for f in loaded)}")
         check_kubernetes_sd(config, report)
         check_prometheus_config(promtool, config_path, root, report)
+    # The compose stack's Prometheus (docker-compose.yml's `prometheus`): one job per service,
+    # named as alerts.yml's `job` label expects, every replica found by Docker's DNS.
+    compose_config_path = pdir / "compose.yml"
+    compose_config = (parsed.get(compose_config_path) or [None])[0]
+    if report.check(isinstance(compose_config, dict), f"prometheus: {rel(compose_config_path, root)} exists",
+                    "missing"):
+        check_prometheus_config(promtool, compose_config_path, root, report)
+        jobs = {j.get("job_name"): j for j in compose_config.get("scrape_configs") or []}
+        want = {name for name, _ in services}
+        report.check(set(jobs) == want, f"prometheus: {rel(compose_config_path, root)} scrapes every service "
+                     "as a job of its name", f"jobs {sorted(jobs)}, services {sorted(want)}")
+        bad = [name for name, j in jobs.items()
+               if [(d.get("names"), d.get("type"), d.get("port")) for d in j.get("dns_sd_configs") or []]
+               != [([name], "A", 8081)]]
+        report.check(not bad, f"prometheus: {rel(compose_config_path, root)} finds each replica by DNS "
+                     "(the service's name, type A, the probe port 8081)", f"not so: {bad}")
 
     mdir = root / "deploy" / "k8s" / "monitoring"
     check_operator_objects(mdir, parsed, alerts, services, root, report)

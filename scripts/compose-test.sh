@@ -7,11 +7,14 @@
 #   2. the image from the debug binaries of `cargo build --workspace --bins` (the build the
 #      test run already has) through the Dockerfile's `prebuilt` target, tagged
 #      docchat:compose-test, so no compilation happens inside Docker;
-#   3. the object store's image, or where none can be pulled a stand-in (moto; below);
+#   3. the object store's image, or where none can be pulled a stand-in (moto; below), and
+#      Prometheus' (deploy/prometheus: Debian's package);
 #   4. `docker compose up --wait` with docker-compose.yml + tests/compose/compose.test.yml,
 #      models from $DOCCHAT_TEST_MODELS_DIR mounted read-only, the scripted upstream on the
 #      Docker bridge as the model `scripted`;
-#   5. the h2oGPTe and openai client checks against the compose gateway;
+#   5. the h2oGPTe and openai client checks against the compose gateway, with Prometheus
+#      (tests/compose/check_prometheus.py) scraping every replica before and after them and
+#      the counters moved;
 #   6. hostile input (tests/compose/hostile.py: the cross-user probe of every route, hostile
 #      uploads, malformed requests) and schemathesis over the compose gateway;
 #   7. the faults of tests/compose/faults.py (kill -9 of an ingest, chat, agent and scheduler
@@ -122,6 +125,11 @@ if ! docker image inspect "$objectstore_image" >/dev/null 2>&1 && ! timeout 60 d
   took
 fi
 
+step "Prometheus image (deploy/prometheus: Debian's package)"
+prometheus_image="docchat-prometheus:compose-test"
+docker build -q -t "$prometheus_image" deploy/prometheus >/dev/null
+took
+
 step "models and the scripted upstream"
 scripts/fetch-models.sh "$models"
 python="$(scripts/python-env.sh)"
@@ -139,12 +147,23 @@ export DOCCHAT_IMAGE="$image"
 export DOCCHAT_MODELS_DIR="$models"
 export DOCCHAT_TEST_MODELS_FILE="$work/models.toml"
 export DOCCHAT_GATEWAY_PUBLISH="127.0.0.1:$port"
+prometheus_port="$(free_port)"
+export DOCCHAT_PROMETHEUS_IMAGE="$prometheus_image"
+export DOCCHAT_PROMETHEUS_PUBLISH="127.0.0.1:$prometheus_port"
 export DOCCHAT_BOOTSTRAP_ADMIN_KEY="$key"
 export DOCCHAT_INTERNAL_JWT_SECRET="compose-test-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 # What a killed earlier run may have left.
 compose down -v --remove-orphans --timeout 5 >/dev/null 2>&1 || true
 brought_up=1
 compose up -d --no-build --wait --wait-timeout 300
+took
+
+# Prometheus scrapes every replica (one target each); the counters before the clients' load.
+step "Prometheus: every replica a target, up"
+replicas="gateway=1,admin-service=1,ingest-service=${DOCCHAT_INGEST_REPLICAS:-2},chat-service=${DOCCHAT_CHAT_REPLICAS:-2}"
+replicas="$replicas,agent-service=${DOCCHAT_AGENT_REPLICAS:-2},scheduler-service=${DOCCHAT_SCHEDULER_REPLICAS:-2}"
+"$python" tests/compose/check_prometheus.py "http://127.0.0.1:$prometheus_port" --targets "$replicas" \
+  --save "$work/prometheus-before.json"
 took
 
 step "h2oGPTe and openai clients against the compose gateway"
@@ -157,6 +176,11 @@ DOCCHAT_CHECK_SANDBOX="${DOCCHAT_CHECK_SANDBOX:-required}" DOCCHAT_CHECK_REMOTE_
 # replica it reaches: stateless), and the host's stdio bridge in front of it.
 "$python" tests/client_compat/check_mcp_client.py "http://127.0.0.1:$port" "$key" \
   --stdio-command "$CARGO_TARGET_DIR/debug/gateway"
+took
+
+step "Prometheus: the clients' load moved the counters, summed over the replicas"
+"$python" tests/compose/check_prometheus.py "http://127.0.0.1:$prometheus_port" --targets "$replicas" \
+  --since "$work/prometheus-before.json"
 took
 
 # Schemathesis over the compose gateway (fewer examples than the standalone run: the same

@@ -79,28 +79,27 @@ impl Drop for InFlight {
 /// The middleware: counts and times every request under its route template (`unmatched`
 /// for paths no route has, so a scan of random URLs adds no series), inside a server span
 /// that continues the caller's trace (`traceparent`) and that every gRPC call it makes
-/// carries on.
+/// carries on. The template is read once the router has matched (a lookup along the matched
+/// resource's path; before routing it would be a walk of every route's pattern).
 pub async fn record(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let start = Instant::now();
-    let route = req
-        .match_pattern()
-        .unwrap_or_else(|| "unmatched".to_owned());
     let method = method_label(req.method());
     let span = tracing::info_span!(
         "http",
-        otel.name = %format_args!("{method} {route}"),
+        otel.name = tracing::field::Empty,
         otel.kind = "server",
         http.request.method = method,
-        http.route = %route,
+        http.route = tracing::field::Empty,
         http.response.status_code = tracing::field::Empty,
     );
-    if let Some(parent) = req
-        .headers()
-        .get("traceparent")
-        .and_then(|v| v.to_str().ok())
+    if !span.is_disabled()
+        && let Some(parent) = req
+            .headers()
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
     {
         let mut carrier = HashMap::from([("traceparent".to_owned(), parent.to_owned())]);
         if let Some(state) = req
@@ -118,11 +117,21 @@ pub async fn record(
         .instrument(span.clone())
         .await
         .map(ServiceResponse::map_into_boxed_body);
-    let status = match &result {
-        Ok(response) => response.status(),
-        Err(e) => e.as_response_error().status_code(),
+    let (status, route) = match &result {
+        Ok(response) => (
+            response.status(),
+            response
+                .request()
+                .match_pattern()
+                .unwrap_or_else(|| "unmatched".to_owned()),
+        ),
+        Err(e) => (e.as_response_error().status_code(), "unmatched".to_owned()),
     };
-    span.record("http.response.status_code", status.as_u16());
+    if !span.is_disabled() {
+        span.record("otel.name", format!("{method} {route}"));
+        span.record("http.route", route.as_str());
+        span.record("http.response.status_code", status.as_u16());
+    }
     REQUESTS
         .with_label_values(&[route.as_str(), method, status.as_str()])
         .inc();
