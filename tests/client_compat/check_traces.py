@@ -11,6 +11,9 @@ shows up as one trace with the spans an engineer needs, every parent link inside
   itself reaching ingest) and the model calls;
 - the model upstream received `traceparent` headers of those traces.
 
+Each request carries a `traceparent` of the check's own, so its trace is found by id (the
+server traced other clients before) and the REST span must continue it.
+
 Usage: check_traces.py <base_url> <key> --receiver <url> --upstream <url>
 Prints one line per check and ends with `N/M passed`; exits 1 when any failed.
 """
@@ -48,16 +51,23 @@ def main():
         results.append(bool(ok))
         print(f"{'ok  ' if ok else 'FAIL'} {name}{': ' + str(detail) if detail and not ok else ''}")
 
-    def call(method, path, **kw):
-        r = requests.request(method, base + path, headers=auth, timeout=120, **kw)
+    def call(method, path, trace=None, **kw):
+        headers = dict(auth)
+        if trace:
+            # The caller's own trace: docchat continues it, so this request's spans are found
+            # by its id whatever else the server traced.
+            headers["traceparent"] = f"00-{trace[0]}-{trace[1]}-01"
+        r = requests.request(method, base + path, headers=headers, timeout=120, **kw)
         assert r.status_code < 300, f"{method} {path}: {r.status_code} {r.text[:300]}"
         return r.json() if r.content else None
 
-    # Traffic: an ingestion, a RAG answer, an agent run, each its own request.
+    # Traffic: an ingestion, a RAG answer, an agent run, each its own request in a trace of
+    # its own (trace id, the caller's span id).
+    ingest_trace, rag_trace, agent_trace = ((uuid.uuid4().hex, uuid.uuid4().hex[:16]) for _ in range(3))
     mark = uuid.uuid4().hex[:8]
     cid = call("POST", "/api/v1/collections", json={"name": f"traces {mark}", "description": ""})["id"]
     up = call("PUT", "/api/v1/uploads", files={"file": (f"paris-{mark}.txt", b"Paris is the capital of France.")})
-    call("POST", f"/api/v1/uploads/{up['id']}/ingest", params={"collection_id": cid})
+    call("POST", f"/api/v1/uploads/{up['id']}/ingest", trace=ingest_trace, params={"collection_id": cid})
     for _ in range(300):
         docs = call("GET", f"/api/v1/collections/{cid}/documents")
         if docs:
@@ -65,11 +75,11 @@ def main():
         time.sleep(0.2)
     check("the document was ingested", docs)
     chat = call("POST", "/api/v1/chats", params={"collection_id": cid}, json={})["id"]
-    rag = call("POST", f"/api/v1/chats/{chat}/completions", json={
+    rag = call("POST", f"/api/v1/chats/{chat}/completions", trace=rag_trace, json={
         "message": "What is the capital of France?", "llm": "scripted", "stream": False,
         "rag_config": {"rag_type": "rag"}})
     check("the RAG completion answered", rag.get("body"), rag)
-    agent = call("POST", f"/api/v1/chats/{chat}/completions", json={
+    agent = call("POST", f"/api/v1/chats/{chat}/completions", trace=agent_trace, json={
         "message": "[search the documents] What is the capital of France?", "llm": "scripted",
         "stream": False, "llm_args": {"use_agent": True, "agent_tools": ["search_documents"]}})
     check("the agent run answered through its tool", "FOUND" in (agent.get("body") or ""), agent)
@@ -85,8 +95,9 @@ def main():
     deadline = time.time() + 30
     while True:
         got = spans()
-        ready = (traces_of(got, "ingest.job") and traces_of(got, "completion", rag_type="rag")
-                 and traces_of(got, "tool", **{"gen_ai.tool.name": "search_documents"}))
+        ready = (ingest_trace[0] in traces_of(got, "ingest.job")
+                 and rag_trace[0] in traces_of(got, "completion", rag_type="rag")
+                 and agent_trace[0] in traces_of(got, "tool", **{"gen_ai.tool.name": "search_documents"}))
         if ready or time.time() > deadline:
             break
         time.sleep(0.5)
@@ -96,14 +107,16 @@ def main():
     for s in got:
         by_trace.setdefault(s["trace_id"], []).append(s)
 
-    def whole(trace_id):
-        """Every span's parent is in the trace; exactly one root, the REST request's."""
-        trace = by_trace.get(trace_id, [])
-        ids = {s["span_id"] for s in trace}
-        roots = [s for s in trace if not s["parent_span_id"]]
-        orphans = [kind(s) for s in trace if s["parent_span_id"] and s["parent_span_id"] not in ids]
-        return len(roots) == 1 and kind(roots[0]) == "http" and not orphans, (
-            [kind(r) for r in roots], orphans)
+    def whole(trace):
+        """Every span's parent is in the trace but the REST request's, whose parent is the
+        caller's span (its traceparent)."""
+        trace_id, caller = trace
+        spans_ = by_trace.get(trace_id, [])
+        ids = {s["span_id"] for s in spans_}
+        outside = [s for s in spans_ if s["parent_span_id"] not in ids]
+        ok = (len(outside) == 1 and kind(outside[0]) == "http"
+              and outside[0]["parent_span_id"] == caller)
+        return ok, [(kind(s), s["parent_span_id"]) for s in outside]
 
     def names(trace_id):
         return [kind(s) for s in by_trace.get(trace_id, [])]
@@ -117,24 +130,20 @@ def main():
             s = index.get(s["parent_span_id"])
         return list(reversed(out))
 
-    def one_trace(label, candidates):
-        check(f"{label}: one trace", len(candidates) == 1, f"{len(candidates)} traces")
-        return next(iter(candidates), None)
-
     # The ingestion.
-    t = one_trace("ingestion", {tid for tid in traces_of(got, "ingest.job")
-                                if any(kind(s) == "http" and s["attributes"].get("http.route", "").endswith("/ingest")
-                                       for s in by_trace[tid])})
-    ok, why = whole(t)
+    t = ingest_trace[0]
+    check("ingestion: the worker's job continues the request's trace", t in traces_of(got, "ingest.job"))
+    ok, why = whole(ingest_trace)
     check("ingestion: whole, rooted at its REST request", ok, why)
     job = next((s for s in by_trace.get(t, []) if kind(s) == "ingest.job"), None)
     check("ingestion: REST → ingest gRPC → the worker's job", job and any("IngestService" in p for p in path_of(t, job)[1:-1]),
           job and path_of(t, job))
 
     # The RAG completion.
-    t = one_trace("RAG completion", traces_of(got, "completion", rag_type="rag") & {
-        tid for tid in by_trace if any(kind(s) == "http" and s["attributes"].get("http.request.method") == "POST" for s in by_trace[tid])})
-    ok, why = whole(t)
+    t = rag_trace[0]
+    check("RAG completion: its completion continues the request's trace",
+          t in traces_of(got, "completion", rag_type="rag"))
+    ok, why = whole(rag_trace)
     check("RAG completion: whole, rooted at its REST request", ok, why)
     trace = by_trace.get(t, [])
     search = [s for s in trace if kind(s) == "grpc" and s["attributes"].get("path", "").endswith("IngestService/Search")]
@@ -155,8 +164,10 @@ def main():
           [m["attributes"] for m in model])
 
     # The agent run.
-    t = one_trace("agent run", traces_of(got, "tool", **{"gen_ai.tool.name": "search_documents"}))
-    ok, why = whole(t)
+    t = agent_trace[0]
+    check("agent run: its tool call continues the request's trace",
+          t in traces_of(got, "tool", **{"gen_ai.tool.name": "search_documents"}))
+    ok, why = whole(agent_trace)
     check("agent run: whole, rooted at its REST request", ok, why)
     trace = by_trace.get(t, [])
     tool = next((s for s in trace if kind(s) == "tool"), None)
@@ -174,7 +185,7 @@ def main():
     seen = requests.get(f"{args.upstream}/traceparents", timeout=10).json()
     traced = {p.split("-")[1] for p in seen if p}
     check("the model upstream received traceparent headers of these traces",
-          t in traced and any(s["trace_id"] in traced for s in got if kind(s) == "completion"),
+          agent_trace[0] in traced and rag_trace[0] in traced,
           f"{len(traced)} traces seen upstream")
 
     print(f"{sum(results)}/{len(results)} passed")
