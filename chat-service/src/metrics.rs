@@ -94,40 +94,29 @@ pub fn completion(
 }
 
 /// A generation in progress, counted while it lives.
-pub struct Active;
-
-impl Active {
-    pub fn enter() -> Active {
-        ACTIVE.inc();
-        Active
-    }
-}
-
-impl Drop for Active {
-    fn drop(&mut self) {
-        ACTIVE.dec();
-    }
+pub fn active() -> docchat_common::metrics::Held {
+    docchat_common::metrics::hold(&ACTIVE)
 }
 
 /// A completion waiting for its slot, counted while it waits (however the wait ends).
 pub struct Queued {
     priority: &'static str,
     since: std::time::Instant,
+    _held: docchat_common::metrics::Held,
 }
 
 impl Queued {
     pub fn enter(priority: &'static str) -> Queued {
-        QUEUED.with_label_values(&[priority]).inc();
         Queued {
             priority,
             since: std::time::Instant::now(),
+            _held: docchat_common::metrics::hold(&QUEUED.with_label_values(&[priority])),
         }
     }
 }
 
 impl Drop for Queued {
     fn drop(&mut self) {
-        QUEUED.with_label_values(&[self.priority]).dec();
         QUEUE_WAIT
             .with_label_values(&[self.priority])
             .observe(self.since.elapsed().as_secs_f64());

@@ -59,23 +59,6 @@ fn method_label(method: &Method) -> &'static str {
     }
 }
 
-/// Decrements the in-flight gauge however the request ends (a client gone mid-handler drops
-/// the future).
-struct InFlight;
-
-impl InFlight {
-    fn enter() -> InFlight {
-        IN_FLIGHT.inc();
-        InFlight
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        IN_FLIGHT.dec();
-    }
-}
-
 /// The middleware: counts and times every request under its route template (`unmatched`
 /// for paths no route has, so a scan of random URLs adds no series), inside a server span
 /// that continues the caller's trace (`traceparent`) and that every gRPC call it makes
@@ -111,7 +94,7 @@ pub async fn record(
         }
         docchat_common::telemetry::set_parent_from_map(&span, &carrier);
     }
-    let _in_flight = InFlight::enter();
+    let _in_flight = docchat_common::metrics::hold(&IN_FLIGHT);
     let result = next
         .call(req)
         .instrument(span.clone())

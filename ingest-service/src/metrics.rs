@@ -154,19 +154,8 @@ pub fn searched(stages: &[(&'static str, f64)]) {
 }
 
 /// A job being run here, counted while it lives.
-pub struct Running;
-
-impl Running {
-    pub fn enter() -> Running {
-        RUNNING.inc();
-        Running
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        RUNNING.dec();
-    }
+pub fn running() -> docchat_common::metrics::Held {
+    docchat_common::metrics::hold(&RUNNING)
 }
 
 /// Reads the queue's depth and its oldest job's age into the gauges.

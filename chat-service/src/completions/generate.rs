@@ -49,7 +49,7 @@ impl Completer {
         registration: Registration,
     ) {
         let started = Instant::now();
-        let _active = metrics::Active::enter();
+        let _active = metrics::active();
         let mut usage = UsageLog::default();
         let mut out = Outgoing::new(&tx, &registration);
         let _slot = match job.priority {

@@ -133,7 +133,7 @@ impl Workers {
         };
         // Cancelled on this replica: stop at once rather than at the next heartbeat.
         let _registered = self.running.register(&job.id, &lost);
-        let _running = crate::metrics::Running::enter();
+        let _running = crate::metrics::running();
         // The model calls made for the job: booked with the document when it is stored,
         // else with the failure, else on their own.
         let mut calls = Vec::new();

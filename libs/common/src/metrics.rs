@@ -111,6 +111,22 @@ pub fn histogram(name: &str, help: &str, buckets: &[f64]) -> Histogram {
     )
 }
 
+/// One unit of a gauge for as long as it lives (a request in flight, a generation or a job
+/// running): however the work ends, a drop included, the gauge goes back down.
+pub struct Held(IntGauge);
+
+/// Counts one in `gauge` until the returned guard is dropped.
+pub fn hold(gauge: &IntGauge) -> Held {
+    gauge.inc();
+    Held(gauge.clone())
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// Every registered family in Prometheus' text exposition format.
 pub fn render() -> String {
     // Families declared in statics register on first use: touch the shared ones so a
