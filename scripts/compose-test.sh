@@ -13,8 +13,10 @@
 #      models from $DOCCHAT_TEST_MODELS_DIR mounted read-only, the scripted upstream on the
 #      Docker bridge as the model `scripted`;
 #   5. the h2oGPTe and openai client checks against the compose gateway, with Prometheus
-#      (tests/compose/check_prometheus.py) scraping every replica before and after them and
-#      the counters moved;
+#      (tests/compose/check_prometheus.py) scraping every replica before and after them, the
+#      counters moved and each replica's page checked by promtool; the trace check
+#      (tests/client_compat/check_traces.py --processes) with every service exporting OTLP to
+#      a receiver on the Docker bridge;
 #   6. hostile input (tests/compose/hostile.py: the cross-user probe of every route, hostile
 #      uploads, malformed requests) and schemathesis over the compose gateway;
 #   7. the faults of tests/compose/faults.py (kill -9 of an ingest, chat, agent and scheduler
@@ -69,6 +71,7 @@ took
 
 work="$(mktemp -d)"
 upstream=""
+otlp=""
 compose() {
   docker compose -p "$project" -f "$root/docker-compose.yml" -f "$root/tests/compose/compose.test.yml" "$@"
 }
@@ -89,6 +92,7 @@ cleanup() {
     echo "    took $((SECONDS - down_start))s"
   fi
   [ -n "$upstream" ] && [ -z "${DOCCHAT_COMPOSE_KEEP:-}" ] && kill "$upstream" 2>/dev/null
+  [ -n "$otlp" ] && [ -z "${DOCCHAT_COMPOSE_KEEP:-}" ] && kill "$otlp" 2>/dev/null
   [ -n "${DOCCHAT_COMPOSE_KEEP:-}" ] || rm -rf "$work"
   printf 'compose test: %s after %ss\n' "$([ "$status" = 0 ] && echo passed || echo FAILED)" "$((SECONDS - started))"
   exit "$status"
@@ -138,6 +142,12 @@ python="$(scripts/python-env.sh)"
 bridge="$(ip -4 -o addr show docker0 2>/dev/null | awk '{split($4, a, "/"); print a[1]; exit}')"
 [ -n "$bridge" ] || { echo "no docker0 bridge address: the containers could not reach the host" >&2; exit 1; }
 start_upstream "$python" "$work" "$bridge" host.docker.internal
+# Every service exports its spans (OTLP/HTTP) to the trace check's receiver, there too.
+"$python" tests/client_compat/otlp_receiver.py "$bridge" >"$work/otlp.port" &
+otlp=$!
+for _ in $(seq 1 50); do [ -s "$work/otlp.port" ] && break; sleep 0.1; done
+[ -s "$work/otlp.port" ] || { echo "the OTLP receiver did not start" >&2; exit 1; }
+export OTEL_EXPORTER_OTLP_ENDPOINT="http://host.docker.internal:$(cat "$work/otlp.port")"
 took
 
 step "docker compose up --wait"
@@ -178,9 +188,16 @@ DOCCHAT_CHECK_SANDBOX="${DOCCHAT_CHECK_SANDBOX:-required}" DOCCHAT_CHECK_REMOTE_
   --stdio-command "$CARGO_TARGET_DIR/debug/gateway"
 took
 
-step "Prometheus: the clients' load moved the counters, summed over the replicas"
+step "traces across the processes: an ingestion, a RAG completion and an agent run (OTLP)"
+# The same check as the standalone run's, now with a process per service and RabbitMQ between
+# them: each trace whole, and with spans from each process it crossed.
+"$python" tests/client_compat/check_traces.py "http://127.0.0.1:$port" "$key" --processes \
+  --receiver "http://$bridge:$(cat "$work/otlp.port")" --upstream "http://$bridge:$(cat "$work/upstream.port")"
+took
+
+step "Prometheus: the clients' load moved the counters, summed over the replicas; each replica's page"
 "$python" tests/compose/check_prometheus.py "http://127.0.0.1:$prometheus_port" --targets "$replicas" \
-  --since "$work/prometheus-before.json"
+  --since "$work/prometheus-before.json" --promtool "$(scripts/promtool.sh)"
 took
 
 # Schemathesis over the compose gateway (fewer examples than the standalone run: the same

@@ -14,7 +14,12 @@ shows up as one trace with the spans an engineer needs, every parent link inside
 Each request carries a `traceparent` of the check's own, so its trace is found by id (the
 server traced other clients before) and the REST span must continue it.
 
-Usage: check_traces.py <base_url> <key> --receiver <url> --upstream <url>
+With --processes (the compose stack: a process per service, RabbitMQ between them), each
+trace must also cross the processes it passes through, each exporting its own spans under its
+own service name: the context went through gRPC metadata from one process to the next and
+through the bus to the replica whose worker ran the job, and the parent links still hold.
+
+Usage: check_traces.py <base_url> <key> --receiver <url> --upstream <url> [--processes]
 Prints one line per check and ends with `N/M passed`; exits 1 when any failed.
 """
 
@@ -43,6 +48,8 @@ def main():
     parser.add_argument("key")
     parser.add_argument("--receiver", required=True)
     parser.add_argument("--upstream", required=True)
+    parser.add_argument("--processes", action="store_true",
+                        help="docchat runs a process per service (the compose stack)")
     args = parser.parse_args()
     base, auth = args.base_url.rstrip("/"), {"Authorization": f"Bearer {args.key}"}
     results = []
@@ -85,8 +92,10 @@ def main():
     check("the agent run answered through its tool", "FOUND" in (agent.get("body") or ""), agent)
 
     # The exporter sends in batches: wait for the spans of all three.
+    ids = ",".join(t[0] for t in (ingest_trace, rag_trace, agent_trace))
+
     def spans():
-        return requests.get(f"{args.receiver}/spans", timeout=10).json()
+        return requests.get(f"{args.receiver}/spans", params={"trace_id": ids}, timeout=10).json()
 
     def traces_of(all_spans, name, **attrs):
         return {s["trace_id"] for s in all_spans if kind(s) == name
@@ -180,6 +189,27 @@ def main():
               and tool and tool["span_id"] in [x["span_id"] for x in by_trace[t]] for s in trace), names(t))
     agent_models = [s for s in trace if kind(s) == "model"]
     check("agent run: its model calls (a tool call, then the answer)", len(agent_models) >= 2, names(t))
+
+    # Across processes: each trace's spans come from every service it passed through.
+    if args.processes:
+        crossed = {
+            "ingestion": (ingest_trace[0], {"gateway", "ingest-service"}),
+            "RAG completion": (rag_trace[0], {"gateway", "chat-service", "ingest-service"}),
+            "agent run": (agent_trace[0], {"gateway", "chat-service", "agent-service", "ingest-service"}),
+        }
+        for what, (t, services) in crossed.items():
+            seen_services = {s["service"] for s in by_trace.get(t, [])}
+            check(f"{what}: spans from {', '.join(sorted(services))}", services <= seen_services,
+                  sorted(x or "?" for x in seen_services))
+        # Every hop between two processes keeps the trace: a span whose parent is another
+        # process's span (a gRPC server's or a bus consumer's) exists for each service but
+        # the gateway.
+        for what, (t, services) in crossed.items():
+            index = {s["span_id"]: s for s in by_trace.get(t, [])}
+            entered = {s["service"] for s in by_trace.get(t, [])
+                       if s["parent_span_id"] in index and index[s["parent_span_id"]]["service"] != s["service"]}
+            check(f"{what}: entered {', '.join(sorted(services - {'gateway'}))} from another process",
+                  services - {"gateway"} <= entered, sorted(x or "?" for x in entered))
 
     # The upstream saw docchat's traces.
     seen = requests.get(f"{args.upstream}/traceparents", timeout=10).json()

@@ -1,15 +1,20 @@
 """A small OTLP/HTTP trace receiver for the trace check: POST /v1/traces takes what an
 OpenTelemetry exporter sends (protobuf ExportTraceServiceRequest, decoded with PyPI's
 opentelemetry-proto; gzip accepted) and keeps every span; GET /spans answers them as JSON
-(trace_id, span_id, parent_span_id in hex, name, kind, service, attributes). Prints its port.
+(trace_id, span_id, parent_span_id in hex, name, kind, service, attributes), or only those
+of some traces with `?trace_id=<hex>,<hex>` (a compose run exports many). Prints its port.
 
-Usage: otlp_receiver.py  (runs until killed, on 127.0.0.1)
+Usage: otlp_receiver.py [host]  (runs until killed, on host: 127.0.0.1 unless given; the
+compose test gives the Docker bridge's address, which the containers reach)
 """
 
 import gzip
 import json
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from urllib.parse import parse_qs, urlsplit
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -66,10 +71,12 @@ class Handler(BaseHTTPRequestHandler):
         self.answer(200, ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf")
 
     def do_GET(self):
-        if self.path != "/spans":
+        url = urlsplit(self.path)
+        if url.path != "/spans":
             return self.answer(404, b"", "text/plain")
+        wanted = {t for v in parse_qs(url.query).get("trace_id", []) for t in v.split(",") if t}
         with LOCK:
-            out = json.dumps(SPANS).encode()
+            out = json.dumps([s for s in SPANS if not wanted or s["trace_id"] in wanted]).encode()
         self.answer(200, out, "application/json")
 
     def answer(self, status, body, content_type):
@@ -81,7 +88,8 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    host = sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1"
+    server = ThreadingHTTPServer((host, 0), Handler)
     print(server.server_address[1], flush=True)
     server.serve_forever()
 

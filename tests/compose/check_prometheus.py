@@ -1,17 +1,20 @@
 """The compose stack's Prometheus (docker-compose.yml's `prometheus`, Debian's package):
 every replica of every docchat service is a target and up, docchat's alert rules are loaded,
-and the series the test's load moves have moved since --before.
+and the series the test's load moves have moved since --before. With --promtool, each
+replica's own page (its target's scrape URL, read from this host: the compose network's
+addresses are routed here) passes `promtool check metrics` and shows its service's families.
 
 Usage:
   check_prometheus.py <prometheus_url> --targets gateway=1,chat-service=2,... --save FILE
       waits until exactly those targets are up (one per replica), then saves the counters
-  check_prometheus.py <prometheus_url> --targets ... --since FILE
-      checks again, and that the counters grew since FILE
+  check_prometheus.py <prometheus_url> --targets ... --since FILE [--promtool PATH]
+      checks again, and that the counters grew since FILE (and each replica's page)
 Prints one line per check and ends with `N/M passed`; exits 1 when any failed.
 """
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 
@@ -27,6 +30,26 @@ MOVING = {
     "ingestion jobs": "sum(docchat_ingest_jobs_total)",
     "events published": "sum(docchat_bus_published_total)",
 }
+
+
+# What each service's page shows from its start (closed label sets at zero, gauges), besides
+# the process collector's series every page has.
+FAMILIES = {
+    "gateway": ["docchat_http_requests_total", "docchat_http_request_duration_seconds",
+                "docchat_http_requests_in_flight", "docchat_limit_refusals_total"],
+    "admin-service": [],
+    "ingest-service": ["docchat_ingest_jobs_total", "docchat_ingest_jobs_queued",
+                       "docchat_ingest_jobs_running", "docchat_ingest_queue_oldest_age_seconds"],
+    "chat-service": ["docchat_chat_completions_total", "docchat_chat_active_generations",
+                     "docchat_chat_queued_completions"],
+    "agent-service": ["docchat_agent_runs_total", "docchat_agent_tool_calls_total",
+                      "docchat_sandbox_slots"],
+    "scheduler-service": ["docchat_scheduler_claims_total", "docchat_scheduler_executions_total"],
+}
+
+
+def page_families(page):
+    return {line.split()[2] for line in page.splitlines() if line.startswith("# TYPE ")}
 
 
 def query(base, q):
@@ -48,6 +71,7 @@ def main():
     parser.add_argument("--targets", required=True)
     parser.add_argument("--save")
     parser.add_argument("--since")
+    parser.add_argument("--promtool", help="check each replica's page with this promtool")
     args = parser.parse_args()
     base = args.url.rstrip("/")
     want = {k: int(v) for k, v in (p.split("=") for p in args.targets.split(","))}
@@ -94,6 +118,22 @@ def main():
         values = {name: query(base, q) for name, q in MOVING.items()}
         for name, value in values.items():
             check(f"{name} moved under the load ({before[name]:g} → {value:g})", value > before[name])
+
+    if args.promtool:
+        for t in active:
+            job, url = t["labels"]["job"], t["scrapeUrl"]
+            try:
+                page = requests.get(url, timeout=10).text
+            except requests.RequestException as e:
+                check(f"{job} {url}: its page is read", False, e)
+                continue
+            lint = subprocess.run([args.promtool, "check", "metrics"], input=page, text=True,
+                                  capture_output=True)
+            check(f"{job} {url}: promtool check metrics accepts its page", lint.returncode == 0,
+                  (lint.stdout + lint.stderr)[:500])
+            missing = [f for f in FAMILIES.get(job, []) + ["process_resident_memory_bytes"]
+                       if f not in page_families(page)]
+            check(f"{job} {url}: its service's families", not missing, missing)
 
     print(f"{sum(results)}/{len(results)} passed")
     sys.exit(0 if all(results) else 1)

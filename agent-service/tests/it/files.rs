@@ -395,6 +395,13 @@ docchat_common::backend_tests! {
         assert_eq!(out.matches("REFUSED").count(), 2, "{}: {out}", backend.name);
         // Nothing of the collection became a file of the session.
         assert!(finished.files.is_empty(), "{}: {:?}", backend.name, finished.files);
+        // The run was counted: one python call, one sandbox start and one whole run, ok.
+        use docchat_common::metrics::sample;
+        assert_eq!(sample("docchat_agent_tool_calls_total", &[("tool", "python"), ("outcome", "ok")]), 1.0, "{}", backend.name);
+        assert_eq!(sample("docchat_sandbox_start_seconds", &[]), 1.0, "{}", backend.name);
+        assert_eq!(sample("docchat_sandbox_run_seconds", &[("outcome", "ok")]), 1.0, "{}", backend.name);
+        assert_eq!(sample("docchat_sandbox_run_seconds", &[]), 1.0, "{}: no other run", backend.name);
+        assert_eq!(sample("docchat_agent_runs_total", &[("outcome", "ok")]), 1.0, "{}", backend.name);
         agents.stop().await;
     }
 

@@ -142,6 +142,34 @@ pub fn render() -> String {
     }
 }
 
+/// The sum of `name`'s series whose labels include `labels`, in this process's registry: a
+/// counter's or a gauge's value, a histogram's count of observations. For tests, which run
+/// each in a process of its own (nextest), so the sum is what that test did.
+pub fn sample(name: &str, labels: &[(&str, &str)]) -> f64 {
+    use prometheus::proto::MetricType;
+    prometheus::gather()
+        .iter()
+        .filter(|family| family.name() == name)
+        .flat_map(|family| {
+            let kind = family.get_field_type();
+            family.get_metric().iter().map(move |m| (kind, m))
+        })
+        .filter(|(_, m)| {
+            labels.iter().all(|(k, v)| {
+                m.get_label()
+                    .iter()
+                    .any(|l| l.name() == *k && l.value() == *v)
+            })
+        })
+        .map(|(kind, m)| match kind {
+            MetricType::COUNTER => m.get_counter().get_value(),
+            MetricType::GAUGE => m.get_gauge().get_value(),
+            MetricType::HISTOGRAM => m.get_histogram().get_sample_count() as f64,
+            _ => 0.0,
+        })
+        .sum()
+}
+
 /// The exposition format's content type.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 

@@ -122,7 +122,7 @@ pub(super) async fn claim_one(
             .exec_without_returning(&txn)
             .await?;
         if inserted == 0 {
-            crate::metrics::claimed("skipped", at - due);
+            // Counted as skipped once the task has moved on (below).
             tracing::warn!(task_id = %task.id, %due, "the due time already has an execution; the task moves past it without running");
             plan.run = false;
             plan.count = task.execution_count;

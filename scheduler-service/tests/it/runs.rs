@@ -2,6 +2,7 @@
 
 use chrono::{Duration, Utc};
 use docchat_common::config::Service;
+use docchat_common::metrics::sample;
 use docchat_common::testing::{ScriptedHttp, ScriptedTurn};
 use docchat_proto::admin::v1::GetOwnJobRequest;
 use docchat_proto::admin::v1::admin_service_client::AdminServiceClient;
@@ -100,6 +101,11 @@ docchat_common::backend_tests! {
         }).await;
         assert_eq!(job.kind, "scheduled_task");
         assert_eq!(job.name, "daily", "{}: the history names the job after its task", backend.name);
+        // The replica counted one due time claimed, its lag, and one scheduled run completed.
+        counted(&[("trigger", "scheduled"), ("outcome", "completed")], 1.0).await;
+        assert_eq!(sample("docchat_scheduler_claims_total", &[("result", "claimed")]), 1.0, "{}", backend.name);
+        assert_eq!(sample("docchat_scheduler_claim_lag_seconds", &[]), 1.0, "{}", backend.name);
+        assert_eq!(sample("docchat_scheduler_executions_total", &[("outcome", "failed")]), 0.0, "{}", backend.name);
 
         replica.stop().await.unwrap();
         stack.stop().await;
@@ -173,6 +179,10 @@ docchat_common::backend_tests! {
         assert_eq!((moved.status.as_str(), moved.execution_count, moved.execution_status.as_str()), ("active", 1, "idle"), "{}", backend.name);
         assert_eq!(executions_of(&db, &ran.id).await.len(), 1, "{}: the due time did not run twice", backend.name);
         assert_eq!(upstream.bodies().len(), 4, "{}", backend.name);
+        // Four due times claimed and run; the stale one and the one that had run moved on.
+        counted(&[("trigger", "scheduled"), ("outcome", "completed")], 4.0).await;
+        assert_eq!(sample("docchat_scheduler_claims_total", &[("result", "claimed")]), 4.0, "{}", backend.name);
+        assert_eq!(sample("docchat_scheduler_claims_total", &[("result", "skipped")]), 2.0, "{}", backend.name);
 
         replica.stop().await.unwrap();
         stack.stop().await;

@@ -239,3 +239,20 @@ pub async fn bring_forward(db: &DatabaseConnection, task_id: &str) {
         .await
         .unwrap();
 }
+
+/// Waits until this process's replicas have counted `n` executions with `labels` (the
+/// counter moves just after the row that `ended` reads), and no more.
+pub async fn counted(labels: &[(&str, &str)], n: f64) {
+    let name = "docchat_scheduler_executions_total";
+    until(
+        5,
+        &format!("{n} executions counted as {labels:?}"),
+        || async { (docchat_common::metrics::sample(name, labels) >= n).then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        docchat_common::metrics::sample(name, labels),
+        n,
+        "{labels:?}"
+    );
+}

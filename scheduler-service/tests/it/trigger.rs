@@ -41,6 +41,9 @@ docchat_common::backend_tests! {
         assert!(row.last_execution_at.is_some());
         let messages = stack.messages(stack.chat(), &erin, &answer.session_id).await;
         assert_eq!(messages.last().map(|m| m.content.as_str()), Some("slow and steady answer"));
+        // Counted as a manual run; no due time was claimed.
+        counted(&[("trigger", "manual"), ("outcome", "completed")], 1.0).await;
+        assert_eq!(docchat_common::metrics::sample("docchat_scheduler_claims_total", &[]), 0.0, "{}", backend.name);
 
         background.shutdown(Duration::from_secs(10)).await;
         stack.stop().await;
