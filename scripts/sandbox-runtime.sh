@@ -3,7 +3,8 @@
 # bubblewrap (Debian's `bubblewrap`, the sandbox backend), util-linux's `prlimit` (the
 # resource limits applied inside the sandbox) and the Python packages code is expected to
 # use (Debian's python3-numpy, python3-pandas, python3-matplotlib) and Debian's chromium (the
-# headless browser of browser_action tools, agent-service/src/browser/). Idempotent; scripts/test.sh and scripts/run.sh
+# headless browser of browser_action tools, agent-service/src/browser/), and the text
+# recognition of scanned documents (Tesseract, poppler's pdftoppm). Idempotent; scripts/test.sh and scripts/run.sh
 # call it. Without root (or apt) it says what is missing and exits 0: agent-service then
 # reports the sandbox as unavailable and refuses code tools (see docs/AGENT.md, "The sandbox").
 #
@@ -23,6 +24,12 @@ done
 # browser_action tools: Debian's chromium, run headless in the sandbox (the binary itself: the
 # /usr/bin/chromium launcher reads /etc/chromium.d, which the sandbox does not have).
 [ -x /usr/lib/chromium/chromium ] || missing+=(chromium)
+# Text recognition of scanned pages and images (ingest-service/src/ocr.rs), run in the same
+# sandbox: Debian's Tesseract with English (more languages: tesseract-ocr-<lang>) and
+# poppler's pdftoppm, which renders a PDF's pages to images.
+command -v tesseract >/dev/null 2>&1 || missing+=(tesseract-ocr)
+[ -e /usr/share/tesseract-ocr/5/tessdata/eng.traineddata ] || missing+=(tesseract-ocr-eng)
+command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
 
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0

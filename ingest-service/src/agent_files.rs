@@ -221,6 +221,8 @@ impl AgentFiles<'_> {
             summary: Set(None),
             questions: Set(None),
             segments: Set(None),
+            page_sources: Set(None),
+            message: Set(None),
             created_at: Set(at),
             updated_at: Set(at),
         }

@@ -69,6 +69,8 @@ pub(crate) fn document_pb(d: doc_entity::Model) -> pb::Document {
         summary,
         questions: _,
         segments: _,
+        page_sources: _,
+        message,
         created_at,
         updated_at,
     } = d;
@@ -89,7 +91,18 @@ pub(crate) fn document_pb(d: doc_entity::Model) -> pb::Document {
         chat_session_name: None,
         chat_session_id,
         summary,
+        message,
+        page_sources: Default::default(),
     }
+}
+
+/// How each page of a document was read (its `page_sources` column: page number → `text`,
+/// `tesseract` or `failed`); empty when no page needed recognition.
+pub(crate) fn page_sources(d: &doc_entity::Model) -> std::collections::HashMap<String, String> {
+    d.page_sources
+        .as_deref()
+        .and_then(|json| serde_json::from_str(json).ok())
+        .unwrap_or_default()
 }
 
 pub(crate) fn job_pb(job: job_entity::Model) -> pb::Job {

@@ -45,9 +45,37 @@ pub struct IngestGrpc {
     pub wake: Arc<Notify>,
     /// The jobs this replica's workers run (a cancel stops its worker at once).
     pub running: crate::worker::Running,
+    /// Text recognition (checks an upload's languages).
+    pub ocr: Arc<crate::ocr::Ocr>,
 }
 
 impl IngestGrpc {
+    /// An ingestion's options, its recognition settings checked (400 before anything is
+    /// queued: an unknown `ocr_model`, a language not installed).
+    fn params(
+        &self,
+        gen_doc_summaries: bool,
+        gen_doc_questions: bool,
+        ocr_model: &str,
+        ocr_language: &str,
+    ) -> Result<IngestParams, ApiError> {
+        let ocr = crate::ocr::Mode::parse(ocr_model).map_err(ApiError::bad_request)?;
+        let ocr_language = match ocr {
+            crate::ocr::Mode::Off => String::new(),
+            _ if ocr_language.trim().is_empty() => String::new(),
+            _ => self
+                .ocr
+                .language(ocr_language)
+                .map_err(ApiError::bad_request)?,
+        };
+        Ok(IngestParams {
+            gen_doc_summaries,
+            gen_doc_questions,
+            ocr,
+            ocr_language,
+        })
+    }
+
     fn agent_files(&self) -> AgentFiles<'_> {
         AgentFiles {
             db: &self.db,
@@ -202,11 +230,15 @@ impl IngestService for IngestGrpc {
             collection_id,
             gen_doc_summaries,
             gen_doc_questions,
+            ocr_model,
+            ocr_language,
         } = request.into_inner();
-        let params = IngestParams {
+        let params = self.params(
             gen_doc_summaries,
             gen_doc_questions,
-        };
+            &ocr_model,
+            &ocr_language,
+        )?;
         let job = self
             .queue_ingestion(&me, &[upload_id], &collection_id, &params)
             .await?
@@ -225,11 +257,15 @@ impl IngestService for IngestGrpc {
             collection_id,
             gen_doc_summaries,
             gen_doc_questions,
+            ocr_model,
+            ocr_language,
         } = request.into_inner();
-        let params = IngestParams {
+        let params = self.params(
             gen_doc_summaries,
             gen_doc_questions,
-        };
+            &ocr_model,
+            &ocr_language,
+        )?;
         let jobs = self
             .queue_ingestion(&me, &upload_ids, &collection_id, &params)
             .await?;
@@ -311,9 +347,12 @@ impl IngestService for IngestGrpc {
 
     async fn get_document(&self, request: Request<pb::DocumentRef>) -> Reply<pb::Document> {
         let me = caller(&request)?;
-        ok(documents::get(&self.db, &me, &request.get_ref().id)
-            .await
-            .map(document_pb))
+        let doc = documents::get(&self.db, &me, &request.get_ref().id).await?;
+        let page_sources = crate::conversions::page_sources(&doc);
+        Ok(Response::new(pb::Document {
+            page_sources,
+            ..document_pb(doc)
+        }))
     }
 
     async fn delete_document(&self, request: Request<pb::DocumentRef>) -> Reply<Empty> {

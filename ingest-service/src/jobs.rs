@@ -40,6 +40,12 @@ pub const STALE: &str = "stale";
 pub struct IngestParams {
     pub gen_doc_summaries: bool,
     pub gen_doc_questions: bool,
+    /// Text recognition of scanned pages and images (jobs queued before it: `auto`).
+    #[serde(default)]
+    pub ocr: crate::ocr::Mode,
+    /// Tesseract's languages (`eng+deu`); empty: the configured default.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ocr_language: String,
 }
 
 /// A job's stored parameters: its options, and the trace context of the request that made

@@ -18,6 +18,7 @@ pub mod ingestion;
 pub mod jobs;
 pub mod metrics;
 pub mod migrations;
+pub mod ocr;
 pub mod pages;
 pub mod search;
 mod sql;
@@ -156,6 +157,7 @@ pub async fn serve(
             background.token.clone(),
         )
         .await?;
+    let ocr = Arc::new(ocr::Ocr::start(&ctx.config).await);
     let workers = worker::Workers {
         db: db.clone(),
         blobs: blobs.clone(),
@@ -185,6 +187,7 @@ pub async fn serve(
         costs: costs.clone(),
         vectors: vectors.clone(),
         running: running.clone(),
+        ocr: ocr.clone(),
     };
     background
         .tracker
@@ -233,6 +236,7 @@ pub async fn serve(
             page_bytes: docchat_common::limits::list_page_bytes(&ctx.config),
             wake,
             running,
+            ocr,
         }))
         .serve(listener, shutdown, background, db)
         .await

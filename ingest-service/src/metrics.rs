@@ -1,13 +1,14 @@
 //! ingest-service's metrics: jobs by outcome, running and queued, pages and bytes ingested,
-//! seconds per pipeline stage, the embedder's batches, and retrieval's stages.
+//! seconds per pipeline stage, text recognition's pages, the embedder's batches, and
+//! retrieval's stages.
 
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use docchat_common::metrics::{
-    LATENCY_BUCKETS, SLOW_BUCKETS, counter, counter_vec, gauge, histogram_vec,
+    LATENCY_BUCKETS, SLOW_BUCKETS, counter, counter_vec, gauge, histogram, histogram_vec,
 };
-use prometheus::{HistogramVec, IntCounter, IntCounterVec, IntGauge};
+use prometheus::{Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge};
 use sea_orm::{
     ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
 };
@@ -86,6 +87,22 @@ static RETRIEVAL: LazyLock<HistogramVec> = LazyLock::new(|| {
     )
 });
 
+static OCR_PAGES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    counter_vec(
+        "docchat_ocr_pages_total",
+        "Pages (and images) through text recognition, by outcome (ok, failed: a decoder or \
+         a limit stopped it, timeout).",
+        &["outcome"],
+    )
+});
+static OCR_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
+    histogram(
+        "docchat_ocr_page_seconds",
+        "One page's text recognition in the sandbox: rendering and recognizing it.",
+        SLOW_BUCKETS,
+    )
+});
+
 /// Forces the families, their closed label sets at zero, so a scrape shows them before the
 /// first job.
 pub fn touch() {
@@ -95,6 +112,7 @@ pub fn touch() {
     for stage in [
         "read",
         "parse",
+        "ocr",
         "transcribe",
         "chunk",
         "embed",
@@ -113,6 +131,21 @@ pub fn touch() {
     LazyLock::force(&BYTES);
     LazyLock::force(&EMBEDDED);
     LazyLock::force(&EMBED_BATCH);
+    for outcome in ["ok", "failed", "timeout"] {
+        OCR_PAGES.with_label_values(&[outcome]);
+    }
+    LazyLock::force(&OCR_SECONDS);
+}
+
+/// One page's (or image's) recognition ended with `text` after `elapsed`.
+pub fn ocr_page(text: &Result<String, String>, elapsed: Duration) {
+    let outcome = match text {
+        Ok(_) => "ok",
+        Err(why) if why.contains("took longer than") => "timeout",
+        Err(_) => "failed",
+    };
+    OCR_PAGES.with_label_values(&[outcome]).inc();
+    OCR_SECONDS.observe(elapsed.as_secs_f64());
 }
 
 /// A job ended with `outcome`.

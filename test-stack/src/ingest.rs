@@ -145,6 +145,7 @@ impl Stack {
                     collection_id: collection.into(),
                     gen_doc_summaries: false,
                     gen_doc_questions: false,
+                    ..Default::default()
                 },
             ))
             .await

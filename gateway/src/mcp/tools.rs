@@ -600,6 +600,7 @@ async fn upload_text(api: &Api, args: UploadTextArgs) -> Outcome {
             upload_id: upload.id,
             gen_doc_summaries: false,
             gen_doc_questions: false,
+            ..Default::default()
         })
         .await?
         .into_inner();

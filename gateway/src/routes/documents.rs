@@ -40,6 +40,11 @@ pub struct Document {
     pub chat_session_visible: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// Which pages could not be read (text recognition failed or ran out of time), and
+    /// why; absent when every page was read. `GET /documents/{id}/page_ocr_model` tells
+    /// how each page was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 impl TryFrom<pb::Document> for Document {
@@ -61,6 +66,8 @@ impl TryFrom<pb::Document> for Document {
             chat_session_name,
             chat_session_visible,
             summary,
+            message,
+            page_sources: _,
         } = d;
         Ok(Document {
             id,
@@ -77,6 +84,7 @@ impl TryFrom<pb::Document> for Document {
             chat_session_name,
             chat_session_visible,
             summary,
+            message,
         })
     }
 }
@@ -122,7 +130,8 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(get_document_count)
         .service(get_document)
         .service(delete_document)
-        .service(get_audio_timestamps);
+        .service(get_audio_timestamps)
+        .service(get_document_page_ocr_model);
 }
 
 impl ListQuery {
@@ -227,6 +236,22 @@ pub async fn get_document(api: Api, path: web::Path<String>) -> HttpResult<web::
     seen.pop()
         .map(web::Json)
         .ok_or_else(|| ApiError::internal("reading a document", "no document").into())
+}
+
+/// How each page of a document was read, by page number (`"1"`, `"2"`, ...): `text` (its
+/// text layer), `tesseract` (text recognition) or `failed` (the document's `message` says
+/// why). Empty for documents none of whose pages needed recognition.
+#[utoipa::path(tag = "Documents", params(("document_id" = String, Path)),
+    responses((status = 200, body = HashMap<String, String>), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/documents/{document_id}/page_ocr_model")]
+pub async fn get_document_page_ocr_model(
+    api: Api,
+    path: web::Path<String>,
+) -> HttpResult<web::Json<HashMap<String, String>>> {
+    let id = path.into_inner();
+    let found = api.ingest().get_document(pb::DocumentRef { id }).await?;
+    Ok(web::Json(found.into_inner().page_sources))
 }
 
 #[utoipa::path(tag = "Documents", params(("document_id" = String, Path)),

@@ -97,6 +97,12 @@ pub struct IngestQuery {
     pub collection_id: Option<String>,
     pub gen_doc_summaries: Option<bool>,
     pub gen_doc_questions: Option<bool>,
+    /// Text recognition of scanned pages and images: `auto` (the default: a PDF's scanned
+    /// pages, and images), `tesseract` (every page of a PDF, text layer or not) or `off`.
+    pub ocr_model: Option<String>,
+    /// Tesseract's languages, e.g. `eng` or `eng+deu` (installed ones only; default: the
+    /// server's `DOCCHAT_OCR_LANGUAGE`).
+    pub tesseract_lang: Option<String>,
 }
 
 /// An ingest query whose collection_id is there.
@@ -104,6 +110,8 @@ struct CheckedIngest {
     collection_id: String,
     gen_doc_summaries: bool,
     gen_doc_questions: bool,
+    ocr_model: String,
+    ocr_language: String,
 }
 
 impl IngestQuery {
@@ -116,6 +124,8 @@ impl IngestQuery {
             collection_id,
             gen_doc_summaries: self.gen_doc_summaries.unwrap_or(false),
             gen_doc_questions: self.gen_doc_questions.unwrap_or(false),
+            ocr_model: self.ocr_model.unwrap_or_default(),
+            ocr_language: self.tesseract_lang.unwrap_or_default(),
         })
     }
 }
@@ -127,6 +137,8 @@ impl CheckedIngest {
             collection_id: self.collection_id.clone(),
             gen_doc_summaries: self.gen_doc_summaries,
             gen_doc_questions: self.gen_doc_questions,
+            ocr_model: self.ocr_model.clone(),
+            ocr_language: self.ocr_language.clone(),
         }
     }
 
@@ -136,6 +148,8 @@ impl CheckedIngest {
             collection_id: self.collection_id.clone(),
             gen_doc_summaries: self.gen_doc_summaries,
             gen_doc_questions: self.gen_doc_questions,
+            ocr_model: self.ocr_model.clone(),
+            ocr_language: self.ocr_language.clone(),
         }
     }
 }

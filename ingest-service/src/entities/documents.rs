@@ -20,6 +20,11 @@ pub struct Model {
     pub questions: Option<String>,
     /// JSON array of audio segments (transcripts only).
     pub segments: Option<String>,
+    /// JSON object: page number → how it was read (`text`, `tesseract`, `failed`); set
+    /// when a page needed text recognition.
+    pub page_sources: Option<String>,
+    /// Which pages could not be read, and why.
+    pub message: Option<String>,
     pub created_at: ChronoDateTimeUtc,
     pub updated_at: ChronoDateTimeUtc,
 }

@@ -9,6 +9,7 @@ mod m20261123_000004_tags_per_user;
 mod m20261125_000005_job_cancel;
 mod m20261127_000006_chunk_page_starts;
 mod m20261205_000007_document_pages;
+mod m20261206_000008_document_reading;
 
 pub struct Migrator;
 
@@ -24,6 +25,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000005_job_cancel::Migration),
             Box::new(m20261127_000006_chunk_page_starts::Migration),
             Box::new(m20261205_000007_document_pages::Migration),
+            Box::new(m20261206_000008_document_reading::Migration),
         ]
     }
 }

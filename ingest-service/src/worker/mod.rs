@@ -5,6 +5,7 @@
 mod extras;
 mod leases;
 mod pipeline;
+mod reading;
 mod running;
 mod store;
 
@@ -55,6 +56,8 @@ pub struct Workers {
     pub vectors: VectorStore,
     /// The jobs running here (see [`Running`]).
     pub running: Running,
+    /// Text recognition of scanned pages and images.
+    pub ocr: Arc<crate::ocr::Ocr>,
 }
 
 /// Wakes idle workers when a `ingest.work.*` doorbell rings.

@@ -20,6 +20,9 @@ const EMBED_BATCH: usize = 32;
 /// Chunks aim below the embedder's window, with some overlap.
 const CHUNK_TOKENS: usize = 200;
 const CHUNK_OVERLAP: usize = 32;
+/// The share of a job's progress that reading takes when pages are recognized (a page of
+/// recognition costs seconds, against milliseconds for chunking and embedding it).
+const READ_SHARE: f64 = 0.6;
 
 impl Workers {
     /// Parses, chunks and embeds a job's upload (with the extras its job asks for), then
@@ -61,18 +64,43 @@ impl Workers {
         metrics::stage("read", at.elapsed());
 
         let at = Instant::now();
-        let parsed = if docchat_parsers::is_media(&upload.filename) {
+        let (parsed, reading) = if docchat_parsers::is_media(&upload.filename) {
             let parsed = self
                 .transcribe(&job.owner_id, &upload.filename, bytes, calls)
                 .await?;
             metrics::stage("transcribe", at.elapsed());
-            parsed
+            (parsed, None)
+        } else if docchat_parsers::is_image(&upload.filename, &bytes) {
+            let (parsed, reading) = self
+                .read_image(&job.owner_id, &params, &upload.filename, &bytes)
+                .await?;
+            metrics::stage("ocr", at.elapsed());
+            (parsed, Some(reading))
         } else {
-            let parsed = parse(&upload.filename, bytes).await?;
+            let (parsed, bytes) = parse(&upload.filename, bytes).await;
+            let parsed = parsed?;
             metrics::stage("parse", at.elapsed());
-            parsed
+            // Scanned pages are read page by page: the job's progress moves with them,
+            // up to READ_SHARE.
+            let at = Instant::now();
+            let read = self
+                .read_scans(
+                    &job.owner_id,
+                    &params,
+                    &upload.filename,
+                    &bytes,
+                    parsed,
+                    |share| set(0.02 + (READ_SHARE - 0.02) * share),
+                )
+                .await?;
+            if read.1.is_some() {
+                metrics::stage("ocr", at.elapsed());
+            }
+            read
         };
-        set(0.15);
+        // The rest of the job's progress: chunking, embedding, storing.
+        let base = if reading.is_some() { READ_SHARE } else { 0.15 };
+        set(base);
         let at = Instant::now();
         let pieces = {
             let embedder = embedder.clone();
@@ -96,7 +124,7 @@ impl Workers {
         }
         let at = Instant::now();
         let vectors = embed_all(embedder.as_ref(), &pieces, |done| {
-            set(0.15 + 0.8 * done as f64 / pieces.len() as f64);
+            set(base + (0.95 - base) * done as f64 / pieces.len() as f64);
         })
         .await?;
         metrics::stage("embed", at.elapsed());
@@ -117,6 +145,7 @@ impl Workers {
             upload,
             collection,
             parsed,
+            reading,
             pieces,
             vectors,
             extras,
@@ -184,13 +213,18 @@ impl Workers {
     }
 }
 
-/// Parses a file that is not audio or video, on a blocking thread.
-async fn parse(filename: &str, bytes: Vec<u8>) -> ApiResult<ParsedDocument> {
+/// Parses a file that is not audio, video or an image, on a blocking thread; the bytes
+/// come back (a PDF's scanned pages are rendered from them).
+async fn parse(filename: &str, bytes: Vec<u8>) -> (ApiResult<ParsedDocument>, Vec<u8>) {
     let name = filename.to_owned();
-    tokio::task::spawn_blocking(move || docchat_parsers::parse(&name, &bytes))
-        .await
-        .map_err(|e| ApiError::internal("parsing", e))?
-        .map_err(|e| ApiError::bad_request(format!("{filename}: {e}")))
+    match tokio::task::spawn_blocking(move || (docchat_parsers::parse(&name, &bytes), bytes)).await
+    {
+        Ok((parsed, bytes)) => (
+            parsed.map_err(|e| ApiError::bad_request(format!("{filename}: {e}"))),
+            bytes,
+        ),
+        Err(e) => (Err(ApiError::internal("parsing", e)), Vec::new()),
+    }
 }
 
 async fn embed_all(

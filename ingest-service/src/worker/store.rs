@@ -23,6 +23,8 @@ pub(super) struct Ingested {
     pub(super) upload: uploads::Model,
     pub(super) collection: collections::Model,
     pub(super) parsed: ParsedDocument,
+    /// How its pages were read, when some needed text recognition.
+    pub(super) reading: Option<super::reading::Reading>,
     pub(super) pieces: Vec<docchat_parsers::Chunk>,
     pub(super) vectors: Vec<Vec<f32>>,
     pub(super) extras: Extras,
@@ -48,6 +50,7 @@ impl Workers {
             upload,
             collection,
             parsed,
+            reading,
             pieces,
             vectors,
             extras,
@@ -67,7 +70,13 @@ impl Workers {
                 text: s.text.clone(),
             })
             .collect();
-        let notes: Vec<String> = extras.notes.iter().map(|n| jobq::error_line(n)).collect();
+        // The job's errors: pages that could not be read, then what the extras noted.
+        let notes: Vec<String> = reading
+            .iter()
+            .flat_map(|r| r.notes())
+            .chain(extras.notes.iter().cloned())
+            .map(|n| jobq::error_line(&n))
+            .collect();
         // Fencing: only the worker holding this attempt may complete the job.
         let completed = jobs::Entity::update_many()
             .col_expr(
@@ -132,6 +141,8 @@ impl Workers {
                 .map(|q| serde_json::to_string(q).unwrap_or_default())),
             segments: Set((!segments.is_empty())
                 .then(|| serde_json::to_string(&segments).unwrap_or_default())),
+            page_sources: Set(reading.as_ref().map(|r| r.sources_json())),
+            message: Set(reading.as_ref().and_then(|r| r.message())),
             created_at: Set(at),
             updated_at: Set(at),
         }

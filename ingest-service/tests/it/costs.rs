@@ -209,6 +209,7 @@ async fn ingest_with_extras(
                 collection_id: collection.into(),
                 gen_doc_summaries: true,
                 gen_doc_questions: true,
+                ..Default::default()
             },
         ))
         .await

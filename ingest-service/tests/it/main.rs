@@ -18,6 +18,7 @@ use docchat_proto::ingest::v1 as pb;
 mod agent_files;
 mod blobs;
 mod costs;
+mod ocr;
 mod pipeline;
 mod tags_migration;
 

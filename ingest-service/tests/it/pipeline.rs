@@ -649,6 +649,7 @@ docchat_common::vector_backend_tests! {
                     collection_id: col.id.clone(),
                     gen_doc_summaries: true,
                     gen_doc_questions: true,
+                    ..Default::default()
                 },
             ))
             .await
@@ -698,6 +699,7 @@ docchat_common::vector_backend_tests! {
                     collection_id: col.id,
                     gen_doc_summaries: true,
                     gen_doc_questions: false,
+                    ..Default::default()
                 },
             ))
             .await
@@ -858,6 +860,8 @@ docchat_common::vector_backend_tests! {
                 summary: Set(None),
                 questions: Set(None),
                 segments: Set(None),
+                page_sources: Set(None),
+                message: Set(None),
                 created_at: Set(at),
                 updated_at: Set(at),
             }

@@ -29,6 +29,8 @@ fn document(id: &str, owner: &str) -> documents::ActiveModel {
         segments: Set(None),
         created_at: Set(at),
         updated_at: Set(at),
+        // Later migrations' columns are not there yet.
+        ..Default::default()
     }
 }
 

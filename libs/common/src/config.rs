@@ -185,6 +185,17 @@ pub struct Config {
     pub sandbox_uid_base: u32,
     /// The Landlock helper `docchat-sandbox-exec`; unset: next to the running binary.
     pub sandbox_helper: Option<PathBuf>,
+    /// Text recognition of scanned PDF pages and images in ingest-service: `auto` (where
+    /// Tesseract, pdftoppm and the sandbox are there) or `off` (`DOCCHAT_OCR`).
+    pub ocr: String,
+    /// The languages recognized when an upload names none (`eng`, `eng+deu`; installed
+    /// with Debian's tesseract-ocr-<lang>).
+    pub ocr_language: String,
+    /// The longest one page's rendering or recognition may run; past it the page is
+    /// recorded as unread and skipped.
+    pub ocr_page_seconds: u64,
+    /// Pages recognized at once on one ingest-service replica (each run uses one core).
+    pub ocr_slots: u32,
     /// Hosts the agent may reach although they resolve to private addresses (fetch_url,
     /// remote MCP servers, browser actions): a comma-separated list, or a TOML array.
     #[serde(deserialize_with = "list")]
@@ -303,6 +314,10 @@ impl Default for Config {
             sandbox_max_run_seconds: 900,
             sandbox_uid_base: 64200,
             sandbox_helper: None,
+            ocr: "auto".into(),
+            ocr_language: "eng".into(),
+            ocr_page_seconds: 120,
+            ocr_slots: 2,
             agent_egress_allow: Vec::new(),
             agent_fetch: true,
             agent_keys_secret: None,
@@ -382,6 +397,14 @@ impl Config {
         }
         if !matches!(self.log_format.as_str(), "text" | "json") {
             anyhow::bail!("DOCCHAT_LOG_FORMAT must be text or json");
+        }
+        if !matches!(self.ocr.as_str(), "auto" | "off") {
+            anyhow::bail!("DOCCHAT_OCR must be auto or off");
+        }
+        if !(5..=3600).contains(&self.ocr_page_seconds) || !(1..=64).contains(&self.ocr_slots) {
+            anyhow::bail!(
+                "DOCCHAT_OCR_PAGE_SECONDS must be between 5 and 3600 and DOCCHAT_OCR_SLOTS between 1 and 64"
+            );
         }
         if !matches!(self.vector_backend.as_str(), "auto" | "memory" | "pgvector") {
             anyhow::bail!("DOCCHAT_VECTOR_BACKEND must be auto, memory or pgvector");

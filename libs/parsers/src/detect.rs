@@ -104,8 +104,8 @@ fn unsupported_hint(ext: &str) -> Option<&'static str> {
         "doc" | "dot" | "rtf" | "odt" | "pages" => "save it as .docx or PDF",
         "ppt" | "pps" | "pot" | "odp" | "key" => "save it as .pptx or PDF",
         "xls" | "xlsb" | "ods" | "numbers" => "save it as .xlsx or CSV",
-        "png" | "jpg" | "jpeg" | "gif" | "bmp" | "tif" | "tiff" | "webp" | "heic" | "svg" => {
-            "images are not read; upload a PDF with a text layer"
+        "gif" | "bmp" | "heic" | "heif" | "avif" | "svg" => {
+            "images are read as PNG, JPEG, TIFF or WebP; convert it to one of those"
         }
         "zip" | "gz" | "tgz" | "tar" | "7z" | "rar" | "bz2" | "xz" | "zst" => {
             "extract the archive and upload its files"
@@ -140,6 +140,7 @@ fn kind_of_extension(ext: &str) -> Option<DocumentKind> {
         "csv" | "tsv" | "tab" => Some(DocumentKind::Csv),
         "json" | "jsonl" | "ndjson" | "geojson" => Some(DocumentKind::Json),
         "vtt" | "webvtt" | "srt" => Some(DocumentKind::Transcript),
+        "png" | "jpg" | "jpeg" | "jpe" | "tif" | "tiff" | "webp" => Some(DocumentKind::Image),
         "md" | "markdown" | "mdown" | "mkd" | "mkdn" | "mdwn" | "mdx" => {
             Some(DocumentKind::Markdown)
         }
@@ -208,10 +209,31 @@ fn sniff_container(bytes: &[u8]) -> Option<DocumentKind> {
     None
 }
 
+/// Whether the bytes start like a PNG, JPEG, TIFF or WebP image.
+fn sniff_image(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"\x89PNG\r\n\x1a\n")
+        || bytes.starts_with(b"\xff\xd8\xff")
+        || bytes.starts_with(b"II*\0")
+        || bytes.starts_with(b"MM\0*")
+        || (bytes.len() >= 12 && bytes.starts_with(b"RIFF") && &bytes[8..12] == b"WEBP")
+}
+
+/// Whether a file is an image whose text only text recognition can read: by its
+/// extension, or (without a known one) by its first bytes.
+pub fn is_image(filename: &str, bytes: &[u8]) -> bool {
+    match extension(filename).as_deref().and_then(kind_of_extension) {
+        Some(kind) => kind == DocumentKind::Image,
+        None => !is_media(filename) && sniff_image(bytes),
+    }
+}
+
 /// The kind the bytes look like, if any readable one.
 fn sniff(bytes: &[u8]) -> Option<DocumentKind> {
     if let Some(kind) = sniff_container(bytes) {
         return Some(kind);
+    }
+    if sniff_image(bytes) {
+        return Some(DocumentKind::Image);
     }
     if bytes.starts_with(b"PK\x03\x04") {
         return None;
@@ -292,7 +314,16 @@ mod tests {
             kind_by_extension("out/report.md"),
             Some(DocumentKind::Markdown)
         );
-        assert_eq!(kind_by_extension("chart.PNG"), None);
+        assert_eq!(kind_by_extension("chart.PNG"), Some(DocumentKind::Image));
+        assert_eq!(kind_by_extension("chart.gif"), None);
+        assert!(is_image("scan.TIFF", b""));
+        assert!(is_image("photo", b"\xff\xd8\xff\xe0 jpeg"));
+        assert!(is_image("upload", b"RIFF\0\0\0\0WEBPVP8 "));
+        assert!(
+            !is_image("notes.txt", b"\x89PNG\r\n\x1a\n"),
+            "a known extension decides"
+        );
+        assert!(!is_image("talk.mp3", b"\xff\xd8\xff"));
         assert_eq!(kind_by_extension("noext"), None);
         assert!(is_media("talk.MP3"));
         assert!(!is_media("talk.txt"));

@@ -8,7 +8,9 @@
 //! Formats: plain text, Markdown, HTML, PDF (text layer), Word `.docx`, PowerPoint
 //! `.pptx` (a page per slide), Excel `.xlsx` (a page per sheet), CSV/TSV, JSON and JSON
 //! Lines, and WebVTT/SRT transcripts. Audio and video ([`is_media`]) are transcribed
-//! elsewhere and come back through [`segments_to_document`].
+//! elsewhere and come back through [`segments_to_document`]; images ([`is_image`]) and the
+//! scanned pages of a PDF ([`ParsedDocument::scanned`]) are read by text recognition
+//! elsewhere and come back through [`ParsedDocument::recognized`] and [`Page::recognized`].
 //!
 //! Bad input never panics: it is a [`ParseError`] whose message tells the user what to do.
 
@@ -29,7 +31,7 @@ mod transcript;
 mod util;
 
 pub use chunk::{Chunk, ChunkOptions, chunk};
-pub use detect::{detect, extension, is_media, kind_by_extension};
+pub use detect::{detect, extension, is_image, is_media, kind_by_extension};
 pub use error::ParseError;
 pub use model::{AudioSegment, Block, DocumentKind, Page, ParsedDocument};
 pub use transcript::{display_name, segments_to_document};
@@ -106,5 +108,8 @@ fn parse_kind(
             lower.ends_with(".jsonl") || lower.ends_with(".ndjson"),
         ),
         DocumentKind::Transcript => transcript::parse(bytes),
+        DocumentKind::Image => Err(ParseError::Unsupported(
+            "an image (its text is read by text recognition, not by a parser)".to_owned(),
+        )),
     }
 }

@@ -25,11 +25,14 @@ pub enum DocumentKind {
     Json,
     /// A WebVTT or SRT transcript, or the result of transcribing audio or video.
     Transcript,
+    /// A PNG, JPEG, TIFF (a page per frame) or WebP image: its text comes from text
+    /// recognition, not from a parser of this crate.
+    Image,
 }
 
 impl DocumentKind {
     /// Every kind, in declaration order.
-    pub const ALL: [DocumentKind; 10] = [
+    pub const ALL: [DocumentKind; 11] = [
         DocumentKind::Text,
         DocumentKind::Markdown,
         DocumentKind::Html,
@@ -40,6 +43,7 @@ impl DocumentKind {
         DocumentKind::Csv,
         DocumentKind::Json,
         DocumentKind::Transcript,
+        DocumentKind::Image,
     ];
 
     /// A stable lowercase name, fit for storage and APIs (`"pdf"`, `"docx"`, ...).
@@ -55,6 +59,7 @@ impl DocumentKind {
             DocumentKind::Csv => "csv",
             DocumentKind::Json => "json",
             DocumentKind::Transcript => "transcript",
+            DocumentKind::Image => "image",
         }
     }
 
@@ -78,6 +83,7 @@ impl DocumentKind {
             DocumentKind::Csv => "CSV file",
             DocumentKind::Json => "JSON file",
             DocumentKind::Transcript => "transcript",
+            DocumentKind::Image => "image",
         }
     }
 }
@@ -104,9 +110,34 @@ pub struct ParsedDocument {
     /// The number of pages of the source (PDF pages, slides, sheets; 1 for flowing text
     /// unless it has form feeds or page breaks).
     pub page_count: u32,
+    /// PDF pages that look scanned: images cover most of the page and its text layer is
+    /// too thin for its area (the rule: `pdf::looks_scanned`). Their text is to come from
+    /// text recognition. Empty for other kinds.
+    pub scanned: Vec<u32>,
+    /// PDF page sizes in points (width, height), by page number - 1; empty for other
+    /// kinds.
+    pub page_sizes: Vec<(f32, f32)>,
 }
 
 impl ParsedDocument {
+    /// A document of `pages` read by text recognition (an image's frames, in order): each
+    /// page's paragraphs are its text's blank-line separated parts.
+    pub fn recognized(kind: DocumentKind, pages: &[String]) -> ParsedDocument {
+        ParsedDocument {
+            kind,
+            page_count: u32::try_from(pages.len()).unwrap_or(u32::MAX),
+            pages: pages
+                .iter()
+                .zip(1u32..)
+                .map(|(text, number)| Page::recognized(number, text))
+                .collect(),
+            title: None,
+            segments: Vec::new(),
+            scanned: Vec::new(),
+            page_sizes: Vec::new(),
+        }
+    }
+
     /// All block texts, blocks separated by a blank line and pages by a form feed line.
     pub fn text(&self) -> String {
         let mut out = String::new();
@@ -138,6 +169,27 @@ pub struct Page {
 }
 
 impl Page {
+    /// Page `number` of recognized `text`: paragraphs at blank lines, each paragraph's
+    /// lines kept (trailing spaces and empty paragraphs dropped).
+    pub fn recognized(number: u32, text: &str) -> Page {
+        let mut blocks = Vec::new();
+        let mut lines: Vec<&str> = Vec::new();
+        for line in text.lines().map(str::trim_end).chain(std::iter::once("")) {
+            if line.trim().is_empty() {
+                if !lines.is_empty() {
+                    blocks.push(Block {
+                        heading: None,
+                        text: lines.join("\n"),
+                    });
+                    lines.clear();
+                }
+            } else {
+                lines.push(line);
+            }
+        }
+        Page { number, blocks }
+    }
+
     /// The page's block texts, separated by a blank line.
     pub fn text(&self) -> String {
         self.blocks

@@ -54,17 +54,83 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<ParsedDocument, ParseError> {
     }
     let mut fonts = FontCache::default();
     let mut builder = DocBuilder::new(DocumentKind::Pdf);
-    for page_id in pages.values() {
-        let lines = page_lines(&doc, *page_id, &mut fonts);
+    let mut scanned = Vec::new();
+    let mut page_sizes = Vec::new();
+    for (number, page_id) in pages.iter() {
+        let (lines, image_area) = page_lines(&doc, *page_id, &mut fonts);
+        let size = media_box(&doc, *page_id);
+        let mut chars = 0;
         for para in paragraphs(&lines) {
+            chars += para.chars().filter(|c| !c.is_whitespace()).count();
             builder.push_block(para);
         }
+        if looks_scanned(chars, image_area, size.0 * size.1) {
+            scanned.push(*number);
+        }
+        page_sizes.push(size);
         builder.end_page();
         if builder.full() {
             break;
         }
     }
-    builder.finish(info_title(&doc))
+    let mut parsed = builder.finish_with(info_title(&doc), !scanned.is_empty())?;
+    parsed.scanned = scanned;
+    parsed.page_sizes = page_sizes;
+    Ok(parsed)
+}
+
+/// The area of a US Letter page, in square points: the unit the scanned-page rule scales.
+const LETTER_AREA: f32 = 612.0 * 792.0;
+/// A page looks scanned when images cover at least this share of it...
+const SCAN_IMAGE_COVER: f32 = 0.5;
+/// ... and its text layer holds fewer visible characters than this per Letter-sized area
+/// (a page of prose holds 2,000 to 4,000; a scanner's stamp or a caption, tens to a few
+/// hundred).
+const SCAN_MAX_CHARS_PER_LETTER: f32 = 200.0;
+
+/// Whether a page whose text layer holds `chars` visible characters and whose images
+/// cover `image_area` square points of its `page_area` is a scan whose text recognition
+/// must read: images cover most of it, and its text is too thin for its size. A page
+/// without images is left alone however little text it has (a blank or a title page has
+/// nothing more to read), and so is a page with a real text layer over its image (a
+/// scanner's searchable PDF). docs/ingestion.md, "Scanned pages", says how the thresholds
+/// were chosen.
+pub(crate) fn looks_scanned(chars: usize, image_area: f32, page_area: f32) -> bool {
+    if !(page_area.is_finite() && page_area > 0.0) {
+        return false;
+    }
+    image_area >= SCAN_IMAGE_COVER * page_area
+        && (chars as f32) < SCAN_MAX_CHARS_PER_LETTER * page_area / LETTER_AREA
+}
+
+/// A page's size in points from its (inherited) `/MediaBox`; US Letter when it has none
+/// that reads.
+fn media_box(doc: &Document, page_id: ObjectId) -> (f32, f32) {
+    let mut dict = doc.get_dictionary(page_id).ok();
+    for _ in 0..32 {
+        let Some(d) = dict else { break };
+        if let Some(b) = d
+            .get(b"MediaBox")
+            .ok()
+            .and_then(|b| deref(doc, b))
+            .and_then(|b| b.as_array().ok())
+        {
+            let n: Vec<f32> = b
+                .iter()
+                .filter_map(|o| deref(doc, o))
+                .filter_map(number)
+                .collect();
+            if let [x0, y0, x1, y1] = n[..] {
+                let (w, h) = ((x1 - x0).abs(), (y1 - y0).abs());
+                if w > 0.0 && h > 0.0 {
+                    return (w, h);
+                }
+            }
+            break;
+        }
+        dict = d.get(b"Parent").ok().and_then(|p| deref_dict(doc, p));
+    }
+    (612.0, 792.0)
 }
 
 /// The `/Title` of the document information dictionary.
@@ -364,12 +430,18 @@ struct Interp<'a, 'c> {
     text: TextParams<'a>,
     tm: Matrix,
     tlm: Matrix,
+    /// Square points of the page the images drawn so far cover (overlaps counted twice).
+    image_area: f32,
 }
 
-/// The lines of text of a page, in content-stream order.
-fn page_lines<'a>(doc: &'a Document, page_id: ObjectId, fonts: &mut FontCache<'a>) -> Vec<Line> {
+/// The lines of text of a page, in content-stream order, and the area its images cover.
+fn page_lines<'a>(
+    doc: &'a Document,
+    page_id: ObjectId,
+    fonts: &mut FontCache<'a>,
+) -> (Vec<Line>, f32) {
     let Ok(content) = doc.get_page_content_with_limit(page_id, MAX_CONTENT_BYTES) else {
-        return Vec::new();
+        return (Vec::new(), 0.0);
     };
     let resources = page_resources(doc, page_id);
     let mut interp = Interp {
@@ -384,9 +456,10 @@ fn page_lines<'a>(doc: &'a Document, page_id: ObjectId, fonts: &mut FontCache<'a
         text: TextParams::default(),
         tm: IDENTITY,
         tlm: IDENTITY,
+        image_area: 0.0,
     };
     interp.run(&content, &resources, 0);
-    interp.lines
+    (interp.lines, interp.image_area)
 }
 
 /// The resource dictionaries of a page, nearest first (inherited ones after).
@@ -480,6 +553,8 @@ impl<'a> Interp<'a, '_> {
                         self.show_array(items);
                     }
                 }
+                // An inline image (lopdf reads BI … ID … EI as one `BI`).
+                "BI" => self.image_drawn(),
                 "Do" => {
                     if depth < MAX_FORM_DEPTH
                         && let Some(name) = o.first().and_then(|n| n.as_name().ok())
@@ -489,6 +564,16 @@ impl<'a> Interp<'a, '_> {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// An image is drawn in the unit square the current matrix maps: its area on the page
+    /// is the matrix's determinant.
+    fn image_drawn(&mut self) {
+        let [a, b, c, d, _, _] = self.ctm;
+        let area = (a * d - b * c).abs();
+        if area.is_finite() {
+            self.image_area += area;
         }
     }
 
@@ -538,8 +623,10 @@ impl<'a> Interp<'a, '_> {
         let Ok(Object::Stream(stream)) = doc.get_object(id) else {
             return;
         };
-        if stream.dict.get(b"Subtype").and_then(Object::as_name).ok() != Some(b"Form") {
-            return;
+        match stream.dict.get(b"Subtype").and_then(Object::as_name).ok() {
+            Some(b"Form") => {}
+            Some(b"Image") => return self.image_drawn(),
+            _ => return,
         }
         let Ok(content) = stream.get_plain_content_with_limit(MAX_CONTENT_BYTES) else {
             return;

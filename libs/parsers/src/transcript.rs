@@ -28,6 +28,8 @@ pub fn segments_to_document(segments: Vec<AudioSegment>) -> ParsedDocument {
         title: None,
         segments,
         page_count: 1,
+        scanned: Vec::new(),
+        page_sizes: Vec::new(),
     }
 }
 

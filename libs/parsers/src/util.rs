@@ -130,7 +130,17 @@ impl DocBuilder {
     }
 
     /// The document; `Empty` when it has no text, `TooLarge` when over the limit.
-    pub(crate) fn finish(mut self, title: Option<String>) -> Result<ParsedDocument, ParseError> {
+    pub(crate) fn finish(self, title: Option<String>) -> Result<ParsedDocument, ParseError> {
+        self.finish_with(title, false)
+    }
+
+    /// As [`DocBuilder::finish`]; `may_be_empty`: a document without text is not an error
+    /// (a PDF of scanned pages, whose text recognition reads).
+    pub(crate) fn finish_with(
+        mut self,
+        title: Option<String>,
+        may_be_empty: bool,
+    ) -> Result<ParsedDocument, ParseError> {
         if self.overflow {
             return Err(too_large_text());
         }
@@ -146,8 +156,10 @@ impl DocBuilder {
                 .filter(|t| !t.is_empty())
                 .or(self.first_heading),
             segments: Vec::new(),
+            scanned: Vec::new(),
+            page_sizes: Vec::new(),
         };
-        if doc.is_empty() {
+        if doc.is_empty() && !may_be_empty {
             return Err(ParseError::Empty);
         }
         Ok(doc)

@@ -30,6 +30,8 @@ fn doc(pages: Vec<Vec<Block>>) -> ParsedDocument {
             .collect(),
         title: None,
         segments: Vec::new(),
+        scanned: Vec::new(),
+        page_sizes: Vec::new(),
     }
 }
 
