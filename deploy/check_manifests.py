@@ -64,17 +64,22 @@ PACKAGES = {
     "docchat-scheduler-service": "scheduler-service",
 }
 BINARIES = set(PACKAGES.values())
-# agent-service's code sandbox (docs/AGENT.md "The sandbox"): the Landlock + seccomp helper,
-# the binary of docchat-sandbox (libs/sandbox) that must sit next to agent-service in the image.
+# The code sandbox (docs/AGENT.md "The sandbox", libs/sandbox): the Landlock + seccomp helper,
+# the binary of docchat-sandbox that must sit next to each service that starts a sandbox.
 SANDBOX_HELPER = "docchat-sandbox-exec"
 SANDBOX_PACKAGE = "docchat-sandbox"
 # Debian packages the image needs for the sandbox (as scripts/sandbox-runtime.sh installs).
 SANDBOX_PACKAGES = ("bubblewrap", "util-linux", "python3", "python3-numpy", "python3-pandas", "python3-matplotlib",
                     "chromium")
-# The one container that runs as uid 0: agent-service, so that each code run gets a uid of its
-# own; with every capability dropped but these.
-SANDBOX_HOST = "agent-service"
+# ... and for ingest-service's text recognition, run in its sandbox (ingest-service/src/ocr.rs).
+OCR_PACKAGES = ("tesseract-ocr", "tesseract-ocr-eng", "poppler-utils")
+# The services that start a sandbox of their own: agent-service (code runs) and ingest-service
+# (text recognition of uploads). The only containers that run as uid 0, so that each run gets a
+# uid of its own; with every capability dropped but exactly these, and a writable data
+# directory (SANDBOX_DATA_DIR, DOCCHAT_DATA_DIR) for the runs' workspaces and sandbox state.
+SANDBOX_HOSTS = {"agent-service", "ingest-service"}
 SANDBOX_CAPS = {"SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "KILL"}
+SANDBOX_DATA_DIR = "/data"
 SERVICE_BINARIES = BINARIES - {"gateway"}  # the ones with a `migrate` subcommand
 OUR_IMAGE = "docchat:latest"
 # Public images a manifest may use besides ours (repository part, without the tag).
@@ -369,16 +374,16 @@ def check_kubernetes(objects: list[dict], report: Report) -> None:
                 problems.append(f"{c.get('name')}: no emptyDir mounted at /tmp")
         report.check(not problems, f"k8s deployment {name}: non-root uid 10001, read-only root, /tmp emptyDir", problems)
 
-        # No container adds privileges, except agent-service's sandbox host: uid 0 with only
-        # SANDBOX_CAPS, no privilege escalation, RuntimeDefault seccomp, and a PID 1 that
-        # reaps (shareProcessNamespace: the pause container).
+        # No container adds privileges, except the sandbox hosts' service containers: uid 0
+        # with exactly SANDBOX_CAPS, no privilege escalation, RuntimeDefault seccomp, and a
+        # PID 1 that reaps (shareProcessNamespace: the pause container).
         problems = []
         for c in all_containers(dep):
             csc = c.get("securityContext") or {}
             caps = csc.get("capabilities") or {}
             added = set(caps.get("add") or [])
             as_root = csc.get("runAsUser") == 0 or csc.get("runAsNonRoot") is False
-            sandbox_host = name == SANDBOX_HOST and c.get("name") == SANDBOX_HOST
+            sandbox_host = name in SANDBOX_HOSTS and c.get("name") == name
             if csc.get("privileged"):
                 problems.append(f"{c.get('name')}: privileged")
             if csc.get("allowPrivilegeEscalation") is not False:
@@ -387,16 +392,50 @@ def check_kubernetes(objects: list[dict], report: Report) -> None:
                 problems.append(f"{c.get('name')}: capabilities do not drop ALL")
             if (as_root or added) and not sandbox_host:
                 problems.append(f"{c.get('name')}: runs as root or adds capabilities {sorted(added)}")
-            if sandbox_host and as_root:
+            if sandbox_host:
                 if not added <= SANDBOX_CAPS:
                     problems.append(f"{c.get('name')}: adds {sorted(added - SANDBOX_CAPS)} beyond {sorted(SANDBOX_CAPS)}")
+                # Without root and every one of the caps the sandbox still confines its runs,
+                # but all as the service's own uid: no per-run process limit, no sweep.
+                if csc.get("runAsUser") != 0:
+                    problems.append(f"{c.get('name')}: runAsUser is {csc.get('runAsUser')}, want 0 "
+                                    "(the sandbox's per-run uids)")
+                elif psc.get("runAsNonRoot") is True and csc.get("runAsNonRoot") is not False:
+                    problems.append(f"{c.get('name')}: runAsUser 0 under the pod's runAsNonRoot: true "
+                                    "without runAsNonRoot: false (the kubelet refuses to start it)")
+                if not SANDBOX_CAPS <= added:
+                    problems.append(f"{c.get('name')}: does not add {sorted(SANDBOX_CAPS - added)}")
                 if (psc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
                     problems.append("the pod's seccompProfile is not RuntimeDefault")
                 if spec.get("shareProcessNamespace") is not True:
                     problems.append("shareProcessNamespace is not true (nothing reaps the sandbox's orphans)")
         report.check(not problems, f"k8s deployment {name}: no added privileges"
-                     + (" (agent-service: uid 0 for the sandbox's per-run uids, only " + ", ".join(sorted(SANDBOX_CAPS)) + ")"
-                        if name == SANDBOX_HOST else ""), problems)
+                     + (f" ({name}: uid 0 for the sandbox's per-run uids, exactly " + ", ".join(sorted(SANDBOX_CAPS)) + ")"
+                        if name in SANDBOX_HOSTS else ""), problems)
+
+        # A sandbox host's runs need a writable data directory: DOCCHAT_DATA_DIR set to
+        # SANDBOX_DATA_DIR, where an emptyDir is mounted read-write (the root is read-only).
+        if name in SANDBOX_HOSTS:
+            problems = []
+            main = [c for c in spec.get("containers") or [] if c.get("name") == name]
+            if not main:
+                problems.append(f"no container named {name}")
+            for c in main:
+                env = {e.get("name"): e for e in c.get("env") or []}
+                data_dir = env.get("DOCCHAT_DATA_DIR") or {}
+                if data_dir.get("value") != SANDBOX_DATA_DIR:
+                    problems.append(f"DOCCHAT_DATA_DIR is {data_dir.get('value')!r}, want {SANDBOX_DATA_DIR!r}")
+                mounts = [m for m in c.get("volumeMounts") or [] if m.get("mountPath") == SANDBOX_DATA_DIR]
+                if not mounts:
+                    problems.append(f"nothing mounted at {SANDBOX_DATA_DIR}")
+                for m in mounts:
+                    if m.get("readOnly"):
+                        problems.append(f"{SANDBOX_DATA_DIR} is mounted readOnly")
+                    if m.get("name") not in empty_dirs:
+                        problems.append(f"{SANDBOX_DATA_DIR} is volume {m.get('name')}, not an emptyDir "
+                                        "(per-replica scratch)")
+            report.check(not problems, f"k8s deployment {name}: DOCCHAT_DATA_DIR={SANDBOX_DATA_DIR} on a writable emptyDir "
+                         "(the sandbox's workspaces and state)", problems)
 
     # Services: selector finds a Deployment and targetPort is one of its container ports.
     for name, svc in sorted(by_kind.get("Service", {}).items()):
@@ -1074,6 +1113,23 @@ def volume_sources(service: dict) -> list[str]:
     return sources
 
 
+def volume_targets(service: dict) -> dict[str, bool]:
+    """The container paths of a compose service's volumes (bind, named or anonymous), each
+    with whether it is mounted read-only."""
+    targets = {}
+    for vol in service.get("volumes") or []:
+        if isinstance(vol, str):
+            parts = interpolate(vol).split(":")
+            if len(parts) == 1:
+                targets[parts[0]] = False  # anonymous: a bare container path
+            else:
+                targets[parts[1]] = len(parts) > 2 and "ro" in parts[2].split(",")
+        else:
+            vol = vol or {}
+            targets[vol.get("target", "")] = bool(vol.get("read_only"))
+    return targets
+
+
 def is_our_image(service: dict) -> bool:
     build = service.get("build")
     dockerfile = build.get("dockerfile", "") if isinstance(build, dict) else ""
@@ -1106,8 +1162,8 @@ def check_compose(root: Path, compose: dict, report: Report) -> None:
             test = (svc.get("healthcheck") or {}).get("test")
             report.check(test == ["CMD", binary, "healthcheck"], f"compose {name}: healthcheck {test}",
                          f"want ['CMD', '{binary}', 'healthcheck']")
-            # Privileges: only agent-service (the sandbox's per-run uids) runs as root, with
-            # SANDBOX_CAPS at most and an init that reaps the runs' orphans.
+            # Privileges: only the sandbox hosts (the sandbox's per-run uids) run as root,
+            # with exactly SANDBOX_CAPS and an init that reaps the runs' orphans.
             added = set(svc.get("cap_add") or [])
             as_root = str(svc.get("user", "")).split(":")[0] in ("0", "root")
             problems = []
@@ -1117,14 +1173,38 @@ def check_compose(root: Path, compose: dict, report: Report) -> None:
                 problems.append("cap_drop lacks ALL")
             if "no-new-privileges:true" not in (svc.get("security_opt") or []):
                 problems.append("security_opt lacks no-new-privileges:true")
-            if binary == SANDBOX_HOST:
+            if binary in SANDBOX_HOSTS:
                 if not added <= SANDBOX_CAPS:
                     problems.append(f"adds {sorted(added - SANDBOX_CAPS)} beyond {sorted(SANDBOX_CAPS)}")
+                if not as_root:
+                    problems.append("does not run as root (user: \"0:0\"; the sandbox's per-run uids)")
+                if not SANDBOX_CAPS <= added:
+                    problems.append(f"does not add {sorted(SANDBOX_CAPS - added)}")
                 if as_root and svc.get("init") is not True:
                     problems.append("runs as root without init: true (nothing reaps the sandbox's orphans)")
             elif as_root or added:
                 problems.append(f"runs as root or adds capabilities {sorted(added)}")
             report.check(not problems, f"compose {name}: privileges (root {as_root}, cap_add {sorted(added)})", problems)
+
+            # A sandbox host's runs need a writable data directory: DOCCHAT_DATA_DIR set to
+            # SANDBOX_DATA_DIR, with a writable volume there (read_only covers the rest). An
+            # anonymous volume or a tmpfs: a named one would be shared by the replicas.
+            if binary in SANDBOX_HOSTS:
+                problems = []
+                data_dir = compose_env(svc).get("DOCCHAT_DATA_DIR")
+                if data_dir != SANDBOX_DATA_DIR:
+                    problems.append(f"DOCCHAT_DATA_DIR is {data_dir!r}, want {SANDBOX_DATA_DIR!r}")
+                targets = volume_targets(svc)
+                tmpfs = svc.get("tmpfs") or []
+                tmpfs = [tmpfs] if isinstance(tmpfs, str) else tmpfs
+                tmpfs_targets = {str(t).split(":", 1)[0] for t in tmpfs}
+                if SANDBOX_DATA_DIR in targets:
+                    if targets[SANDBOX_DATA_DIR]:
+                        problems.append(f"the volume at {SANDBOX_DATA_DIR} is read-only")
+                elif SANDBOX_DATA_DIR not in tmpfs_targets:
+                    problems.append(f"no volume or tmpfs at {SANDBOX_DATA_DIR} (the root filesystem is read-only)")
+                report.check(not problems, f"compose {name}: DOCCHAT_DATA_DIR={SANDBOX_DATA_DIR} on a writable volume "
+                             "(the sandbox's workspaces and state)", problems)
 
         # DOCCHAT_*_URL: gRPC URLs point at the right service on 50051; the others (database,
         # AMQP) at a defined service; every service has a database of its own.
@@ -1325,23 +1405,43 @@ def check_dockerfile(root: Path, report: Report) -> None:
                  f"dockerfile: final stage runs as non-root ({user[-1] if user else 'no USER'})",
                  "add USER 10001:10001")
 
-    # agent-service's code sandbox: the helper beside agent-service in both targets, and the
-    # sandbox's Debian packages in the runtime base.
+    # The code sandbox: the helper beside each sandbox host in both targets (all of them in
+    # /usr/local/bin, where a service looks for it next to its own binary), and the sandbox's
+    # Debian packages in the runtime base.
+    hosts = sorted(SANDBOX_HOSTS)
     problems = []
-    if "prebuilt" in by_name and SANDBOX_HELPER not in copied_binaries(chain("prebuilt"), None):
-        problems.append(f"prebuilt does not COPY {SANDBOX_HELPER} from the build context")
+    if "prebuilt" in by_name:
+        from_context = copied_binaries(chain("prebuilt"), None)
+        for binary in [SANDBOX_HELPER] + hosts:
+            if binary not in from_context:
+                problems.append(f"prebuilt does not COPY {binary} from the build context into /usr/local/bin")
     if SANDBOX_PACKAGE not in built:
         problems.append(f"cargo build lacks -p {SANDBOX_PACKAGE}")
     if SANDBOX_HELPER not in out_of_target:
         problems.append(f"target/release/{SANDBOX_HELPER} is not copied out of the target dir")
-    if SANDBOX_HELPER not in copied:
-        problems.append(f"final stage does not COPY --from {SANDBOX_HELPER} into /usr/local/bin")
+    for binary in [SANDBOX_HELPER] + hosts:
+        if binary not in copied:
+            problems.append(f"final stage does not COPY --from {binary} into /usr/local/bin")
     installs = " ".join(a for k, a in final if k == "RUN" and "apt-get install" in a).split()
     missing = [p for p in SANDBOX_PACKAGES if p not in installs]
     if missing:
         problems.append(f"the runtime does not apt-get install {missing}")
-    report.check(not problems, f"dockerfile: agent-service's sandbox ({SANDBOX_HELPER} beside agent-service, "
+    report.check(not problems, f"dockerfile: the sandbox ({SANDBOX_HELPER} beside {' and '.join(hosts)}, "
                  + ", ".join(SANDBOX_PACKAGES) + ")", problems)
+
+    # ingest-service's text recognition: its programs in the runtime base, in a RUN of their
+    # own after the sandbox's (so adding them left that big layer cached).
+    runs = [a for k, a in final if k == "RUN" and "apt-get install" in a]
+    ocr_runs = [i for i, a in enumerate(runs) if any(p in a.split() for p in OCR_PACKAGES)]
+    sandbox_runs = [i for i, a in enumerate(runs) if any(p in a.split() for p in SANDBOX_PACKAGES)]
+    problems = []
+    missing = [p for p in OCR_PACKAGES if p not in installs]
+    if missing:
+        problems.append(f"the runtime does not apt-get install {missing}")
+    elif set(ocr_runs) & set(sandbox_runs) or min(ocr_runs) < max(sandbox_runs, default=-1):
+        problems.append("install them in a RUN of their own after the sandbox's packages")
+    report.check(not problems, "dockerfile: text recognition (" + ", ".join(OCR_PACKAGES) + ", a layer of their own)",
+                 problems)
 
     ignore = root / ".dockerignore"
     entries = set(ignore.read_text().split()) if ignore.is_file() else set()

@@ -59,9 +59,9 @@ impl IngestGrpc {
         ocr_model: &str,
         ocr_language: &str,
     ) -> Result<IngestParams, ApiError> {
-        let ocr = crate::ocr::Mode::parse(ocr_model).map_err(ApiError::bad_request)?;
+        let ocr = crate::jobs::OcrMode::parse(ocr_model).map_err(ApiError::bad_request)?;
         let ocr_language = match ocr {
-            crate::ocr::Mode::Off => String::new(),
+            crate::jobs::OcrMode::Off => String::new(),
             _ if ocr_language.trim().is_empty() => String::new(),
             _ => self
                 .ocr

@@ -42,10 +42,46 @@ pub struct IngestParams {
     pub gen_doc_questions: bool,
     /// Text recognition of scanned pages and images (jobs queued before it: `auto`).
     #[serde(default)]
-    pub ocr: crate::ocr::Mode,
+    pub ocr: OcrMode,
     /// Tesseract's languages (`eng+deu`); empty: the configured default.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub ocr_language: String,
+}
+
+/// How an upload asks for recognition: the ingest query's `ocr_model` (h2oGPTe's name for
+/// it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OcrMode {
+    /// Scanned pages (a PDF page whose text layer is too thin for its images) and
+    /// images.
+    #[default]
+    Auto,
+    /// No recognition: scanned pages stay without text, images are refused.
+    Off,
+    /// Every page of a PDF is recognized, text layer or not (a PDF whose text layer is
+    /// garbage), and images.
+    Force,
+}
+
+impl OcrMode {
+    /// `auto` (or nothing), `off`, or `tesseract` (recognize every page); any case.
+    ///
+    /// # Errors
+    ///
+    /// Another name, with the accepted ones.
+    pub fn parse(name: &str) -> Result<OcrMode, String> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(OcrMode::Auto),
+            "off" => Ok(OcrMode::Off),
+            "tesseract" | "force" => Ok(OcrMode::Force),
+            _ => Err(format!(
+                "ocr_model {:?} is not available: use auto (scanned pages and images), \
+                 tesseract (every page) or off",
+                name.trim()
+            )),
+        }
+    }
 }
 
 /// A job's stored parameters: its options, and the trace context of the request that made
@@ -531,7 +567,17 @@ pub async fn pending(db: &DatabaseConnection) -> ApiResult<Vec<(&'static str, u6
 
 #[cfg(test)]
 mod tests {
-    use super::error_line;
+    use super::{OcrMode, error_line};
+
+    #[test]
+    fn modes_are_h2ogpte_names_and_others_are_refused() {
+        assert_eq!(OcrMode::parse(""), Ok(OcrMode::Auto));
+        assert_eq!(OcrMode::parse("AUTO"), Ok(OcrMode::Auto));
+        assert_eq!(OcrMode::parse("off"), Ok(OcrMode::Off));
+        assert_eq!(OcrMode::parse("tesseract"), Ok(OcrMode::Force));
+        let e = OcrMode::parse("docTR").unwrap_err();
+        assert!(e.contains("docTR") && e.contains("tesseract"), "{e}");
+    }
 
     #[test]
     fn error_lines_are_one_line_and_bounded() {

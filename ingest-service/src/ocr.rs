@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 use docchat_common::config::Config;
 use docchat_sandbox::{CodeOutput, CodeRunner, CodeSpec, UserDisk};
 use futures::StreamExt;
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics;
@@ -36,42 +35,6 @@ const TESSDATA_DIRS: &[&str] = &[
     "/usr/share/tessdata",
     "/usr/local/share/tessdata",
 ];
-
-/// How an upload asks for recognition: the ingest query's `ocr_model` (h2oGPTe's name for
-/// it).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Scanned pages (a PDF page whose text layer is too thin for its images) and
-    /// images.
-    #[default]
-    Auto,
-    /// No recognition: scanned pages stay without text, images are refused.
-    Off,
-    /// Every page of a PDF is recognized, text layer or not (a PDF whose text layer is
-    /// garbage), and images.
-    Force,
-}
-
-impl Mode {
-    /// `auto` (or nothing), `off`, or `tesseract` (recognize every page); any case.
-    ///
-    /// # Errors
-    ///
-    /// Another name, with the accepted ones.
-    pub fn parse(name: &str) -> Result<Mode, String> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "" | "auto" => Ok(Mode::Auto),
-            "off" => Ok(Mode::Off),
-            "tesseract" | "force" => Ok(Mode::Force),
-            _ => Err(format!(
-                "ocr_model {:?} is not available: use auto (scanned pages and images), \
-                 tesseract (every page) or off",
-                name.trim()
-            )),
-        }
-    }
-}
 
 /// One page's recognition: its text, or why it could not be read.
 pub type PageText = Result<String, String>;
@@ -272,8 +235,9 @@ impl Ocr {
             self.pdftoppm.display().to_string(),
             "-r".into(),
             format!("{dpi}"),
+            // PGM, not PNG: encoding a 300 dpi page as PNG took seconds, more than
+            // recognizing it; Tesseract reads PGM as it is (told the resolution).
             "-gray".into(),
-            "-png".into(),
             "-singlefile".into(),
             "-f".into(),
             number.to_string(),
@@ -288,8 +252,14 @@ impl Ocr {
             .map(|_| ());
         let text = match rendered {
             Ok(()) => {
-                self.recognize(owner, workspace, &format!("{image}.png"), language)
-                    .await
+                self.recognize(
+                    owner,
+                    workspace,
+                    &format!("{image}.pgm"),
+                    language,
+                    Some(dpi),
+                )
+                .await
             }
             Err(e) => Err(e),
         };
@@ -317,7 +287,7 @@ impl Ocr {
         let workspace = Workspace::with_file(&self.scratch, &name, bytes).await?;
         let started = Instant::now();
         let text = self
-            .recognize(owner, workspace.path(), &name, language)
+            .recognize(owner, workspace.path(), &name, language, None)
             .await;
         metrics::ocr_page(&text, started.elapsed());
         workspace.remove().await;
@@ -329,15 +299,17 @@ impl Ocr {
         Ok(pages)
     }
 
-    /// Tesseract on `image` in `workspace`: the text it read.
+    /// Tesseract on `image` in `workspace` (`dpi`: its resolution, where the image's header
+    /// does not say it): the text it read.
     async fn recognize(
         &self,
         owner: &str,
         workspace: &Path,
         image: &str,
         language: &str,
+        dpi: Option<f32>,
     ) -> PageText {
-        let argv = vec![
+        let mut argv = vec![
             // One thread per run: pages run side by side instead (Tesseract's advice for
             // throughput), and the sandbox's process limit holds.
             "/usr/bin/env".into(),
@@ -345,11 +317,16 @@ impl Ocr {
             self.tesseract.display().to_string(),
             "--tessdata-dir".into(),
             self.tessdata.display().to_string(),
+        ];
+        if let Some(dpi) = dpi {
+            argv.extend(["--dpi".to_owned(), format!("{dpi}")]);
+        }
+        argv.extend([
             image.to_owned(),
             "stdout".into(),
             "-l".into(),
             language.to_owned(),
-        ];
+        ]);
         self.run(owner, workspace, argv, "recognizing the text")
             .await
     }
@@ -503,16 +480,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn modes_are_h2ogpte_names_and_others_are_refused() {
-        assert_eq!(Mode::parse(""), Ok(Mode::Auto));
-        assert_eq!(Mode::parse("AUTO"), Ok(Mode::Auto));
-        assert_eq!(Mode::parse("off"), Ok(Mode::Off));
-        assert_eq!(Mode::parse("tesseract"), Ok(Mode::Force));
-        let e = Mode::parse("docTR").unwrap_err();
-        assert!(e.contains("docTR") && e.contains("tesseract"), "{e}");
-    }
-
-    #[test]
     fn a_failed_run_says_what_failed() {
         let limit = Duration::from_secs(9);
         let out = |exit_code, stderr: &str| CodeOutput {
@@ -584,7 +551,7 @@ mod tests {
                 let image = spec
                     .argv
                     .iter()
-                    .find(|a| a.ends_with(".png"))
+                    .find(|a| a.ends_with(".pgm"))
                     .cloned()
                     .unwrap_or_default();
                 CodeOutput {
@@ -625,12 +592,12 @@ mod tests {
                 |n| seen.lock().unwrap().push(n),
             )
             .await;
-        assert_eq!(read[0], (1, Ok("text of page-1.png".to_owned())));
+        assert_eq!(read[0], (1, Ok("text of page-1.pgm".to_owned())));
         assert_eq!(
             read[1],
             (2, Err("rendering the page took longer than 9 s".to_owned()))
         );
-        assert_eq!(read[2], (3, Ok("text of page-3.png".to_owned())));
+        assert_eq!(read[2], (3, Ok("text of page-3.pgm".to_owned())));
         let mut seen = seen.into_inner().unwrap();
         seen.sort_unstable();
         assert_eq!(seen, [1, 2, 3], "progress after each page");

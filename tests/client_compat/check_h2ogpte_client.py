@@ -242,6 +242,59 @@ def _():
     assert docs.get_document_count().count == 0
 
 
+OCR_FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ingest-service", "tests", "fixtures", "ocr")
+
+
+@check("a scanned PDF (a text page and a scanned one) and a phone photo through ingest_uploads(ocr_model, tesseract_lang): "
+       "searchable, references cite the scanned page, page_ocr_model says how each page was read, a decompression bomb fails its job")
+def _():
+    from h2ogpte.errors import InvalidArgumentError
+
+    h2o = H2OGPTE(BASE, state["user_key"])
+    col = h2o.create_collection("scans", "scanned documents")
+
+    def fixture(name):
+        with open(os.path.join(OCR_FIXTURES, name), "rb") as f:
+            return f.read()
+
+    def upload(name, data):
+        return DocumentIngestionApi(state["user"]).upload_file(file=(name, data)).id
+
+    for name, data in [("harbour.pdf", fixture("mixed.pdf")), ("orchard.jpg", fixture("photo.jpg"))]:
+        job = h2o.ingest_uploads(col, [upload(name, data)], ocr_model="auto", tesseract_lang="eng")
+        if any("text recognition needs" in e for e in job.errors or []):
+            if SANDBOX == "required":
+                raise AssertionError(f"text recognition does not run here: {job.errors}")
+            print(f"SKIP text recognition: {job.errors}")
+            return
+        assert job.completed and not job.failed and not job.errors, job
+    docs = {d.name: d for d in h2o.list_documents_in_collection(col, offset=0, limit=10)}
+    assert set(docs) == {"harbour.pdf", "orchard.jpg"}, docs
+    assert docs["harbour.pdf"].page_count == 2 and docs["orchard.jpg"].type == "image", docs
+    status, pages = raw("GET", f"/api/v1/documents/{docs['harbour.pdf'].id}/page_ocr_model", state["user_key"])
+    assert status == 200 and pages == {"1": "text", "2": "tesseract"}, pages
+    chats = ChatApi(state["user"])
+    for question, name, page in [("Who signs every manifest, and in what colour of ink?", "harbour.pdf", 2),
+                                 ("How many kinds of apple grow in the orchard at Glenbrittle?", "orchard.jpg", 1)]:
+        # A session per question: a follow-up would be rewritten with the first one's history.
+        sid = chats.create_chat_session(collection_id=col).id
+        reply = chats.get_completion(sid, ChatCompletionRequest(message=question, llm="scripted", rag_config={"rag_type": "rag"}))
+        refs = h2o.list_chat_message_references(reply.message_id)
+        # The client's ChatMessageReference carries pages as text ("2", or "2,3").
+        cited = [int(p) for p in str(refs[0].pages or "").split(",") if p.strip()] if refs else []
+        assert refs and refs[0].document_name == name and cited[:1] == [page], (question, refs)
+    # Hostile bytes fail their job with a line saying so; the service goes on.
+    job = h2o.ingest_uploads(col, [upload("bomb.png", fixture("bomb.png"))])
+    assert job.completed and job.failed and job.errors and job.errors[0].startswith("bomb.png"), job
+    try:
+        h2o.ingest_uploads(col, [upload("x.pdf", fixture("mixed.pdf"))], ocr_model="docTR")
+        raise AssertionError("an unknown ocr_model was accepted")
+    except InvalidArgumentError as e:
+        assert "ocr_model" in str(e), e
+    assert CollectionsApi(state["user"]).get_collection(col).document_count == 2
+    CollectionsApi(state["user"]).delete_collection(col)
+
+
 @check("list_models validates")
 def _():
     models = ModelsApi(state["user"]).list_models()

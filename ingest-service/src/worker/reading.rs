@@ -11,7 +11,7 @@ use docchat_parsers::{DocumentKind, Page, ParsedDocument};
 
 use super::Workers;
 use crate::jobs::IngestParams;
-use crate::ocr::Mode;
+use crate::jobs::OcrMode;
 
 /// How a document's pages were read, when some needed recognition.
 #[derive(Debug, Default)]
@@ -78,7 +78,7 @@ impl Workers {
         filename: &str,
         bytes: &[u8],
     ) -> ApiResult<(ParsedDocument, Reading)> {
-        if params.ocr == Mode::Off {
+        if params.ocr == OcrMode::Off {
             return Err(ApiError::bad_request(format!(
                 "{filename} is an image, whose text only text recognition reads, and it was \
                  turned off for this upload (ocr_model=off)"
@@ -131,9 +131,9 @@ impl Workers {
             return Ok((parsed, None));
         }
         let wanted: Vec<u32> = match params.ocr {
-            Mode::Off => Vec::new(),
-            Mode::Auto => parsed.scanned.clone(),
-            Mode::Force => parsed.pages.iter().map(|p| p.number).collect(),
+            OcrMode::Off => Vec::new(),
+            OcrMode::Auto => parsed.scanned.clone(),
+            OcrMode::Force => parsed.pages.iter().map(|p| p.number).collect(),
         };
         if wanted.is_empty() {
             if parsed.is_empty() && !parsed.scanned.is_empty() {
@@ -167,7 +167,7 @@ impl Workers {
                     .await
             }
         };
-        let reading = merge(&mut parsed, results, params.ocr == Mode::Force);
+        let reading = merge(&mut parsed, results, params.ocr == OcrMode::Force);
         if parsed.is_empty() {
             return Err(ApiError::bad_request(format!(
                 "{filename}: no text could be read from its pages{}",

@@ -21,7 +21,7 @@ pub enum ParseError {
     /// The file is empty or holds no extractable text (for example a scanned PDF
     /// without a text layer).
     #[error(
-        "no text found: the file is empty or has no extractable text (scanned documents need OCR first)"
+        "no text found: the file is empty or holds no text (a PDF drawn only with shapes, or blank pages)"
     )]
     Empty,
     /// The file, or what it expands to, is over one of the parser's limits.
