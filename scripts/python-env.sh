@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates (once) the virtualenv the checks use (tests/requirements.txt: the h2ogpte and openai
-# clients, schemathesis, mcp, the manifest checks, bench/quality), from PyPI.
+# clients, schemathesis, mcp, the manifest checks, bench/quality, bench/ocr and the OCR test
+# fixtures' generator), from PyPI.
 # Prints the venv's python path. DOCCHAT_VENV / DOCCHAT_VENV_REQUIREMENTS name another venv
 # and its requirements file (scripts/s3-server.sh keeps moto in one of its own).
 set -euo pipefail
