@@ -77,9 +77,12 @@ pub fn check_path(path: &str) -> ApiResult<()> {
 }
 
 /// A document's `type` from its name: the parsers' kind for an extension they read (as
-/// ingestion names it), else the extension itself, else `file`.
+/// ingestion names it; an image is its extension, `png`, `jpg`, ...), else the extension
+/// itself, else `file`.
 pub fn kind_of(path: &str) -> String {
-    if let Some(kind) = docchat_parsers::kind_by_extension(path) {
+    if let Some(kind) = docchat_parsers::kind_by_extension(path)
+        && kind != docchat_parsers::DocumentKind::Image
+    {
         return kind.as_str().to_owned();
     }
     match docchat_parsers::extension(path) {

@@ -337,14 +337,19 @@ pub async fn candidates(db: &DatabaseConnection, limit: u64) -> ApiResult<Vec<jo
     Ok(rows)
 }
 
-/// Extends the lease of a job this worker runs; false when the job is no longer ours.
+/// Extends a running job's lease and records its progress; with `announce`, also tells the
+/// job history (a `JobChanged` in the same transaction), so an administrator sees a long job
+/// move (a scanned document, page by page) and not only its start and end. `false` when the
+/// job is no longer running (canceled, or its lease went to another worker).
 pub async fn renew(
     db: &DatabaseConnection,
     job_id: &str,
     lease: Duration,
     progress: f64,
+    announce_progress: bool,
 ) -> ApiResult<bool> {
     let at = now();
+    let txn = docchat_common::db::begin(db).await?;
     let result = jobs::Entity::update_many()
         .col_expr(
             jobs::Column::LeaseUntil,
@@ -357,9 +362,19 @@ pub async fn renew(
         .col_expr(jobs::Column::UpdatedAt, sea_orm::sea_query::Expr::value(at))
         .filter(jobs::Column::Id.eq(job_id))
         .filter(jobs::Column::Status.eq("running"))
-        .exec(db)
+        .exec(&txn)
         .await?;
-    Ok(result.rows_affected == 1)
+    let renewed = result.rows_affected == 1;
+    if renewed
+        && announce_progress
+        && let Some(row) = jobs::Entity::find_by_id(job_id.to_owned())
+            .one(&txn)
+            .await?
+    {
+        announce(&txn, &row).await?;
+    }
+    txn.commit().await?;
+    Ok(renewed)
 }
 
 /// Puts running jobs whose lease lapsed (their worker died) back in the queue, or marks

@@ -270,7 +270,7 @@ def _():
         assert job.completed and not job.failed and not job.errors, job
     docs = {d.name: d for d in h2o.list_documents_in_collection(col, offset=0, limit=10)}
     assert set(docs) == {"harbour.pdf", "orchard.jpg"}, docs
-    assert docs["harbour.pdf"].page_count == 2 and docs["orchard.jpg"].type == "image", docs
+    assert docs["harbour.pdf"].page_count == 2 and docs["orchard.jpg"].type == "jpg", docs
     status, pages = raw("GET", f"/api/v1/documents/{docs['harbour.pdf'].id}/page_ocr_model", state["user_key"])
     assert status == 200 and pages == {"1": "text", "2": "tesseract"}, pages
     chats = ChatApi(state["user"])

@@ -30,6 +30,9 @@ enum Stopped {
     Budget,
 }
 
+/// How much a job's progress moves before the job history is told (a tenth of the job).
+const PROGRESS_STEP: f64 = 0.1;
+
 impl Workers {
     fn lease(&self) -> Duration {
         Duration::milliseconds(i64::try_from(self.config.lease.as_millis()).unwrap_or(60_000))
@@ -117,10 +120,15 @@ impl Workers {
             let progress = progress.clone();
             let lost = lost.clone();
             tokio::spawn(async move {
+                // The job history hears of progress in steps of PROGRESS_STEP at most once a
+                // heartbeat, not of every renewal.
+                let mut announced = 0.0;
                 loop {
                     tokio::time::sleep(every).await;
                     let p = f64::from_bits(progress.load(Ordering::Relaxed));
-                    match jobq::renew(&db, &id, lease, p).await {
+                    let announce = p - announced >= PROGRESS_STEP;
+                    match jobq::renew(&db, &id, lease, p, announce).await {
+                        Ok(true) if announce => announced = p,
                         Ok(true) => {}
                         Ok(false) => {
                             lost.cancel();

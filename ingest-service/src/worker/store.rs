@@ -128,7 +128,13 @@ impl Workers {
             owner_username: Set(job.owner_username.clone()),
             collection_id: Set(collection.id.clone()),
             name: Set(upload.filename.clone()),
-            kind: Set(parsed.kind.as_str().to_owned()),
+            // An image is named by its format (`png`, `jpg`, ...), as an agent's image is.
+            kind: Set(match parsed.kind {
+                docchat_parsers::DocumentKind::Image => {
+                    crate::agent_files::kind_of(&upload.filename)
+                }
+                kind => kind.as_str().to_owned(),
+            }),
             size: Set(upload.size),
             page_count: Set(i64::from(parsed.page_count)),
             status: Set("completed".to_owned()),

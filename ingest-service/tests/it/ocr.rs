@@ -131,7 +131,7 @@ docchat_common::vector_backend_tests! {
         let job = ingest(&s, &alice, &col.id, "orchard.jpg", PHOTO, "").await;
         assert_eq!(job.status, "completed", "{}: {:?}", backend.name, job.errors);
         let doc = document(&s, &alice, job.document_id.as_deref().unwrap()).await;
-        assert_eq!((doc.r#type.as_str(), doc.page_count), ("image", 1));
+        assert_eq!((doc.r#type.as_str(), doc.page_count), ("jpg", 1), "an image is named by its format");
 
         let job = ingest(&s, &alice, &col.id, "pages.tiff", TIFF, "").await;
         assert_eq!(job.status, "completed", "{}: {:?}", backend.name, job.errors);
@@ -218,5 +218,63 @@ docchat_common::vector_backend_tests! {
             assert!(e.message().contains(expect), "{}", e.message());
         }
         s.stop().await;
+    }
+}
+
+docchat_common::backend_tests! {
+    /// A heartbeat that carries progress tells the job history (a JobChanged with it, in the
+    /// outbox, in the renewal's transaction); a plain one does not; a job no longer running
+    /// is neither renewed nor announced.
+    async fn a_renewal_with_progress_tells_the_job_history(backend) {
+        use docchat_common::outbox::entity as outbox;
+        use docchat_ingest_service::entities::jobs;
+        use prost::Message;
+        use sea_orm::{ActiveModelTrait, EntityTrait, PaginatorTrait, Set};
+
+        let dir = tempfile::tempdir().unwrap();
+        let url = backend.database_url(dir.path(), "ingest");
+        let db = docchat_common::db::connect(&url).await.unwrap();
+        docchat_common::db::migrate::<docchat_ingest_service::migrations::Migrator>(&db, "ingest")
+            .await
+            .unwrap();
+        let at = chrono::Utc::now();
+        jobs::ActiveModel {
+            id: Set("j1".into()),
+            kind: Set("IngestUploadJob".into()),
+            owner_id: Set("u1".into()),
+            owner_username: Set("alice".into()),
+            status: Set("running".into()),
+            queue: Set("standard".into()),
+            progress: Set(0.0),
+            errors: Set("[]".into()),
+            collection_id: Set("c1".into()),
+            collection_name: Set("scans".into()),
+            params: Set("{}".into()),
+            attempts: Set(1),
+            lease_until: Set(Some(at)),
+            created_at: Set(at),
+            updated_at: Set(at),
+            started_at: Set(Some(at)),
+            ..Default::default()
+        }
+        .insert(&db)
+        .await
+        .unwrap();
+        let lease = chrono::Duration::seconds(30);
+        let renew = docchat_ingest_service::jobs::renew;
+        assert!(renew(&db, "j1", lease, 0.05, false).await.unwrap());
+        assert_eq!(outbox::Entity::find().count(&db).await.unwrap(), 0, "{}", backend.name);
+        assert!(renew(&db, "j1", lease, 0.31, true).await.unwrap());
+        let events = outbox::Entity::find().all(&db).await.unwrap();
+        assert_eq!(events.len(), 1, "{}", backend.name);
+        let envelope = docchat_proto::events::v1::Envelope::decode(events[0].envelope.as_slice()).unwrap();
+        let changed = docchat_proto::events::v1::JobChanged::decode(envelope.payload.as_slice()).unwrap();
+        assert_eq!((changed.job_id.as_str(), changed.status.as_str(), changed.progress), ("j1", "running", 0.31));
+        // Canceled meanwhile: not renewed, nothing said.
+        let mut row: jobs::ActiveModel = jobs::Entity::find_by_id("j1").one(&db).await.unwrap().unwrap().into();
+        row.status = Set("canceled".into());
+        row.update(&db).await.unwrap();
+        assert!(!renew(&db, "j1", lease, 0.5, true).await.unwrap());
+        assert_eq!(outbox::Entity::find().count(&db).await.unwrap(), 1, "{}", backend.name);
     }
 }
