@@ -6,7 +6,9 @@
 //!
 //! `bench/compat/run.sh` builds, installs LiteLLM and runs this; by hand:
 //! `cargo build --release -p docchat-server --bin gateway --example bench_compat &&
-//!  target/release/examples/bench_compat [--requests N] [--litellm PATH_TO_LITELLM]`
+//!  target/release/examples/bench_compat [--requests N] [--litellm PATH_TO_LITELLM]
+//!  [--gateway PATH]` (another gateway binary than the one built beside it: the same driver
+//!  for a before/after comparison of two builds)
 //! Run it alone: the load, the upstream and the proxies share the machine's cores.
 
 #![allow(
@@ -157,18 +159,21 @@ fn row(target: &str, stream: bool, concurrency: usize, m: &Measured) {
 struct Args {
     requests: usize,
     litellm: Option<String>,
+    gateway: Option<std::path::PathBuf>,
 }
 
 fn args() -> Args {
     let mut out = Args {
         requests: 3000,
         litellm: None,
+        gateway: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--requests" => out.requests = it.next().and_then(|v| v.parse().ok()).unwrap_or(3000),
             "--litellm" => out.litellm = it.next(),
+            "--gateway" => out.gateway = it.next().map(Into::into),
             other => panic!("unknown argument {other}"),
         }
     }
@@ -199,12 +204,15 @@ async fn main() {
         ),
     )
     .unwrap();
-    let gateway = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .and_then(|examples| examples.parent())
-        .unwrap()
-        .join("gateway");
+    let gateway = args.gateway.clone().unwrap_or_else(|| {
+        std::env::current_exe()
+            .unwrap()
+            .parent()
+            .and_then(|examples| examples.parent())
+            .unwrap()
+            .join("gateway")
+    });
+    println!("docchat: {}", gateway.display());
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
     let mut docchat = spawn(
