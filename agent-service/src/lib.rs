@@ -91,7 +91,7 @@ pub async fn serve_with(
     catalog: tools::Catalog,
     fetch_allow: Vec<String>,
 ) -> anyhow::Result<()> {
-    docchat_common::metrics::on_render(metrics::touch);
+    docchat_common::metrics::declare(metrics::touch);
     let db = docchat_common::db::connect(&ctx.database_url(Service::Agent)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "agent").await?;
     // The administrator's egress allow list (DOCCHAT_AGENT_EGRESS_ALLOW) joins the tests'

@@ -55,7 +55,7 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    docchat_common::metrics::on_render(metrics::touch);
+    docchat_common::metrics::declare(metrics::touch);
     // The models file, the upstreams named in the environment (listed now and every
     // upstream_refresh_seconds), and the local GGUF models found in the models directory.
     let catalog = Catalog::load(

@@ -175,7 +175,7 @@ pub async fn serve_http(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let state = web::Data::new(AppState::new(config.clone(), keys, shutdown.clone())?);
-    docchat_common::metrics::on_render(metrics::touch);
+    docchat_common::metrics::declare(metrics::touch);
     let spec = web::Data::new(ApiSpec(
         app(state.clone())
             .1

@@ -90,7 +90,7 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    docchat_common::metrics::on_render(metrics::touch);
+    docchat_common::metrics::declare(metrics::touch);
     let db = docchat_common::db::connect(&ctx.database_url(Service::Ingest)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "ingest").await?;
 

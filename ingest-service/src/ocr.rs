@@ -37,7 +37,50 @@ const TESSDATA_DIRS: &[&str] = &[
 ];
 
 /// One page's recognition: its text, or why it could not be read.
-pub type PageText = Result<String, String>;
+pub type PageText = Result<String, Unread>;
+
+/// Why a page (or image) has no text: what went wrong, and whether it was the time limit
+/// (the metrics count those apart).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unread {
+    pub why: String,
+    pub timed_out: bool,
+}
+
+impl Unread {
+    fn timed_out(why: String) -> Unread {
+        Unread {
+            why,
+            timed_out: true,
+        }
+    }
+
+    /// The page's outcome as the metrics label it: `ok`, `timeout` or `failed`.
+    fn outcome(text: &PageText) -> &'static str {
+        match text {
+            Ok(_) => "ok",
+            Err(Unread {
+                timed_out: true, ..
+            }) => "timeout",
+            Err(_) => "failed",
+        }
+    }
+}
+
+impl From<String> for Unread {
+    fn from(why: String) -> Unread {
+        Unread {
+            why,
+            timed_out: false,
+        }
+    }
+}
+
+impl std::fmt::Display for Unread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
 
 /// Text recognition as this replica can run it.
 pub struct Ocr {
@@ -186,11 +229,19 @@ impl Ocr {
         done: impl Fn(usize) + Send + Sync,
     ) -> Vec<(u32, PageText)> {
         if let Some(why) = &self.unavailable {
-            return pages.iter().map(|(n, _)| (*n, Err(why.clone()))).collect();
+            return pages
+                .iter()
+                .map(|(n, _)| (*n, Err(why.clone().into())))
+                .collect();
         }
         let workspace = match Workspace::with_file(&self.scratch, "input.pdf", pdf).await {
             Ok(w) => w,
-            Err(e) => return pages.iter().map(|(n, _)| (*n, Err(e.clone()))).collect(),
+            Err(e) => {
+                return pages
+                    .iter()
+                    .map(|(n, _)| (*n, Err(e.clone().into())))
+                    .collect();
+            }
         };
         let finished = AtomicUsize::new(0);
         let read = futures::stream::iter(pages.iter().copied())
@@ -205,7 +256,7 @@ impl Ocr {
                             let _ = tokio::fs::remove_dir_all(&dir).await;
                             text
                         }
-                        Err(e) => Err(e),
+                        Err(e) => Err(e.into()),
                     };
                     done(finished.fetch_add(1, Ordering::Relaxed) + 1);
                     (number, text)
@@ -263,7 +314,7 @@ impl Ocr {
             }
             Err(e) => Err(e),
         };
-        metrics::ocr_page(&text, started.elapsed());
+        metrics::ocr_page(Unread::outcome(&text), started.elapsed());
         text
     }
 
@@ -289,10 +340,14 @@ impl Ocr {
         let text = self
             .recognize(owner, workspace.path(), &name, language, None)
             .await;
-        metrics::ocr_page(&text, started.elapsed());
+        metrics::ocr_page(Unread::outcome(&text), started.elapsed());
         workspace.remove().await;
         // Tesseract ends each frame's text with a form feed.
-        let mut pages: Vec<String> = text?.split('\x0c').map(str::to_owned).collect();
+        let mut pages: Vec<String> = text
+            .map_err(|e| e.why)?
+            .split('\x0c')
+            .map(str::to_owned)
+            .collect();
         if pages.len() > 1 && pages.last().is_some_and(|p| p.trim().is_empty()) {
             pages.pop();
         }
@@ -348,7 +403,7 @@ impl Ocr {
         let _stop = cancel.clone().drop_guard();
         match self.runner.run(spec, &cancel).await {
             Ok(out) => outcome(out, doing, self.page_time),
-            Err(e) => Err(format!("{doing}: the sandbox refused the run: {e}")),
+            Err(e) => Err(format!("{doing}: the sandbox refused the run: {e}").into()),
         }
     }
 }
@@ -356,10 +411,13 @@ impl Ocr {
 /// A run's output as a page's text or the reason it has none.
 fn outcome(out: CodeOutput, doing: &str, limit: Duration) -> PageText {
     if out.timed_out {
-        return Err(format!("{doing} took longer than {} s", limit.as_secs()));
+        return Err(Unread::timed_out(format!(
+            "{doing} took longer than {} s",
+            limit.as_secs()
+        )));
     }
     if out.cancelled {
-        return Err(format!("{doing} was canceled"));
+        return Err(format!("{doing} was canceled").into());
     }
     match out.exit_code {
         Some(0) => Ok(out.stdout),
@@ -374,7 +432,8 @@ fn outcome(out: CodeOutput, doing: &str, limit: Duration) -> PageText {
                 (Some(why), _) => format!("{doing} failed: {why}"),
                 (None, Some(code)) => format!("{doing} failed (exit code {code})"),
                 (None, None) => format!("{doing} was stopped by a limit (memory or time)"),
-            })
+            }
+            .into())
         }
     }
 }
@@ -508,11 +567,15 @@ mod tests {
                 "recognizing",
                 limit
             ),
-            Err("recognizing failed: Leptonica Error: image too big".into())
+            Err("recognizing failed: Leptonica Error: image too big"
+                .to_owned()
+                .into())
         );
         assert_eq!(
             outcome(out(None, ""), "rendering", limit),
-            Err("rendering was stopped by a limit (memory or time)".into())
+            Err("rendering was stopped by a limit (memory or time)"
+                .to_owned()
+                .into())
         );
         let timed = CodeOutput {
             timed_out: true,
@@ -520,7 +583,7 @@ mod tests {
         };
         assert_eq!(
             outcome(timed, "rendering", limit),
-            Err("rendering took longer than 9 s".into())
+            Err(Unread::timed_out("rendering took longer than 9 s".into()))
         );
     }
 
@@ -595,7 +658,12 @@ mod tests {
         assert_eq!(read[0], (1, Ok("text of page-1.pgm".to_owned())));
         assert_eq!(
             read[1],
-            (2, Err("rendering the page took longer than 9 s".to_owned()))
+            (
+                2,
+                Err(Unread::timed_out(
+                    "rendering the page took longer than 9 s".into()
+                ))
+            )
         );
         assert_eq!(read[2], (3, Ok("text of page-3.pgm".to_owned())));
         let mut seen = seen.into_inner().unwrap();
@@ -633,7 +701,10 @@ mod tests {
         let read = off
             .pdf_pages("alice", b"%PDF", &[(4, letter)], "eng", |_| {})
             .await;
-        assert_eq!(read, [(4, Err("text recognition is off".to_owned()))]);
+        assert_eq!(
+            read,
+            [(4, Err("text recognition is off".to_owned().into()))]
+        );
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    docchat_common::metrics::on_render(metrics::touch);
+    docchat_common::metrics::declare(metrics::touch);
     let db = docchat_common::db::connect(&ctx.database_url(Service::Scheduler)).await?;
     docchat_common::db::migrate::<migrations::Migrator>(&db, "scheduler").await?;
     let background = Background::new();

@@ -145,14 +145,28 @@ fn peak_rss_mb(pid: u32) -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
-fn row(target: &str, stream: bool, concurrency: usize, m: &Measured) {
+/// CPU time a process has used so far, all its threads, in nanoseconds (the scheduler's own
+/// count, `/proc/PID/task/*/schedstat`: finer than the clock ticks of `/proc/PID/stat`).
+fn cpu_ns(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// A row of the table; `cpu_us`: the proxy's CPU time per request, where measured.
+fn row(target: &str, stream: bool, concurrency: usize, m: &Measured, cpu_us: Option<f64>) {
     println!(
-        "| {target:<8} | {:<9} | {concurrency:>3} | {:>8.0} | {:>8.3} | {:>8.3} | {:>6} |",
+        "| {target:<8} | {:<9} | {concurrency:>3} | {:>8.0} | {:>8.3} | {:>8.3} | {:>6} | {:>10} |",
         if stream { "streaming" } else { "plain" },
         m.rps(),
         m.p("total", 0.5),
         m.p("total", 0.99),
-        m.errors
+        m.errors,
+        cpu_us.map_or_else(|| "-".to_owned(), |us| format!("{us:.0}"))
     );
 }
 
@@ -284,9 +298,9 @@ async fn main() {
         "fake upstream: {} words per answer; load, upstream and proxies share the machine",
         support::WORDS
     );
-    println!("| target   | mode      |   c |    req/s |  p50 ms |  p99 ms | errors |");
-    println!("|---|---|---|---|---|---|---|");
-    let mut results: Vec<(&str, bool, usize, Measured)> = Vec::new();
+    println!("| target   | mode      |   c |    req/s |  p50 ms |  p99 ms | errors | CPU us/req |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut results: Vec<(&str, bool, usize, Measured, Option<f64>)> = Vec::new();
     for stream in [false, true] {
         for concurrency in [1, 16, 64] {
             for target in &targets {
@@ -297,12 +311,17 @@ async fn main() {
                     args.requests
                 };
                 let (h, t) = (http.clone(), target.clone());
+                // docchat's CPU time for the row's requests (warm-up included: 50 more).
+                let cpu_before = (target.name == "docchat").then(|| cpu_ns(docchat.id()));
                 let m = load(concurrency, n, 50, move || {
                     call(h.clone(), t.clone(), stream)
                 })
                 .await;
-                row(target.name, stream, concurrency, &m);
-                results.push((target.name, stream, concurrency, m));
+                let cpu_us = cpu_before.map(|before| {
+                    (cpu_ns(docchat.id()) - before) as f64 / 1000.0 / (n + 50) as f64
+                });
+                row(target.name, stream, concurrency, &m, cpu_us);
+                results.push((target.name, stream, concurrency, m, cpu_us));
             }
         }
     }
@@ -310,29 +329,34 @@ async fn main() {
     let find = |name: &str, stream: bool, c: usize| {
         results
             .iter()
-            .find(|(n, s, cc, _)| *n == name && *s == stream && *cc == c)
-            .map(|(_, _, _, m)| m)
+            .find(|(n, s, cc, _, _)| *n == name && *s == stream && *cc == c)
+            .map(|(_, _, _, m, cpu)| (m, *cpu))
     };
     println!();
     println!("added over direct (ms) and throughput against LiteLLM:");
     for stream in [false, true] {
         let mode = if stream { "streaming" } else { "plain" };
-        let direct = find("direct", stream, 1).unwrap();
+        let (direct, _) = find("direct", stream, 1).unwrap();
         for name in ["docchat", "litellm"] {
-            if let Some(m) = find(name, stream, 1) {
+            if let Some((m, cpu)) = find(name, stream, 1) {
                 println!(
-                    "  {mode:<9} c=1  {name:<8} added p50 {:.3}  p99 {:.3}",
+                    "  {mode:<9} c=1  {name:<8} added p50 {:.3}  p99 {:.3}{}",
                     m.p("total", 0.5) - direct.p("total", 0.5),
-                    m.p("total", 0.99) - direct.p("total", 0.99)
+                    m.p("total", 0.99) - direct.p("total", 0.99),
+                    cpu.map_or_else(String::new, |us| format!("  CPU {us:.0} us/req"))
                 );
             }
         }
-        if let (Some(d), Some(l)) = (find("docchat", stream, 64), find("litellm", stream, 64)) {
-            println!(
-                "  {mode:<9} c=64 docchat {:.0} req/s = {:.1}x LiteLLM",
+        if let Some((d, cpu)) = find("docchat", stream, 64) {
+            print!(
+                "  {mode:<9} c=64 docchat {:.0} req/s, CPU {:.0} us/req",
                 d.rps(),
-                d.rps() / l.rps()
+                cpu.unwrap_or(f64::NAN)
             );
+            match find("litellm", stream, 64) {
+                Some((l, _)) => println!(" = {:.1}x LiteLLM", d.rps() / l.rps()),
+                None => println!(),
+            }
         }
     }
 

@@ -136,18 +136,25 @@ impl Stack {
         upload: &str,
         collection: &str,
     ) -> Result<pb::Job, tonic::Status> {
+        self.ingest_with(
+            who,
+            pb::IngestUploadRequest {
+                upload_id: upload.into(),
+                collection_id: collection.into(),
+                ..Default::default()
+            },
+        )
+        .await
+    }
+
+    /// Starts ingesting as `request` asks (its upload, collection and options).
+    pub async fn ingest_with(
+        &self,
+        who: &Caller,
+        request: pb::IngestUploadRequest,
+    ) -> Result<pb::Job, tonic::Status> {
         self.ingest_client()
-            .ingest_upload(self.req(
-                Service::Ingest,
-                who,
-                pb::IngestUploadRequest {
-                    upload_id: upload.into(),
-                    collection_id: collection.into(),
-                    gen_doc_summaries: false,
-                    gen_doc_questions: false,
-                    ..Default::default()
-                },
-            ))
+            .ingest_upload(self.req(Service::Ingest, who, request))
             .await
             .map(|r| r.into_inner())
     }

@@ -145,7 +145,10 @@ impl Workers {
             return Ok((parsed, None));
         }
         let results = match self.ocr.unavailable() {
-            Some(why) => wanted.iter().map(|n| (*n, Err(why.to_owned()))).collect(),
+            Some(why) => wanted
+                .iter()
+                .map(|n| (*n, Err(why.to_owned().into())))
+                .collect(),
             None => {
                 let language = self.language(params)?;
                 let pages: Vec<(u32, (f32, f32))> = wanted
@@ -218,7 +221,7 @@ fn merge(
             }
             Err(why) => {
                 reading.sources.insert(number, "failed");
-                reading.failed.push((number, why));
+                reading.failed.push((number, why.why));
             }
         }
     }
@@ -276,7 +279,12 @@ mod tests {
                     2,
                     Ok("The harbour master\nsigns in green ink.\n\nSecond paragraph.\n".into()),
                 ),
-                (3, Err("rendering the page took longer than 120 s".into())),
+                (
+                    3,
+                    Err("rendering the page took longer than 120 s"
+                        .to_owned()
+                        .into()),
+                ),
             ],
             false,
         );

@@ -199,22 +199,14 @@ async fn ingest_with_extras(
     bytes: &[u8],
 ) -> pb::Job {
     let up = s.upload(who, name, bytes).await.unwrap();
-    let job = s
-        .ingest_client()
-        .ingest_upload(s.req(
-            Service::Ingest,
-            who,
-            pb::IngestUploadRequest {
-                upload_id: up.id,
-                collection_id: collection.into(),
-                gen_doc_summaries: true,
-                gen_doc_questions: true,
-                ..Default::default()
-            },
-        ))
-        .await
-        .unwrap()
-        .into_inner();
+    let request = pb::IngestUploadRequest {
+        upload_id: up.id,
+        collection_id: collection.into(),
+        gen_doc_summaries: true,
+        gen_doc_questions: true,
+        ..Default::default()
+    };
+    let job = s.ingest_with(who, request).await.unwrap();
     s.finished(who, &job.id).await
 }
 

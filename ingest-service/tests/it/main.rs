@@ -24,6 +24,20 @@ mod tags_migration;
 
 use tonic::Code;
 
+/// A fresh ingest database on `backend`, migrated (the directory holds SQLite's file: keep
+/// it while the connection is used).
+async fn migrated(
+    backend: &docchat_common::testing::Backend,
+) -> (tempfile::TempDir, sea_orm::DatabaseConnection) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = backend.database_url(dir.path(), "ingest");
+    let db = docchat_common::db::connect(&url).await.unwrap();
+    docchat_common::db::migrate::<docchat_ingest_service::migrations::Migrator>(&db, "ingest")
+        .await
+        .unwrap();
+    (dir, db)
+}
+
 fn req<T>(
     keys: &docchat_common::JwtKeys,
     service: Service,
@@ -137,12 +151,7 @@ docchat_common::vector_backend_tests! {
 
 docchat_common::vector_backend_tests! {
     async fn session_counting_is_idempotent_and_order_tolerant(backend) {
-        let dir = tempfile::tempdir().unwrap();
-        let url = backend.database_url(dir.path(), "ingest");
-        let db = docchat_common::db::connect(&url).await.unwrap();
-        docchat_common::db::migrate::<docchat_ingest_service::migrations::Migrator>(&db, "ingest")
-            .await
-            .unwrap();
+        let (_dir, db) = migrated(&backend).await;
         let counter = docchat_ingest_service::events::SessionCounter { db: db.clone() };
         let created = |s: &str| {
             envelope(

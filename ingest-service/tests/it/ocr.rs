@@ -31,21 +31,13 @@ async fn ingest(
     ocr_model: &str,
 ) -> pb::Job {
     let up = s.upload(who, name, bytes).await.unwrap();
-    let job = s
-        .ingest_client()
-        .ingest_upload(s.req(
-            Service::Ingest,
-            who,
-            pb::IngestUploadRequest {
-                upload_id: up.id,
-                collection_id: collection.into(),
-                ocr_model: ocr_model.into(),
-                ..Default::default()
-            },
-        ))
-        .await
-        .unwrap()
-        .into_inner();
+    let request = pb::IngestUploadRequest {
+        upload_id: up.id,
+        collection_id: collection.into(),
+        ocr_model: ocr_model.into(),
+        ..Default::default()
+    };
+    let job = s.ingest_with(who, request).await.unwrap();
     s.finished(who, &job.id).await
 }
 
@@ -231,12 +223,7 @@ docchat_common::backend_tests! {
         use prost::Message;
         use sea_orm::{ActiveModelTrait, EntityTrait, PaginatorTrait, Set};
 
-        let dir = tempfile::tempdir().unwrap();
-        let url = backend.database_url(dir.path(), "ingest");
-        let db = docchat_common::db::connect(&url).await.unwrap();
-        docchat_common::db::migrate::<docchat_ingest_service::migrations::Migrator>(&db, "ingest")
-            .await
-            .unwrap();
+        let (_dir, db) = crate::migrated(&backend).await;
         let at = chrono::Utc::now();
         jobs::ActiveModel {
             id: Set("j1".into()),

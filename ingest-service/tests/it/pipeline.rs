@@ -823,13 +823,7 @@ docchat_common::vector_backend_tests! {
         use docchat_ingest_service::documents::{self, ListFilter, Order};
         use docchat_ingest_service::entities::documents as rows;
         use sea_orm::{ActiveModelTrait, Set};
-        let dir = tempfile::tempdir().unwrap();
-        let db = docchat_common::db::connect(&backend.database_url(dir.path(), "ingest"))
-            .await
-            .unwrap();
-        docchat_common::db::migrate::<docchat_ingest_service::migrations::Migrator>(&db, "ingest")
-            .await
-            .unwrap();
+        let (_dir, db) = crate::migrated(&backend).await;
         let alice = user("alice", false);
         let (s1, s2) = (
             "11111111-1111-4111-8111-111111111111",

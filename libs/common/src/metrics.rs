@@ -129,9 +129,13 @@ impl Drop for Held {
 
 /// Every registered family in Prometheus' text exposition format.
 pub fn render() -> String {
-    // Families declared in statics register on first use: touch the shared ones so a
-    // scrape shows them (at zero) before any traffic.
-    touch();
+    // Families declared in statics register on first use: the shared ones are forced once
+    // so a scrape shows them (at zero) before any traffic; then the readings.
+    static SHARED: std::sync::Once = std::sync::Once::new();
+    SHARED.call_once(touch);
+    for (_, reading) in READINGS.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        reading();
+    }
     let encoder = prometheus::TextEncoder::new();
     match encoder.encode_to_string(&prometheus::gather()) {
         Ok(text) => text,
@@ -173,16 +177,17 @@ pub fn sample(name: &str, labels: &[(&str, &str)]) -> f64 {
 /// The exposition format's content type.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Families registered lazily by other crates: each crate's `metrics::touch`, called from
-/// its `serve`, lands here so [`render`] shows them before their first sample.
+/// The crates' `metrics::touch` functions already run.
 static TOUCHED: std::sync::Mutex<Vec<fn()>> = std::sync::Mutex::new(Vec::new());
 
-/// Asks [`render`] to run `touch` (a crate's function that forces its statics) before
-/// every scrape; idempotent.
-pub fn on_render(touch: fn()) {
-    let mut list = TOUCHED.lock().unwrap_or_else(|p| p.into_inner());
-    if !list.iter().any(|f| std::ptr::fn_addr_eq(*f, touch)) {
-        list.push(touch);
+/// Runs `touch` (a crate's function that forces its statics, their closed label sets at
+/// zero) once per process, from the crate's `serve`: its families show in every scrape
+/// from then on, before their first sample. Registered series stay, so once is enough.
+pub fn declare(touch: fn()) {
+    let mut done = TOUCHED.lock().unwrap_or_else(|p| p.into_inner());
+    if !done.iter().any(|f| std::ptr::fn_addr_eq(*f, touch)) {
+        done.push(touch);
+        touch();
     }
 }
 
@@ -225,13 +230,6 @@ fn touch() {
     LazyLock::force(&LLM_TOKENS);
     LazyLock::force(&LLM_COST);
     LazyLock::force(&MODEL_SECONDS);
-    let list = TOUCHED.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    for f in list {
-        f();
-    }
-    for (_, reading) in READINGS.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-        reading();
-    }
 }
 
 // --- the bus and the outbox ---
@@ -503,7 +501,8 @@ where
     fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
         let call = Call {
             side: self.side,
-            path: request.uri().path().to_owned(),
+            // Shares the request's bytes (no copy per call).
+            path: request.uri().path_and_query().cloned(),
             start: Instant::now(),
             code: None,
         };
@@ -541,7 +540,7 @@ fn grpc_status(headers: &http::HeaderMap) -> Option<tonic::Code> {
 /// One call in flight: recorded once, when its body ends, fails or is dropped.
 struct Call {
     side: Side,
-    path: String,
+    path: Option<http::uri::PathAndQuery>,
     start: Instant,
     code: Option<tonic::Code>,
 }
@@ -552,7 +551,8 @@ impl Call {
         let code = self.code.unwrap_or(tonic::Code::Cancelled);
         // `/package.Service/Method`; a path no route knows is answered Unimplemented and is
         // not worth a label of its own.
-        let (service, method) = match self.path.trim_start_matches('/').split_once('/') {
+        let path = self.path.as_ref().map_or("", |p| p.path());
+        let (service, method) = match path.trim_start_matches('/').split_once('/') {
             Some((s, m)) if code != tonic::Code::Unimplemented && !s.is_empty() => (s, m),
             _ => ("unknown", "unknown"),
         };

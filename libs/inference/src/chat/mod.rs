@@ -303,6 +303,8 @@ pub trait EventSource: Send {
 /// generation upstream, or the channel from a local model's worker, which stops it.
 pub struct ChatStream {
     source: Box<dyn EventSource>,
+    /// Records the request when the stream ends (see [`ChatStream::metered`]).
+    meter: Option<Meter>,
 }
 
 impl std::fmt::Debug for ChatStream {
@@ -313,12 +315,43 @@ impl std::fmt::Debug for ChatStream {
 
 impl ChatStream {
     pub fn new(source: Box<dyn EventSource>) -> ChatStream {
-        ChatStream { source }
+        ChatStream {
+            source,
+            meter: None,
+        }
     }
 
     /// The next piece of the answer; `None` at its end.
     pub async fn next(&mut self) -> Option<Result<StreamEvent, ChatError>> {
-        self.source.next().await
+        let next = self.source.next().await;
+        match &next {
+            Some(Ok(_)) => {}
+            None => self.record(None),
+            Some(Err(e)) => self.record(Some(e)),
+        }
+        next
+    }
+
+    /// Records a metered stream's request once: at its end, its first error or its drop.
+    fn record(&mut self, error: Option<&ChatError>) {
+        if let Some(meter) = self.meter.take() {
+            docchat_common::metrics::model_request(
+                &meter.model,
+                "chat",
+                error.is_none(),
+                meter.start.elapsed(),
+            );
+            let (prompt, completion) = self.source.usage();
+            meter
+                .span
+                .record("gen_ai.usage.input_tokens", tokens(prompt));
+            meter
+                .span
+                .record("gen_ai.usage.output_tokens", tokens(completion));
+            if let Some(e) = error {
+                meter.span.record("error", tracing::field::display(e));
+            }
+        }
     }
 
     /// (prompt, completion) tokens: the upstream's count, or an estimate (4 bytes a token)
@@ -341,21 +374,31 @@ impl ChatStream {
 
     /// This stream, recording one `chat` request of `model` in the model metrics and its
     /// token counts in `span` (which ends with it) when it ends, fails or is dropped
-    /// unfinished.
+    /// unfinished. Kept beside the source rather than wrapped around it: a wrapper would
+    /// cost every token another boxed call.
     pub(crate) fn metered(
-        self,
+        mut self,
         model: String,
         start: std::time::Instant,
         span: tracing::Span,
     ) -> ChatStream {
-        ChatStream::new(Box::new(Metered {
-            source: self.source,
-            model,
-            start,
-            span,
-            recorded: false,
-        }))
+        self.meter = Some(Meter { model, start, span });
+        self
     }
+}
+
+impl Drop for ChatStream {
+    fn drop(&mut self) {
+        // Dropped before its end: the reader stopped it, which is no upstream error.
+        self.record(None);
+    }
+}
+
+/// What a metered stream records at its end.
+struct Meter {
+    model: String,
+    start: std::time::Instant,
+    span: tracing::Span,
 }
 
 /// A token count as a span attribute: an integer (OpenTelemetry has no unsigned one, and a
@@ -364,60 +407,80 @@ pub(crate) fn tokens(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// See [`ChatStream::metered`].
-struct Metered {
-    source: Box<dyn EventSource>,
-    model: String,
-    start: std::time::Instant,
-    span: tracing::Span,
-    recorded: bool,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use docchat_common::metrics::sample;
 
-impl Metered {
-    fn record(&mut self, ok: bool) {
-        if !self.recorded {
-            self.recorded = true;
-            docchat_common::metrics::model_request(&self.model, "chat", ok, self.start.elapsed());
-            let (prompt, completion) = self.source.usage();
-            self.span
-                .record("gen_ai.usage.input_tokens", tokens(prompt));
-            self.span
-                .record("gen_ai.usage.output_tokens", tokens(completion));
+    /// Yields `events`, then ends, counting 3 prompt and 2 completion tokens.
+    struct Scripted(std::collections::VecDeque<Result<StreamEvent, ChatError>>);
+
+    #[async_trait::async_trait]
+    impl EventSource for Scripted {
+        async fn next(&mut self) -> Option<Result<StreamEvent, ChatError>> {
+            self.0.pop_front()
+        }
+
+        fn usage(&self) -> (u64, u64) {
+            (3, 2)
+        }
+
+        fn finish_reason(&self) -> &str {
+            "stop"
         }
     }
-}
 
-impl Drop for Metered {
-    fn drop(&mut self) {
-        // Dropped before its end: the reader stopped it, which is no upstream error.
-        self.record(true);
-    }
-}
-
-#[async_trait::async_trait]
-impl EventSource for Metered {
-    async fn next(&mut self) -> Option<Result<StreamEvent, ChatError>> {
-        let next = self.source.next().await;
-        match &next {
-            None => self.record(true),
-            Some(Err(e)) => {
-                self.span.record("error", tracing::field::display(e));
-                self.record(false);
-            }
-            Some(Ok(_)) => {}
-        }
-        next
+    fn stream(model: &str, events: Vec<Result<StreamEvent, ChatError>>) -> ChatStream {
+        ChatStream::new(Box::new(Scripted(events.into()))).metered(
+            model.into(),
+            std::time::Instant::now(),
+            tracing::Span::none(),
+        )
     }
 
-    fn usage(&self) -> (u64, u64) {
-        self.source.usage()
+    fn requests(model: &str, outcome: &str) -> f64 {
+        sample(
+            "docchat_model_requests_total",
+            &[("model", model), ("kind", "chat"), ("outcome", outcome)],
+        )
     }
 
-    fn finish_reason(&self) -> &str {
-        self.source.finish_reason()
-    }
+    #[tokio::test]
+    async fn a_metered_stream_records_its_request_once_however_it_ends() {
+        // Read to its end: one request, ok, recorded at the end (not again when dropped).
+        let mut s = stream("read", vec![Ok(StreamEvent::Delta("a".into()))]);
+        assert!(matches!(s.next().await, Some(Ok(_))));
+        assert_eq!(requests("read", "ok"), 0.0, "not before its end");
+        assert!(s.next().await.is_none());
+        assert_eq!(requests("read", "ok"), 1.0);
+        drop(s);
+        assert_eq!(requests("read", "ok"), 1.0, "once");
 
-    fn take_tool_calls(&mut self) -> Result<Vec<ToolCall>, ChatError> {
-        self.source.take_tool_calls()
+        // An error from the upstream: one failed request.
+        let mut s = stream("failing", vec![Err(ChatError::Malformed("x".into()))]);
+        assert!(matches!(s.next().await, Some(Err(_))));
+        drop(s);
+        assert_eq!(requests("failing", "error"), 1.0);
+        assert_eq!(requests("failing", "ok"), 0.0);
+
+        // Dropped unfinished (the reader went away): ok, no upstream error.
+        let s = stream("dropped", vec![Ok(StreamEvent::Delta("a".into()))]);
+        drop(s);
+        assert_eq!(requests("dropped", "ok"), 1.0);
+        assert_eq!(
+            sample(
+                "docchat_model_request_duration_seconds",
+                &[("model", "dropped"), ("kind", "chat")]
+            ),
+            1.0
+        );
+
+        // Not metered (a provider's stream before its model wraps it): nothing recorded.
+        let all = || sample("docchat_model_requests_total", &[]);
+        let before = all();
+        let mut s = ChatStream::new(Box::new(Scripted(std::collections::VecDeque::new())));
+        assert!(s.next().await.is_none());
+        drop(s);
+        assert_eq!(all(), before);
     }
 }
