@@ -666,6 +666,13 @@ mod tests {
             )
         );
         assert_eq!(read[2], (3, Ok("text of page-3.pgm".to_owned())));
+        // The metrics' labels come from the outcome, not from its message's wording.
+        let labels: Vec<_> = read.iter().map(|(_, t)| Unread::outcome(t)).collect();
+        assert_eq!(labels, ["ok", "timeout", "ok"]);
+        assert_eq!(
+            Unread::outcome(&Err("took longer than a rewording".to_owned().into())),
+            "failed"
+        );
         let mut seen = seen.into_inner().unwrap();
         seen.sort_unstable();
         assert_eq!(seen, [1, 2, 3], "progress after each page");
