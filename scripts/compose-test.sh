@@ -37,9 +37,15 @@ binaries=(gateway admin-service ingest-service chat-service agent-service doccha
 
 started=$SECONDS
 step_start=$SECONDS
+current_step=""
+step_line=0
 step() {
   printf '\n--> compose: %s (%ss so far)\n' "$*" "$((SECONDS - started))"
   step_start=$SECONDS
+  current_step="$*"
+  # Where this step's output begins in the copy kept for a failure's summary (below).
+  [ -f "${work:-}/output.log" ] && step_line=$(wc -l <"$work/output.log")
+  return 0
 }
 took() { printf '    took %ss\n' "$((SECONDS - step_start))"; }
 
@@ -70,6 +76,10 @@ docker compose version >/dev/null 2>&1 || unavailable "no Compose v2 plugin (doc
 took
 
 work="$(mktemp -d)"
+# A copy of everything from here on: when a step fails, its own output is printed again at
+# the very end, after the services' logs (CI shows a run's last lines; the logs would hide it).
+exec > >(tee -a "$work/output.log") 2>&1
+tee_pid=$!
 upstream=""
 otlp=""
 compose() {
@@ -83,6 +93,7 @@ cleanup() {
       "docker compose -p $project -f docker-compose.yml -f tests/compose/compose.test.yml down -v"
   elif [ -n "${brought_up:-}" ]; then
     if [ "$status" != 0 ]; then
+      tail -n +"$((step_line + 1))" "$work/output.log" >"$work/failed-step.log"
       echo "--> compose: the services' logs (the run failed)"
       compose logs --no-color --timestamps --tail 200
     fi
@@ -93,8 +104,17 @@ cleanup() {
   fi
   [ -n "$upstream" ] && [ -z "${DOCCHAT_COMPOSE_KEEP:-}" ] && kill "$upstream" 2>/dev/null
   [ -n "$otlp" ] && [ -z "${DOCCHAT_COMPOSE_KEEP:-}" ] && kill "$otlp" 2>/dev/null
+  if [ "$status" != 0 ]; then
+    [ -f "$work/failed-step.log" ] || tail -n +"$((step_line + 1))" "$work/output.log" >"$work/failed-step.log"
+    echo "--> compose: the failed step, '$current_step': its last 60 lines again"
+    tail -n 60 "$work/failed-step.log"
+  fi
   [ -n "${DOCCHAT_COMPOSE_KEEP:-}" ] || rm -rf "$work"
-  printf 'compose test: %s after %ss\n' "$([ "$status" = 0 ] && echo passed || echo FAILED)" "$((SECONDS - started))"
+  printf 'compose test: %s after %ss%s\n' "$([ "$status" = 0 ] && echo passed || echo FAILED)" "$((SECONDS - started))" \
+    "$([ "$status" = 0 ] || echo " in step '$current_step'")"
+  # Everything written reaches the terminal before this script ends.
+  exec >&- 2>&-
+  wait "$tee_pid" 2>/dev/null
   exit "$status"
 }
 trap cleanup EXIT

@@ -101,16 +101,37 @@ def main():
         return {s["trace_id"] for s in all_spans if kind(s) == name
                 and all(s["attributes"].get(k) == v for k, v in attrs.items())}
 
-    deadline = time.time() + 30
-    while True:
-        got = spans()
-        ready = (ingest_trace[0] in traces_of(got, "ingest.job")
-                 and rag_trace[0] in traces_of(got, "completion", rag_type="rag")
-                 and agent_trace[0] in traces_of(got, "tool", **{"gen_ai.tool.name": "search_documents"}))
-        if ready or time.time() > deadline:
-            break
+    # What each trace must hold before it is judged: the kinds of span the checks below look
+    # for and, with --processes, a span from each service it crossed.
+    expected = {
+        ingest_trace[0]: ({"http", "ingest.job"}, {"gateway", "ingest-service"}),
+        rag_trace[0]: ({"http", "completion", "retrieval.embed", "retrieval.dense", "retrieval.lexical", "model"},
+                       {"gateway", "chat-service", "ingest-service"}),
+        agent_trace[0]: ({"http", "agent.run", "tool", "model"},
+                         {"gateway", "chat-service", "agent-service", "ingest-service"}),
+    }
+
+    def missing(all_spans):
+        """What has not arrived yet: each process exports in batches of its own (5 s apart by
+        default), so a trace's spans come in pieces, the gateway's REST span among the last."""
+        present = {s["span_id"] for s in all_spans}
+        callers = {t[1] for t in (ingest_trace, rag_trace, agent_trace)}
+        out = []
+        for t, (kinds, services) in expected.items():
+            mine = [s for s in all_spans if s["trace_id"] == t]
+            out += [f"{t[:8]}: no {k} span" for k in sorted(kinds - {kind(s) for s in mine})]
+            out += [f"{t[:8]}: the parent of {kind(s)}" for s in mine
+                    if s["parent_span_id"] not in present | callers]
+            if args.processes:
+                out += [f"{t[:8]}: nothing from {p}" for p in sorted(services - {s["service"] for s in mine})]
+        return out
+
+    deadline = time.time() + 60
+    while (late := missing(got := spans())) and time.time() < deadline:
         time.sleep(0.5)
-    time.sleep(1.5)  # the rest of those traces' spans end a moment after their roots
+    if late:
+        print(f"after a minute, still missing: {late}")
+    time.sleep(1.0)  # a moment more: a span that came in after the rest would show below
     got = spans()
     by_trace = {}
     for s in got:
