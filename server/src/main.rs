@@ -30,7 +30,11 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let _telemetry = match docchat_common::telemetry::init("gateway", &config.log_format) {
+    let _telemetry = match docchat_common::telemetry::init(
+        "gateway",
+        &config.log_format,
+        &config.trace_filter,
+    ) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("cannot start telemetry: {e:#}");

@@ -115,6 +115,8 @@ pub struct Config {
     pub internal_jwt_ttl_seconds: u64,
     /// `text` or `json` logs.
     pub log_format: String,
+    /// Which spans go out over OTLP (`EnvFilter` directives), apart from `RUST_LOG`'s logs.
+    pub trace_filter: String,
     /// Grace period for draining on shutdown.
     pub shutdown_grace_seconds: u64,
     /// The gateway's lame-duck time: after SIGTERM it reports not ready on /readyz but keeps
@@ -285,6 +287,7 @@ impl Default for Config {
             auth_cache_ttl_ms: 3000,
             internal_jwt_ttl_seconds: 120,
             log_format: "text".into(),
+            trace_filter: "info".into(),
             shutdown_grace_seconds: 20,
             shutdown_delay_seconds: 0,
             max_body_bytes: 140 * 1000 * 1000,
@@ -397,6 +400,9 @@ impl Config {
         }
         if !matches!(self.log_format.as_str(), "text" | "json") {
             anyhow::bail!("DOCCHAT_LOG_FORMAT must be text or json");
+        }
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.trace_filter) {
+            anyhow::bail!("DOCCHAT_TRACE_FILTER: {e}");
         }
         if !matches!(self.ocr.as_str(), "auto" | "off") {
             anyhow::bail!("DOCCHAT_OCR must be auto or off");

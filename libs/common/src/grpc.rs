@@ -183,7 +183,7 @@ where
         }
     };
     let name = format!("{}-service", service.name());
-    let _telemetry = match crate::telemetry::init(&name, &config.log_format) {
+    let _telemetry = match crate::telemetry::init(&name, &config.log_format, &config.trace_filter) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("cannot start telemetry: {e:#}");

@@ -7,8 +7,9 @@ use std::collections::HashMap;
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -28,26 +29,22 @@ impl Drop for TelemetryGuard {
     }
 }
 
-/// Installs the global subscriber: `RUST_LOG` filter (default `info`), text or JSON lines on
-/// stderr, and the OpenTelemetry layer when an OTLP endpoint is configured.
+/// Installs the global subscriber: text or JSON log lines on stderr filtered by `RUST_LOG`
+/// (default `info`) and, when an OTLP endpoint is configured, the OpenTelemetry layer
+/// filtered by `trace_filter` (`DOCCHAT_TRACE_FILTER`, `EnvFilter` directives): each layer has
+/// its own filter, so `RUST_LOG=warn` quiets the logs and keeps the traces, and a span neither
+/// wants is never created.
 #[expect(
     clippy::disallowed_methods,
     reason = "OpenTelemetry's own variables (OTEL_*) configure the exporter"
 )]
-pub fn init(service_name: &str, log_format: &str) -> anyhow::Result<TelemetryGuard> {
+pub fn init(
+    service_name: &str,
+    log_format: &str,
+    trace_filter: &str,
+) -> anyhow::Result<TelemetryGuard> {
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let fmt = if log_format == "json" {
-        tracing_subscriber::fmt::layer()
-            .json()
-            .with_writer(std::io::stderr)
-            .boxed()
-    } else {
-        tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stderr)
-            .boxed()
-    };
-
+    let logs = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let provider = if std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT").is_some() {
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
@@ -64,15 +61,45 @@ pub fn init(service_name: &str, log_format: &str) -> anyhow::Result<TelemetryGua
     } else {
         None
     };
-    let otel = provider
-        .as_ref()
-        .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer(service_name.to_owned())));
-    tracing_subscriber::registry()
-        .with(filter)
-        .with(fmt)
-        .with(otel)
-        .try_init()?;
+    let traces = match provider {
+        Some(ref p) => Some((
+            p.tracer(service_name.to_owned()),
+            EnvFilter::try_new(trace_filter)
+                .map_err(|e| anyhow::anyhow!("DOCCHAT_TRACE_FILTER: {e}"))?,
+        )),
+        None => None,
+    };
+    subscriber(logs, log_format, std::io::stderr, traces).try_init()?;
     Ok(TelemetryGuard { provider })
+}
+
+/// The subscriber `init` installs: the log layer and the optional trace layer, each behind
+/// its own filter.
+fn subscriber<W>(
+    logs: EnvFilter,
+    log_format: &str,
+    writer: W,
+    traces: Option<(SdkTracer, EnvFilter)>,
+) -> impl tracing::Subscriber + Send + Sync + 'static
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    let fmt = if log_format == "json" {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(writer)
+            .boxed()
+    } else {
+        tracing_subscriber::fmt::layer().with_writer(writer).boxed()
+    };
+    let otel = traces.map(|(tracer, filter)| {
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            .with_filter(filter)
+    });
+    tracing_subscriber::registry()
+        .with(fmt.with_filter(logs))
+        .with(otel)
 }
 
 struct MetadataInjector<'a>(&'a mut tonic::metadata::MetadataMap);
@@ -145,4 +172,108 @@ pub fn current_context_map() -> HashMap<String, String> {
 pub fn set_parent_from_map(span: &tracing::Span, map: &HashMap<String, String>) {
     let parent = TraceContextPropagator::new().extract(map);
     let _ = span.set_parent(parent);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use opentelemetry_sdk::error::OTelSdkResult;
+    use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+
+    use super::*;
+
+    /// The names of the spans exported.
+    #[derive(Debug, Clone, Default)]
+    struct Exported(Arc<Mutex<Vec<String>>>);
+
+    impl SpanExporter for Exported {
+        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+            let mut names = self.0.lock().unwrap();
+            names.extend(batch.into_iter().map(|s| s.name.into_owned()));
+            Ok(())
+        }
+    }
+
+    /// The log lines written.
+    #[derive(Clone, Default)]
+    struct Written(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Written {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// One request's worth of telemetry under the two filters (`traces` None: no OTLP):
+    /// the spans exported, the log text, and whether the request's span existed at all.
+    fn request(logs: &str, traces: Option<&str>) -> (Vec<String>, String, bool) {
+        let exported = Exported::default();
+        let written = Written::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(exported.clone())
+            .build();
+        let traces = traces.map(|f| (provider.tracer("test"), EnvFilter::new(f)));
+        let writer = written.clone();
+        let subscriber = subscriber(EnvFilter::new(logs), "text", move || writer.clone(), traces);
+        let created = tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("request", route = "/api/v1/chats");
+            let created = !span.is_disabled();
+            let _entered = span.enter();
+            tracing::debug!("debug detail");
+            tracing::info!("info detail");
+            tracing::warn!("something to look at");
+            created
+        });
+        provider.force_flush().unwrap();
+        let text = String::from_utf8(written.0.lock().unwrap().clone()).unwrap();
+        let names = exported.0.lock().unwrap().clone();
+        (names, text, created)
+    }
+
+    #[test]
+    fn quiet_logs_keep_the_traces() {
+        let (spans, logs, _) = request("warn", Some("info"));
+        assert_eq!(
+            spans,
+            ["request"],
+            "the info span is exported under RUST_LOG=warn"
+        );
+        assert!(logs.contains("something to look at"), "{logs}");
+        assert!(
+            !logs.contains("info detail"),
+            "RUST_LOG=warn writes no info line: {logs}"
+        );
+    }
+
+    #[test]
+    fn the_trace_filter_leaves_the_logs_alone() {
+        let (spans, logs, _) = request("info", Some("warn"));
+        assert!(
+            spans.is_empty(),
+            "an info span under a warn trace filter: {spans:?}"
+        );
+        assert!(
+            logs.contains("info detail") && logs.contains("request"),
+            "{logs}"
+        );
+        assert!(!logs.contains("debug detail"), "{logs}");
+    }
+
+    #[test]
+    fn a_span_no_layer_wants_is_never_created() {
+        // The hot path's cost: without OTLP and with warn logs, the request span is not made.
+        let (_, logs, created) = request("warn", None);
+        assert!(!created, "the span was created though nothing records it");
+        assert!(logs.contains("something to look at"), "{logs}");
+        let (_, _, created) = request("warn", Some("info"));
+        assert!(created);
+        let (_, _, created) = request("info", None);
+        assert!(created);
+    }
 }
