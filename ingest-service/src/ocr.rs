@@ -28,6 +28,10 @@ const DPI: f32 = 300.0;
 /// ... unless the long side would pass this many pixels (a poster-sized page, or a
 /// hostile `/MediaBox`): then at the resolution that fits.
 const MAX_SIDE_PX: f32 = 4200.0;
+/// A multi-page TIFF is recognized in one run with a page's time for each frame, up to this
+/// many frames' worth (a fax of a few dozen pages reads whole; a file of thousands of frames
+/// cannot hold a slot for days).
+const MAX_TIFF_FRAMES: u32 = 100;
 /// Where Debian (and other systems) keep Tesseract's languages, newest first.
 const TESSDATA_DIRS: &[&str] = &[
     "/usr/share/tesseract-ocr/5/tessdata",
@@ -114,7 +118,8 @@ impl Ocr {
                     dir: config.data_dir.join("ingest").join("sandbox"),
                     slots,
                     user_slots: slots,
-                    max_run: page_time,
+                    // The longest run: a multi-page TIFF's (each run says its own).
+                    max_run: page_time * MAX_TIFF_FRAMES,
                     // A document's file and one page image at a time.
                     workspace_quota: 2 << 30,
                     // Above the agent's slot uids (at most 1024 of them): a run of one
@@ -298,7 +303,13 @@ impl Ocr {
             image.clone(),
         ];
         let rendered = self
-            .run(owner, workspace, render, "rendering the page")
+            .run(
+                owner,
+                workspace,
+                render,
+                "rendering the page",
+                self.page_time,
+            )
             .await
             .map(|_| ());
         let text = match rendered {
@@ -309,6 +320,7 @@ impl Ocr {
                     &format!("{image}.pgm"),
                     language,
                     Some(dpi),
+                    self.page_time,
                 )
                 .await
             }
@@ -337,8 +349,10 @@ impl Ocr {
         let name = format!("input.{}", safe_extension(extension));
         let workspace = Workspace::with_file(&self.scratch, &name, bytes).await?;
         let started = Instant::now();
+        // Tesseract reads every frame of a TIFF in the one run: a page's time for each.
+        let limit = self.page_time * tiff_frames(bytes).clamp(1, MAX_TIFF_FRAMES);
         let text = self
-            .recognize(owner, workspace.path(), &name, language, None)
+            .recognize(owner, workspace.path(), &name, language, None, limit)
             .await;
         metrics::ocr_page(Unread::outcome(&text), started.elapsed());
         workspace.remove().await;
@@ -355,7 +369,7 @@ impl Ocr {
     }
 
     /// Tesseract on `image` in `workspace` (`dpi`: its resolution, where the image's header
-    /// does not say it): the text it read.
+    /// does not say it) within `limit`: the text it read.
     async fn recognize(
         &self,
         owner: &str,
@@ -363,6 +377,7 @@ impl Ocr {
         image: &str,
         language: &str,
         dpi: Option<f32>,
+        limit: Duration,
     ) -> PageText {
         let mut argv = vec![
             // One thread per run: pages run side by side instead (Tesseract's advice for
@@ -382,17 +397,25 @@ impl Ocr {
             "-l".into(),
             language.to_owned(),
         ]);
-        self.run(owner, workspace, argv, "recognizing the text")
+        self.run(owner, workspace, argv, "recognizing the text", limit)
             .await
     }
 
-    /// One sandboxed run: its standard output, or what went wrong while `doing` it.
-    async fn run(&self, owner: &str, workspace: &Path, argv: Vec<String>, doing: &str) -> PageText {
+    /// One sandboxed run within `limit`: its standard output, or what went wrong while
+    /// `doing` it.
+    async fn run(
+        &self,
+        owner: &str,
+        workspace: &Path,
+        argv: Vec<String>,
+        doing: &str,
+        limit: Duration,
+    ) -> PageText {
         let spec = CodeSpec {
             argv,
             workspace: workspace.to_path_buf(),
             stdin: None,
-            wall_clock: self.page_time,
+            wall_clock: limit,
             memory_bytes: Some(MEMORY_BYTES),
             documents: None,
             user: owner.to_owned(),
@@ -402,7 +425,7 @@ impl Ocr {
         let cancel = CancellationToken::new();
         let _stop = cancel.clone().drop_guard();
         match self.runner.run(spec, &cancel).await {
-            Ok(out) => outcome(out, doing, self.page_time),
+            Ok(out) => outcome(out, doing, limit),
             Err(e) => Err(format!("{doing}: the sandbox refused the run: {e}").into()),
         }
     }
@@ -490,6 +513,55 @@ impl Workspace {
 
 /// The languages of `tessdata` (its `*.traineddata` files but `osd`, which detects
 /// orientation), sorted.
+/// How many frames (pages) a TIFF holds, by its chain of image directories; 1 for anything
+/// else. Only offsets and counts are read (bounds-checked, each directory once), never an
+/// image: decoding stays in the sandbox.
+fn tiff_frames(bytes: &[u8]) -> u32 {
+    let Some(header) = bytes.get(..4) else {
+        return 1;
+    };
+    let big_endian = match &header[..2] {
+        b"II" => false,
+        b"MM" => true,
+        _ => return 1,
+    };
+    let number = |at: usize, width: usize| -> Option<u64> {
+        let raw = bytes.get(at..at.checked_add(width)?)?;
+        Some(raw.iter().enumerate().fold(0u64, |n, (i, b)| {
+            let shift = if big_endian { width - 1 - i } else { i } * 8;
+            n | u64::from(*b) << shift
+        }))
+    };
+    // Classic TIFF (42): 4-byte offsets, 2-byte entry counts, 12-byte entries; BigTIFF (43):
+    // 8, 8 and 20.
+    let (offset_width, count_width, entry_width, first) = match number(2, 2) {
+        Some(42) => (4, 2, 12, 4),
+        Some(43) => (8, 8, 20, 8),
+        _ => return 1,
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut at = number(first, offset_width);
+    let mut frames = 0u32;
+    while let Some(offset) = at.filter(|&o| o != 0) {
+        let Ok(offset) = usize::try_from(offset) else {
+            break;
+        };
+        if !seen.insert(offset) || frames > MAX_TIFF_FRAMES {
+            break;
+        }
+        let Some(entries) = number(offset, count_width).and_then(|n| usize::try_from(n).ok())
+        else {
+            break;
+        };
+        frames += 1;
+        let next = entries
+            .checked_mul(entry_width)
+            .and_then(|n| n.checked_add(offset + count_width));
+        at = next.and_then(|n| number(n, offset_width));
+    }
+    frames.max(1)
+}
+
 fn installed(tessdata: &Path) -> Vec<String> {
     let mut languages: Vec<String> = std::fs::read_dir(tessdata)
         .into_iter()
@@ -711,6 +783,138 @@ mod tests {
         assert_eq!(
             read,
             [(4, Err("text recognition is off".to_owned().into()))]
+        );
+    }
+
+    /// A TIFF of `frames` image directories of `entries` entries each (no image data: only
+    /// the chain is read).
+    fn tiff(big_endian: bool, bigtiff: bool, frames: usize, entries: usize) -> Vec<u8> {
+        let put = |out: &mut Vec<u8>, n: u64, width: usize| {
+            let bytes = n.to_le_bytes();
+            let mut field = bytes[..width].to_vec();
+            if big_endian {
+                field.reverse();
+            }
+            out.extend(field);
+        };
+        let (offset_width, count_width, entry_width) =
+            if bigtiff { (8, 8, 20) } else { (4, 2, 12) };
+        let mut out = if big_endian {
+            b"MM".to_vec()
+        } else {
+            b"II".to_vec()
+        };
+        put(&mut out, if bigtiff { 43 } else { 42 }, 2);
+        if bigtiff {
+            put(&mut out, 8, 2);
+            put(&mut out, 0, 2);
+        }
+        let start = out.len() + offset_width;
+        put(&mut out, start as u64, offset_width);
+        let ifd = count_width + entries * entry_width + offset_width;
+        for f in 0..frames {
+            put(&mut out, entries as u64, count_width);
+            out.extend(vec![0xAB; entries * entry_width]);
+            let next = if f + 1 == frames {
+                0
+            } else {
+                start + (f + 1) * ifd
+            };
+            put(&mut out, next as u64, offset_width);
+        }
+        out
+    }
+
+    #[test]
+    fn a_tiffs_frames_are_counted_by_its_directories() {
+        for big_endian in [false, true] {
+            for bigtiff in [false, true] {
+                for frames in [1, 2, 7] {
+                    assert_eq!(
+                        tiff_frames(&tiff(big_endian, bigtiff, frames, 9)),
+                        u32::try_from(frames).unwrap(),
+                        "big endian {big_endian}, BigTIFF {bigtiff}"
+                    );
+                }
+            }
+        }
+        let fixture = include_bytes!("../tests/fixtures/ocr/pages.tiff");
+        assert_eq!(tiff_frames(fixture), 2, "the two-page fixture");
+        // Hostile chains end: a loop back to the first directory, a count past the end, an
+        // offset past the end, thousands of frames.
+        let mut looped = tiff(false, false, 2, 3);
+        let last = looped.len() - 4;
+        looped[last..].copy_from_slice(&8u32.to_le_bytes());
+        assert_eq!(tiff_frames(&looped), 2);
+        let mut huge = tiff(false, false, 1, 3);
+        huge[8..10].copy_from_slice(&u16::MAX.to_le_bytes());
+        assert_eq!(tiff_frames(&huge), 1);
+        let mut away = tiff(false, false, 1, 3);
+        away[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(tiff_frames(&away), 1);
+        assert_eq!(
+            tiff_frames(&tiff(true, true, 5000, 1)),
+            MAX_TIFF_FRAMES + 1,
+            "counting stops past the limit"
+        );
+        for other in [
+            &b""[..],
+            b"II",
+            b"II*",
+            b"\x89PNG\r\n\x1a\n",
+            b"MM\x00\x2c\x00\x00\x00\x08",
+        ] {
+            assert_eq!(tiff_frames(other), 1, "{other:?}");
+        }
+    }
+
+    /// Records each run's time limit and reads `page one` and `page two` as two frames.
+    struct Frames(std::sync::Mutex<Vec<Duration>>);
+
+    #[async_trait::async_trait]
+    impl CodeRunner for Frames {
+        async fn run(&self, spec: CodeSpec, _: &CancellationToken) -> Result<CodeOutput, String> {
+            self.0.lock().unwrap().push(spec.wall_clock);
+            Ok(CodeOutput {
+                exit_code: Some(0),
+                stdout: "page one\n\x0cpage two\n\x0c".into(),
+                ..CodeOutput::default()
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_multi_page_tiff_has_a_pages_time_for_each_frame() {
+        let dir = tempfile::tempdir().unwrap();
+        let runner = Arc::new(Frames(std::sync::Mutex::new(Vec::new())));
+        let ocr = Ocr {
+            runner: runner.clone(),
+            scratch: dir.path().join("ocr"),
+            unavailable: None,
+            tesseract: "/usr/bin/tesseract".into(),
+            pdftoppm: "/usr/bin/pdftoppm".into(),
+            tessdata: "/tessdata".into(),
+            languages: vec!["eng".into()],
+            default_language: "eng".into(),
+            page_time: Duration::from_secs(9),
+            parallel: 1,
+        };
+        let seven = tiff(false, false, 7, 4);
+        let pages = ocr.image("alice", &seven, "tiff", "eng").await.unwrap();
+        assert_eq!(pages, ["page one\n", "page two\n"]);
+        ocr.image("alice", b"\x89PNG\r\n\x1a\n", "png", "eng")
+            .await
+            .unwrap();
+        ocr.image("alice", &tiff(false, true, 5000, 1), "tiff", "eng")
+            .await
+            .unwrap();
+        assert_eq!(
+            *runner.0.lock().unwrap(),
+            [
+                Duration::from_secs(63),
+                Duration::from_secs(9),
+                Duration::from_secs(9) * MAX_TIFF_FRAMES
+            ]
         );
     }
 
