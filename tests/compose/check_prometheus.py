@@ -32,12 +32,16 @@ MOVING = {
 }
 
 
-# What each service's page shows from its start (closed label sets at zero, gauges), besides
-# the process collector's series every page has.
+# What each service's page shows after the clients (closed label sets at zero and gauges
+# from its start; the gRPC families where every replica served or made calls: the gateway
+# calls, and admin-service, a single replica, answers every request's key), besides the
+# process collector's series every page has.
+GRPC_SERVED = ["grpc_server_handled_total", "grpc_server_handling_seconds"]
 FAMILIES = {
     "gateway": ["docchat_http_requests_total", "docchat_http_request_duration_seconds",
-                "docchat_http_requests_in_flight", "docchat_limit_refusals_total"],
-    "admin-service": [],
+                "docchat_http_requests_in_flight", "docchat_limit_refusals_total",
+                "grpc_client_handled_total", "grpc_client_handling_seconds"],
+    "admin-service": GRPC_SERVED,
     "ingest-service": ["docchat_ingest_jobs_total", "docchat_ingest_jobs_queued",
                        "docchat_ingest_jobs_running", "docchat_ingest_queue_oldest_age_seconds"],
     "chat-service": ["docchat_chat_completions_total", "docchat_chat_active_generations",
