@@ -208,6 +208,7 @@ impl Bridge {
     ) -> Result<(), String> {
         let mut answered = false;
         let mut buffer = String::new();
+        let mut pending = Vec::new();
         let mut body = response.bytes_stream();
         loop {
             let chunk = match body.next().await {
@@ -215,12 +216,14 @@ impl Bridge {
                 Some(Err(e)) if !answered => return Err(format!("reading docchat's events: {e}")),
                 Some(Err(_)) | None => break,
             };
-            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            pending.extend_from_slice(&chunk);
+            decode_utf8(&mut pending, &mut buffer);
             for message in complete_events(&mut buffer) {
                 answered |= is_answer(&message);
                 self.deliver(out, message).await;
             }
         }
+        buffer.push_str(&String::from_utf8_lossy(&pending));
         buffer.push_str("\n\n");
         for message in complete_events(&mut buffer) {
             answered |= is_answer(&message);
@@ -250,6 +253,29 @@ impl Bridge {
 fn is_answer(message: &str) -> bool {
     serde_json::from_str::<Value>(message)
         .is_ok_and(|m| m.get("result").is_some() || m.get("error").is_some())
+}
+
+/// Moves the complete UTF-8 text at the front of `pending` onto `text`, keeping a character
+/// split between two chunks of the body for the next one (a chunk ends wherever the network
+/// cut it; decoding each on its own turned such a character into two U+FFFD). Bytes that can
+/// never be UTF-8 are replaced, as before.
+fn decode_utf8(pending: &mut Vec<u8>, text: &mut String) {
+    let complete = match std::str::from_utf8(pending) {
+        Ok(all) => {
+            text.push_str(all);
+            pending.len()
+        }
+        // Only an unfinished character at the end: keep it.
+        Err(e) if e.error_len().is_none() => {
+            text.push_str(&String::from_utf8_lossy(&pending[..e.valid_up_to()]));
+            e.valid_up_to()
+        }
+        Err(_) => {
+            text.push_str(&String::from_utf8_lossy(pending));
+            pending.len()
+        }
+    };
+    pending.drain(..complete);
 }
 
 /// Takes the complete events (ended by a blank line) off the front of `buffer` and returns
@@ -317,6 +343,30 @@ mod tests {
         buffer.push_str(":2}\n\n");
         assert_eq!(complete_events(&mut buffer), vec![r#"{"b":2}"#.to_owned()]);
         assert!(buffer.is_empty());
+    }
+
+    #[test]
+    fn a_character_split_between_chunks_arrives_whole() {
+        let event = "data: {\"text\":\"Zürich — 東京\"}\n\n".as_bytes();
+        // Every place a chunk could end, including inside each multi-byte character.
+        for cut in 0..=event.len() {
+            let (mut pending, mut text) = (Vec::new(), String::new());
+            for chunk in [&event[..cut], &event[cut..]] {
+                pending.extend_from_slice(chunk);
+                decode_utf8(&mut pending, &mut text);
+            }
+            assert!(pending.is_empty(), "cut at {cut}");
+            assert_eq!(
+                complete_events(&mut text),
+                vec![r#"{"text":"Zürich — 東京"}"#.to_owned()],
+                "cut at {cut}"
+            );
+        }
+        // Bytes that are never UTF-8 still go through, replaced.
+        let (mut pending, mut text) = (b"data: \xff\xfe x".to_vec(), String::new());
+        decode_utf8(&mut pending, &mut text);
+        assert!(pending.is_empty());
+        assert_eq!(text, "data: \u{fffd}\u{fffd} x");
     }
 
     #[test]
