@@ -88,12 +88,13 @@ compose() {
 cleanup() {
   local status=$?
   set +e
+  # The failed step's own output, before the services' logs follow it into the copy.
+  [ "$status" = 0 ] || tail -n +"$((step_line + 1))" "$work/output.log" >"$work/failed-step.log"
   if [ -n "${brought_up:-}" ] && [ -n "${DOCCHAT_COMPOSE_KEEP:-}" ]; then
     echo "--> compose: left up (DOCCHAT_COMPOSE_KEEP): http://127.0.0.1:$port, key $key;" \
       "docker compose -p $project -f docker-compose.yml -f tests/compose/compose.test.yml down -v"
   elif [ -n "${brought_up:-}" ]; then
     if [ "$status" != 0 ]; then
-      tail -n +"$((step_line + 1))" "$work/output.log" >"$work/failed-step.log"
       echo "--> compose: the services' logs (the run failed)"
       compose logs --no-color --timestamps --tail 200
     fi
@@ -105,7 +106,6 @@ cleanup() {
   [ -n "$upstream" ] && [ -z "${DOCCHAT_COMPOSE_KEEP:-}" ] && kill "$upstream" 2>/dev/null
   [ -n "$otlp" ] && [ -z "${DOCCHAT_COMPOSE_KEEP:-}" ] && kill "$otlp" 2>/dev/null
   if [ "$status" != 0 ]; then
-    [ -f "$work/failed-step.log" ] || tail -n +"$((step_line + 1))" "$work/output.log" >"$work/failed-step.log"
     echo "--> compose: the failed step, '$current_step': its last 60 lines again"
     tail -n 60 "$work/failed-step.log"
   fi

@@ -350,7 +350,7 @@ impl Ocr {
         let workspace = Workspace::with_file(&self.scratch, &name, bytes).await?;
         let started = Instant::now();
         // Tesseract reads every frame of a TIFF in the one run: a page's time for each.
-        let limit = self.page_time * tiff_frames(bytes).clamp(1, MAX_TIFF_FRAMES);
+        let limit = self.page_time * tiff_frames(bytes).min(MAX_TIFF_FRAMES);
         let text = self
             .recognize(owner, workspace.path(), &name, language, None, limit)
             .await;
@@ -511,8 +511,6 @@ impl Workspace {
     }
 }
 
-/// The languages of `tessdata` (its `*.traineddata` files but `osd`, which detects
-/// orientation), sorted.
 /// How many frames (pages) a TIFF holds, by its chain of image directories; 1 for anything
 /// else. Only offsets and counts are read (bounds-checked, each directory once), never an
 /// image: decoding stays in the sandbox.
@@ -562,6 +560,8 @@ fn tiff_frames(bytes: &[u8]) -> u32 {
     frames.max(1)
 }
 
+/// The languages of `tessdata` (its `*.traineddata` files but `osd`, which detects
+/// orientation), sorted.
 fn installed(tessdata: &Path) -> Vec<String> {
     let mut languages: Vec<String> = std::fs::read_dir(tessdata)
         .into_iter()
@@ -659,6 +659,23 @@ mod tests {
         );
     }
 
+    /// Recognition through `runner` with English installed, 9 s a page, `parallel` at once,
+    /// its workspaces under `scratch`.
+    fn test_ocr(runner: Arc<dyn CodeRunner>, scratch: &Path, parallel: usize) -> Ocr {
+        Ocr {
+            runner,
+            scratch: scratch.join("ocr"),
+            unavailable: None,
+            tesseract: "/usr/bin/tesseract".into(),
+            pdftoppm: "/usr/bin/pdftoppm".into(),
+            tessdata: "/tessdata".into(),
+            languages: vec!["eng".into()],
+            default_language: "eng".into(),
+            page_time: Duration::from_secs(9),
+            parallel,
+        }
+    }
+
     /// Renders instantly, "recognizes" `text of <image>`, and times out rendering page 2.
     struct Scripted(std::sync::Mutex<Vec<Vec<String>>>);
 
@@ -702,18 +719,7 @@ mod tests {
     async fn pages_are_read_one_by_one_and_a_failed_one_is_skipped() {
         let dir = tempfile::tempdir().unwrap();
         let runner = Arc::new(Scripted(std::sync::Mutex::new(Vec::new())));
-        let ocr = Ocr {
-            runner: runner.clone(),
-            scratch: dir.path().join("ocr"),
-            unavailable: None,
-            tesseract: "/usr/bin/tesseract".into(),
-            pdftoppm: "/usr/bin/pdftoppm".into(),
-            tessdata: "/tessdata".into(),
-            languages: vec!["eng".into()],
-            default_language: "eng".into(),
-            page_time: Duration::from_secs(9),
-            parallel: 2,
-        };
+        let ocr = test_ocr(runner.clone(), dir.path(), 2);
         let seen = std::sync::Mutex::new(Vec::new());
         let letter = (612.0, 792.0);
         // A poster-sized page renders at the resolution that keeps it under MAX_SIDE_PX.
@@ -887,18 +893,7 @@ mod tests {
     async fn a_multi_page_tiff_has_a_pages_time_for_each_frame() {
         let dir = tempfile::tempdir().unwrap();
         let runner = Arc::new(Frames(std::sync::Mutex::new(Vec::new())));
-        let ocr = Ocr {
-            runner: runner.clone(),
-            scratch: dir.path().join("ocr"),
-            unavailable: None,
-            tesseract: "/usr/bin/tesseract".into(),
-            pdftoppm: "/usr/bin/pdftoppm".into(),
-            tessdata: "/tessdata".into(),
-            languages: vec!["eng".into()],
-            default_language: "eng".into(),
-            page_time: Duration::from_secs(9),
-            parallel: 1,
-        };
+        let ocr = test_ocr(runner.clone(), dir.path(), 1);
         let seven = tiff(false, false, 7, 4);
         let pages = ocr.image("alice", &seven, "tiff", "eng").await.unwrap();
         assert_eq!(pages, ["page one\n", "page two\n"]);
