@@ -92,6 +92,42 @@ impl Attach {
     }
 }
 
+/// The reply the caller's session `session_id` is still generating (its question's id), and
+/// the seq of its last line stored so far; 404 when the session is not the caller's.
+pub async fn running_in_session(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    session_id: &str,
+) -> ApiResult<pb::RunningQuestionReply> {
+    crate::sessions::get(db, caller, session_id).await?;
+    let active: Vec<active_completions::Model> = active_completions::Entity::find()
+        .filter(active_completions::Column::UserId.eq(caller.user_id.clone()))
+        .all(db)
+        .await?;
+    if active.is_empty() {
+        return Ok(pb::RunningQuestionReply::default());
+    }
+    let question = messages::Entity::find()
+        .filter(messages::Column::SessionId.eq(session_id))
+        .filter(messages::Column::Id.is_in(active.iter().map(|a| a.question_id.clone())))
+        .order_by_desc(messages::Column::Id)
+        .one(db)
+        .await?;
+    let Some(question) = question else {
+        return Ok(pb::RunningQuestionReply::default());
+    };
+    let lines = active
+        .iter()
+        .find(|a| a.question_id == question.id)
+        .map(|a| Marks::parse(a.marks.as_deref()).map(|m| m.len()))
+        .transpose()?
+        .unwrap_or(0);
+    Ok(pb::RunningQuestionReply {
+        question_id: Some(question.id),
+        seq: if lines == 0 { 1 } else { text_seq(lines) },
+    })
+}
+
 /// Where `question_id`'s reply stands. The progress row is read before the reply: the
 /// transaction that stores a reply deletes its row, so a row gone means a reply stored (or
 /// none at all: it could not be stored).

@@ -131,6 +131,14 @@ impl ChatService for ChatGrpc {
         Ok(Response::new(ReceiverStream::new(lines)))
     }
 
+    async fn running_question(
+        &self,
+        request: Request<pb::SessionRef>,
+    ) -> Reply<pb::RunningQuestionReply> {
+        let me = caller(&request)?;
+        ok(crate::attach::running_in_session(&self.attach.db, &me, &request.get_ref().id).await)
+    }
+
     async fn background_start(
         &self,
         request: Request<pb::BackgroundRequest>,

@@ -94,7 +94,7 @@ fn app(
     use routes::{
         agent_files, agent_keys, agents, chats, collections, compat, completions, configuration,
         custom_agents, custom_tools, documents, extractors, files, health, identity, job_history,
-        jobs, mcp, memory_blocks, meta, models, scheduled_tasks, tags, uploads,
+        jobs, mcp, memory_blocks, meta, models, rpc_fs, scheduled_tasks, tags, uploads, ws,
     };
     let max_body = state.config.max_body_bytes;
     let max_mcp_body = usize::try_from(state.config.mcp_max_body_size_mb.saturating_mul(1_000_000))
@@ -157,6 +157,8 @@ fn app(
         .route("/mcp", web::get().to(crate::mcp::other_methods))
         .route("/mcp", web::delete().to(crate::mcp::other_methods))
         .configure(files::configure)
+        .configure(rpc_fs::configure)
+        .route("/ws", web::get().to(ws::chat_socket))
         .configure(meta::configure)
         .route("/api-spec.yaml", web::get().to(api_spec))
         .default_service(web::to(not_found));

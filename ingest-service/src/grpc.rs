@@ -223,6 +223,27 @@ impl IngestService for IngestGrpc {
         }))
     }
 
+    async fn list_uploads(&self, request: Request<Empty>) -> Reply<pb::UploadList> {
+        let me = caller(&request)?;
+        let uploads = crate::uploads::pending(&self.db, &me).await?;
+        Ok(Response::new(pb::UploadList {
+            uploads: uploads
+                .into_iter()
+                .map(|row| pb::UploadedFile {
+                    id: row.id,
+                    filename: row.filename,
+                    size: row.size,
+                })
+                .collect(),
+        }))
+    }
+
+    async fn delete_upload(&self, request: Request<pb::UploadRef>) -> Reply<Empty> {
+        let me = caller(&request)?;
+        crate::uploads::delete(&self.db, &self.blobs, &me, &request.get_ref().id).await?;
+        Ok(Response::new(Empty {}))
+    }
+
     async fn ingest_upload(&self, request: Request<pb::IngestUploadRequest>) -> Reply<pb::Job> {
         let me = caller(&request)?;
         let pb::IngestUploadRequest {

@@ -8,10 +8,16 @@ use docchat_common::time::now;
 use docchat_proto::ingest::v1::UploadChunk;
 use docchat_proto::ingest::v1::upload_chunk::Part;
 use futures::{Stream, StreamExt};
-use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
+};
 
 use crate::blobs::BlobStore;
-use crate::entities::uploads;
+use crate::entities::{documents, jobs, uploads};
+
+/// The most uploads [`pending`] answers.
+pub const MAX_PENDING_LISTED: u64 = 10_000;
 
 /// The name a file is known by: its last path component, without control characters.
 pub fn clean_filename(name: &str) -> ApiResult<String> {
@@ -126,6 +132,74 @@ pub async fn owned_all(
                 .ok_or_else(|| ApiError::not_found(format!("upload {id} not found")))
         })
         .collect()
+}
+
+/// The caller's uploads that no document and no job names yet (uploaded, not ingested),
+/// newest first, at most [`MAX_PENDING_LISTED`].
+pub async fn pending(db: &DatabaseConnection, caller: &Caller) -> ApiResult<Vec<uploads::Model>> {
+    use sea_orm::sea_query::Query;
+    let made_documents = Query::select()
+        .column(documents::Column::UploadId)
+        .from(documents::Entity)
+        .and_where(documents::Column::UploadId.is_not_null())
+        .and_where(documents::Column::OwnerId.eq(caller.user_id.clone()))
+        .to_owned();
+    let named_by_jobs = Query::select()
+        .column(jobs::Column::UploadId)
+        .from(jobs::Entity)
+        .and_where(jobs::Column::UploadId.is_not_null())
+        .and_where(jobs::Column::OwnerId.eq(caller.user_id.clone()))
+        .to_owned();
+    Ok(uploads::Entity::find()
+        .filter(uploads::Column::OwnerId.eq(caller.user_id.clone()))
+        .filter(uploads::Column::Id.not_in_subquery(made_documents))
+        .filter(uploads::Column::Id.not_in_subquery(named_by_jobs))
+        .order_by_desc(uploads::Column::CreatedAt)
+        .order_by_desc(uploads::Column::Id)
+        .limit(MAX_PENDING_LISTED)
+        .all(db)
+        .await?)
+}
+
+/// Removes the caller's upload `id`: the row, and the blob unless a document was made from
+/// it (the document reads its bytes from that blob). 404 for another user's or an unknown
+/// id; 409 while a queued or running job ingests it (cancel the job first).
+pub async fn delete(
+    db: &DatabaseConnection,
+    blobs: &BlobStore,
+    caller: &Caller,
+    id: &str,
+) -> ApiResult<()> {
+    let not_found = || ApiError::not_found(format!("upload {id} not found"));
+    let upload = uploads::Entity::find_by_id(id.to_owned())
+        .filter(uploads::Column::OwnerId.eq(caller.user_id.clone()))
+        .one(db)
+        .await?
+        .ok_or_else(not_found)?;
+    let ingesting = jobs::Entity::find()
+        .filter(jobs::Column::UploadId.eq(upload.id.clone()))
+        .filter(jobs::Column::Status.is_in([crate::jobs::QUEUED, crate::jobs::RUNNING]))
+        .one(db)
+        .await?;
+    if let Some(job) = ingesting {
+        return Err(ApiError::conflict(format!(
+            "upload {id} is being ingested by job {}: cancel the job first",
+            job.id
+        )));
+    }
+    let used = documents::Entity::find()
+        .filter(documents::Column::UploadId.eq(upload.id.clone()))
+        .one(db)
+        .await?
+        .is_some();
+    uploads::Entity::delete_by_id(upload.id.clone())
+        .exec(db)
+        .await?;
+    if !used && let Err(e) = blobs.delete(&upload.id).await {
+        // The row is gone, so nothing can reach the blob: an orphan file, logged.
+        tracing::warn!(upload_id = %upload.id, error = %e, "could not remove a deleted upload's file");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@ result is in the conversation, with a text quoting the result's TOTAL line.
 A question containing SLOW_MARK is answered after SLOW_SECONDS (the checks cancel it
 first). One containing TRICKLE_MARK is streamed one word every TRICKLE_SECONDS, TRICKLE_WORDS
 words in all (tests/compose/faults.py kills the replica streaming it); PACED_MARK likewise,
-PACED_WORDS words every PACED_SECONDS (the background responses of check_openai_client.py).
+PACED_WORDS words every PACED_SECONDS (the background responses of check_openai_client.py);
+STAMP_MARK, pieces that are the upstream's send times (bench/ws).
 
 GET /traceparents lists the `traceparent` header of every request received (None where it had
 none), in order.
@@ -34,6 +35,11 @@ TRICKLE_WORDS = 80
 PACED_MARK = "[answer at a pace]"
 PACED_SECONDS = 0.1
 PACED_WORDS = 30
+# bench/ws: each piece is the upstream's clock when it was sent (STAMP_PIECES of them,
+# STAMP_SECONDS apart), so a client on the same host measures each piece's lag.
+STAMP_MARK = "[answer with send times]"
+STAMP_PIECES = 20
+STAMP_SECONDS = 0.05
 CSV_MARK = "[analyse sales.csv]"
 CSV_CODE = """import matplotlib
 matplotlib.use("Agg")
@@ -144,6 +150,9 @@ class Handler(BaseHTTPRequestHandler):
         if PACED_MARK in last:
             self.trickle(usage, PACED_WORDS, PACED_SECONDS)
             return
+        if STAMP_MARK in last:
+            self.stamps(usage)
+            return
         send = self.start_stream()
         for word in ANSWER.split(" "):
             piece = word if word.endswith(".") else word + " "
@@ -164,6 +173,19 @@ class Handler(BaseHTTPRequestHandler):
             self.end_stream(send)
         except OSError:
             pass  # the caller went away (killed): nothing to answer
+
+    def stamps(self, usage):
+        send = self.start_stream()
+        try:
+            for _ in range(STAMP_PIECES):
+                piece = f"{time.time():.6f} "
+                send(json.dumps({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}))
+                time.sleep(STAMP_SECONDS)
+            send(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+            send(json.dumps({"choices": [], "usage": usage}))
+            self.end_stream(send)
+        except OSError:
+            pass
 
     def send_whole(self, out):
         self.send_response(200)

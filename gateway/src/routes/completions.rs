@@ -76,6 +76,41 @@ pub struct CompletionRequest {
     pub rag_config: Option<RagConfig>,
 }
 
+impl CompletionRequest {
+    /// The request as chat-service takes it, for the chat session `session_id` (REST's
+    /// completions and the client's WebSocket both come this way).
+    pub(crate) fn into_pb(self, session_id: String) -> Result<pb::CompletionRequest, ApiError> {
+        let CompletionRequest {
+            message,
+            llm,
+            stream: _,
+            include_chat_history,
+            llm_args,
+            rag_config,
+        } = self;
+        let args = llm_args.unwrap_or_default();
+        let agent_args_json = args.agent_args_json();
+        let rag_config = rag_config.unwrap_or_default();
+        Ok(pb::CompletionRequest {
+            session_id,
+            message,
+            llm: llm.unwrap_or_default(),
+            include_chat_history: history_flag(include_chat_history)?,
+            temperature: args.temperature,
+            max_new_tokens: args.max_new_tokens,
+            use_agent: args.use_agent.unwrap_or(false),
+            memory_block_id: args.memory_block_id,
+            memory_block_name: args.memory_block_name,
+            rag_type: rag_config.rag_type.unwrap_or_default(),
+            agent_args_json,
+            // SPEC.md's completion request has none; scheduled tasks and the client's
+            // WebSocket send theirs.
+            system_prompt: None,
+            rerank: rag_config.rerank,
+        })
+    }
+}
+
 /// The non-streaming answer.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CompletionResult {
@@ -214,33 +249,9 @@ pub async fn get_completion(
     path: web::Path<String>,
     body: web::Json<CompletionRequest>,
 ) -> HttpResult<HttpResponse> {
-    let CompletionRequest {
-        message,
-        llm,
-        stream,
-        include_chat_history,
-        llm_args,
-        rag_config,
-    } = body.into_inner();
-    let args = llm_args.unwrap_or_default();
-    let agent_args_json = args.agent_args_json();
-    let rag_config = rag_config.unwrap_or_default();
-    let request = pb::CompletionRequest {
-        session_id: path.into_inner(),
-        message,
-        llm: llm.unwrap_or_default(),
-        include_chat_history: history_flag(include_chat_history)?,
-        temperature: args.temperature,
-        max_new_tokens: args.max_new_tokens,
-        use_agent: args.use_agent.unwrap_or(false),
-        memory_block_id: args.memory_block_id,
-        memory_block_name: args.memory_block_name,
-        rag_type: rag_config.rag_type.unwrap_or_default(),
-        agent_args_json,
-        // SPEC.md's completion request has none; scheduled tasks send theirs.
-        system_prompt: None,
-        rerank: rag_config.rerank,
-    };
+    let body = body.into_inner();
+    let stream = body.stream;
+    let request = body.into_pb(path.into_inner())?;
     let mut events = api.chat().complete(request).await?.into_inner();
     if stream {
         return Ok(jsonl(events));

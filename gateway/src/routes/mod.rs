@@ -22,9 +22,11 @@ pub mod mcp;
 pub mod memory_blocks;
 pub mod meta;
 pub mod models;
+pub mod rpc_fs;
 pub mod scheduled_tasks;
 pub mod tags;
 pub mod uploads;
+pub mod ws;
 
 use chrono::{DateTime, Utc};
 use docchat_proto::Timestamp;

@@ -41,9 +41,23 @@ pub async fn upload_file(
     req: HttpRequest,
     body: web::Payload,
 ) -> HttpResult<HttpResponse> {
-    // The limit is on the whole body (SPEC.md: HTTP body size), also when its length is not
-    // declared (chunked).
-    let mut form = FormReader::open(&req, body, api.state().config.max_body_bytes)?;
+    let uploaded = receive(&api, &req, body).await?;
+    Ok(HttpResponse::Ok().json(UploadedFile {
+        id: uploaded.id,
+        filename: uploaded.filename,
+    }))
+}
+
+/// Streams the multipart body's part named `file` into ingest-service as a new upload of the
+/// caller's (other parts are read past and dropped). Shared by `PUT /api/v1/uploads` and the
+/// client's `PUT /rpc/fs`: one store, one limit (SPEC.md: the HTTP body size, also when the
+/// length is not declared), one set of checks.
+pub(crate) async fn receive(
+    api: &Api,
+    req: &HttpRequest,
+    body: web::Payload,
+) -> HttpResult<pb::UploadedFile> {
+    let mut form = FormReader::open(req, body, api.state().config.max_body_bytes)?;
     while let Some(mut field) = form.next().await? {
         if field.name() != Some("file") {
             // Other parts are not ours to keep.
@@ -79,11 +93,7 @@ pub async fn upload_file(
         // (closing the channel instead would have ended the upload as a complete, shorter file).
         let upload = async move { client.upload(chunks).await.map_err(HttpError::from) };
         let ((), answer) = futures::future::try_join(send, upload).await?;
-        let uploaded = answer.into_inner();
-        return Ok(HttpResponse::Ok().json(UploadedFile {
-            id: uploaded.id,
-            filename: uploaded.filename,
-        }));
+        return Ok(answer.into_inner());
     }
     Err(bad_request(form::NO_FILE))
 }

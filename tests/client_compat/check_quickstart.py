@@ -1,0 +1,393 @@
+"""The official h2oGPTe client's own quickstart, line for line, against a running docchat, then
+the doors it opened (the chat WebSocket at /ws and the uploads at /rpc/fs) used as a hostile
+client would, and the client's everyday top-level methods.
+
+Usage: check_quickstart.py BASE_URL ADMIN_KEY [--max-upload-mb N]
+Prints one line per check and ends with `N passed, M failed`.
+"""
+
+import argparse
+import asyncio
+import io
+import json
+import os
+import tempfile
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+import uuid
+
+from h2ogpte import H2OGPTE, H2OGPTEAsync
+from h2ogpte.errors import ObjectNotFoundError
+from h2ogpte.types import ChatMessage, PartialChatMessage
+from websockets.exceptions import ConnectionClosed, InvalidStatusCode
+from websockets.sync.client import connect as ws_connect
+
+parser = argparse.ArgumentParser()
+parser.add_argument("base")
+parser.add_argument("admin_key")
+parser.add_argument("--max-upload-mb", type=int, default=100,
+                    help="the server's body limit (DOCCHAT_MAX_BODY_MB), to exceed it")
+args = parser.parse_args()
+BASE, ADMIN_KEY = args.base.rstrip("/"), args.admin_key
+WS_BASE = BASE.replace("http://", "ws://").replace("https://", "wss://")
+results = []
+
+# The quickstart's document: a one-page text PDF (standard library only) whose facts the
+# question asks about in other words.
+FACTS = [
+    "The Aurora X200 kettle holds 1.7 litres of water.",
+    "Its warranty lasts three years from the date of purchase.",
+    "Descale the kettle every month with white vinegar.",
+]
+
+
+def check(name):
+    def wrap(fn):
+        try:
+            fn()
+            results.append((name, None))
+            print(f"PASS {name}", flush=True)
+        except Exception:  # noqa: BLE001 - report every failure, keep going
+            results.append((name, traceback.format_exc()))
+            print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
+        return fn
+
+    return wrap
+
+
+def pdf_bytes(lines):
+    def esc(s):
+        return s.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+
+    ops = ["BT", "/F1 12 Tf", "16 TL", "60 760 Td"] + [f"({esc(l)}) Tj T*" for l in lines] + ["ET"]
+    stream = "\n".join(ops).encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents 5 0 R >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for i, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    for off in offsets:
+        out += b"%010d 00000 n \n" % off
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+def http(method, path, key, body=None, headers=None):
+    data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    h = {"Authorization": f"Bearer {key}"} if key else {}
+    if body is not None and not isinstance(body, bytes):
+        h["Content-Type"] = "application/json"
+    h.update(headers or {})
+    req = urllib.request.Request(f"{BASE}{path}", method=method, data=data, headers=h)
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            raw = r.read()
+            return r.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        try:
+            return e.code, json.loads(raw)
+        except ValueError:
+            return e.code, raw
+
+
+def new_user(name):
+    """A user of its own with a key (the admin creates both)."""
+    from h2ogpte.rest_sync import ApiClient, Configuration
+    from h2ogpte.rest_sync.api.api_keys_api import APIKeysApi
+    from h2ogpte.rest_sync.models.api_key_create_request import APIKeyCreateRequest
+
+    username = f"{name}-{uuid.uuid4().hex[:8]}"
+    status, user = http("POST", "/api/v1/admin/users", ADMIN_KEY,
+                        {"username": username, "email": f"{username}@example.com"})
+    assert status in (200, 201), (status, user)
+    admin = ApiClient(Configuration(host=f"{BASE}/api/v1", access_token=ADMIN_KEY))
+    result = APIKeysApi(admin).create_api_key_for_user(
+        APIKeyCreateRequest(user_id=user["id"], name=f"{name} key"))
+    return result.secret_key
+
+
+state = {}
+manual = os.path.join(tempfile.mkdtemp(), "manual.pdf")
+with open(manual, "wb") as f:
+    f.write(pdf_bytes(FACTS))
+state["user_key"] = new_user("quickstart")
+state["other_key"] = new_user("intruder")
+
+
+@check("quickstart: H2OGPTE, create_collection, upload (PUT /rpc/fs), ingest_uploads, "
+       "create_chat_session, connect (/ws) and query with a streaming callback, line for line")
+def quickstart():
+    client = H2OGPTE(address=BASE, api_key=state["user_key"])
+    col = client.create_collection("manuals", "product manuals")
+    up = client.upload("manual.pdf", open(manual, "rb"))
+    client.ingest_uploads(col, [up])
+    chat = client.create_chat_session(col)
+    parts = []
+    with client.connect(chat) as session:
+        reply = session.query("How big is the kettle, and how long is it covered?", timeout=120,
+                              callback=parts.append)
+        print(reply.content)
+    partial = [p for p in parts if isinstance(p, PartialChatMessage)]
+    final = [p for p in parts if isinstance(p, ChatMessage)]
+    assert len(partial) >= 2, f"the answer came in {len(partial)} streamed part(s): {parts}"
+    assert len(final) == 1 and final[0].id == reply.id, parts
+    assert "".join(p.content for p in partial) == reply.content, (partial, reply.content)
+    assert reply.content.strip(), reply
+    assert all(p.reply_to == reply.reply_to for p in partial), parts
+    refs = client.list_chat_messages_full(chat, offset=0, limit=10)
+    answer = next(m for m in refs if m.id == reply.id)
+    references = client.list_chat_message_references(answer.id)
+    assert any(r.document_name == "manual.pdf" for r in references), references
+    state.update(client=client, col=col, chat=chat, reply=reply)
+
+
+@check("quickstart with the async client (H2OGPTEAsync, SessionAsync): the same steps")
+def quickstart_async():
+    async def run():
+        client = H2OGPTEAsync(address=BASE, api_key=state["user_key"])
+        col = await client.create_collection("manuals async", "product manuals")
+        up = await client.upload("manual.pdf", open(manual, "rb"))
+        await client.ingest_uploads(col, [up])
+        chat = await client.create_chat_session(col)
+        parts = []
+        async with client.connect(chat) as session:
+            first = await session.query("How big is the kettle?", timeout=120, callback=parts.append)
+            second = await session.query("How often should it be descaled?", timeout=120)
+        assert first.content.strip() and second.content.strip(), (first, second)
+        assert first.id != second.id, (first, second)
+        assert any(isinstance(p, PartialChatMessage) for p in parts), parts
+        messages = await client.list_chat_messages(chat, offset=0, limit=10)
+        assert {first.id, second.id} <= {m.id for m in messages}, messages
+
+    asyncio.run(run())
+
+
+def raw_socket(chat, key, **kw):
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return ws_connect(f"{WS_BASE}/ws?currentSessionID={chat}&source=py",
+                      additional_headers=headers, open_timeout=10, **kw)
+
+
+def query_frame(chat, message, **options):
+    frame = {"t": "cq", "mode": "s", "session_id": chat, "correlation_id": str(uuid.uuid4()),
+             "body": message, "system_prompt": None, "pre_prompt_query": None, "prompt_query": None,
+             "pre_prompt_summary": None, "prompt_summary": None, "llm": None, "llm_args": "null",
+             "self_reflection_config": "null", "rag_config": "null", "include_chat_history": "auto",
+             "tags": None, "metadata_filter": None, "image_batch_image_prompt": None,
+             "image_batch_final_prompt": None}
+    frame.update(options)
+    return frame
+
+
+def read_until_final(ws, timeout=60):
+    frames = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for line in ws.recv(timeout=deadline - time.time()).splitlines():
+            frame = json.loads(line)
+            frames.append(frame)
+            if frame["t"] in ("ca", "ce"):
+                return frames
+    raise TimeoutError(frames)
+
+
+@check("the WebSocket refuses a missing or bad key (401) and another user's or an unknown "
+       "session (404) before the upgrade; the client raises its own errors for them")
+def socket_doors():
+    chat = state["chat"]
+    for key in (None, "sk-not-a-key"):
+        try:
+            raw_socket(chat, key).close()
+            raise AssertionError(f"connected with key {key!r}")
+        except InvalidStatusCode as e:
+            assert e.status_code == 401, e
+    for sid in (chat, str(uuid.uuid4())):
+        try:
+            raw_socket(sid, state["other_key"]).close()
+            raise AssertionError(f"another user connected to {sid}")
+        except InvalidStatusCode as e:
+            assert e.status_code == 404, e
+    intruder = H2OGPTE(address=BASE, api_key=state["other_key"])
+    try:
+        with intruder.connect(chat) as session:
+            session.query("what is in their documents?", timeout=20)
+        raise AssertionError("the client connected to another user's session")
+    except ObjectNotFoundError:
+        pass
+
+
+@check("over the WebSocket: options reach the completion (llm by name and by index, llm_args, "
+       "rag_config, system prompt, history off); errors before and after the question as the "
+       "client matches them; several queries on one connection")
+def socket_queries():
+    chat = state["chat"]
+    client = state["client"]
+    with client.connect(chat) as session:
+        reply = session.query("Answer briefly: what is the capital of France?", llm="scripted",
+                              llm_args={"temperature": 0.2, "max_new_tokens": 64},
+                              rag_config={"rag_type": "llm_only"}, system_prompt="Be brief.",
+                              include_chat_history=False, timeout=60)
+        assert reply.content == "Paris is the capital of France.", reply
+        names = [m["display_name"] for m in client.get_llms()]
+        index = names.index("Scripted")
+        again = session.query("And again?", llm=index, rag_config={"rag_type": "llm_only"}, timeout=60)
+        assert again.content == "Paris is the capital of France.", again
+        for bad in ({"llm": "no-such-model"}, {"llm_args": {"temperature": "hot"}},
+                    {"rag_config": {"rag_type": "guess"}}, {"tags": ["red"]}):
+            try:
+                session.query("anything", timeout=30, **bad)
+                raise AssertionError(f"{bad} was accepted")
+            except Exception as e:  # noqa: BLE001 - the client's SessionError
+                assert type(e).__name__ == "SessionError" and "Remote error" in str(e), (bad, e)
+        # The connection still answers after the errors.
+        last = session.query("Still there?", llm="scripted", rag_config={"rag_type": "llm_only"}, timeout=60)
+        assert last.content == "Paris is the capital of France.", last
+
+
+@check("a stop through REST (stop_chat with the acknowledged question id) ends a WebSocket "
+       "reply: its final message arrives, shorter than the whole answer")
+def socket_stop():
+    chat = state["chat"]
+    with raw_socket(chat, state["user_key"]) as ws:
+        ws.send(json.dumps(query_frame(chat, "[answer word by word] tell me everything",
+                                       llm="scripted", rag_config=json.dumps({"rag_type": "llm_only"}))))
+        ack = json.loads(ws.recv(timeout=30))
+        assert ack["t"] == "cx" and ack["message_id"], ack
+        first = json.loads(ws.recv(timeout=30))
+        assert first["t"] == "cp" and first["reply_to_id"] == ack["message_id"], first
+        state["client"].stop_chat(ack["message_id"])
+        frames = read_until_final(ws, timeout=30)
+        final = frames[-1]
+        assert final["t"] == "ca" and final["reply_to_id"] == ack["message_id"], final
+        assert len(final["body"].split()) < 80, final
+
+
+@check("a dropped connection: the reply is generated and stored all the same, and a new "
+       "connection to the session follows it to its whole final message")
+def socket_reattach():
+    chat = state["chat"]
+    ws = raw_socket(chat, state["user_key"])
+    ws.send(json.dumps(query_frame(chat, "[answer word by word] count slowly", llm="scripted",
+                                   rag_config=json.dumps({"rag_type": "llm_only"}))))
+    ack = json.loads(ws.recv(timeout=30))
+    assert ack["t"] == "cx", ack
+    seen = [json.loads(ws.recv(timeout=30)) for _ in range(3)]
+    assert all(f["t"] == "cp" for f in seen), seen
+    ws.socket.close()  # dropped, not closed politely
+    time.sleep(1.5)
+    with raw_socket(chat, state["user_key"]) as again:
+        frames = read_until_final(again, timeout=90)
+    final = frames[-1]
+    assert final["t"] == "ca" and final["reply_to_id"] == ack["message_id"], final
+    assert len(final["body"].split()) == 80, final
+    assert any(f["t"] == "cp" for f in frames[:-1]), frames
+
+
+def timed_get(key):
+    at = time.perf_counter()
+    status, _ = http("GET", "/api/v1/collections?limit=5", key)
+    assert status == 200, status
+    return time.perf_counter() - at
+
+
+@check("hostile sockets: a 100 MB frame closes that connection (1009) without a server error; "
+       "2,000 queries on one connection and a client that never reads are bounded, and another "
+       "user's calls meanwhile stay fast")
+def socket_hostile():
+    chat = state["chat"]
+    baseline = sorted(timed_get(state["other_key"]) for _ in range(5))[2]
+    # A 100 MB frame: refused once its header says how long it is.
+    with raw_socket(chat, state["user_key"], max_size=None) as ws:
+        try:
+            ws.send("x" * (100 * 1024 * 1024))
+            ws.recv(timeout=30)
+            raise AssertionError("a 100 MB frame was read")
+        except ConnectionClosed as e:
+            assert e.rcvd is None or e.rcvd.code == 1009, e
+        except OSError:
+            pass  # the server closed while the frame was still being sent
+    # Thousands of queries on one connection (unknown model: each is refused), read slowly.
+    flood = raw_socket(chat, state["user_key"])
+    stop = threading.Event()
+    def send_all():
+        try:
+            for i in range(2000):
+                if stop.is_set():
+                    return
+                flood.send(json.dumps(query_frame(chat, f"q{i}", llm="no-such-model")))
+        except ConnectionClosed:
+            pass
+    sender = threading.Thread(target=send_all, daemon=True)
+    sender.start()
+    # A client that asks and never reads.
+    mute = raw_socket(chat, state["user_key"])
+    for i in range(50):
+        mute.send(json.dumps(query_frame(chat, f"[answer at a pace] mute {i}", llm="scripted",
+                                         rag_config=json.dumps({"rag_type": "llm_only"}))))
+    during = sorted(timed_get(state["other_key"]) for _ in range(9))[4]
+    errors = 0
+    try:
+        while errors < 2000:
+            for line in flood.recv(timeout=60).splitlines():
+                frame = json.loads(line)
+                assert frame["t"] == "ce" and "no-such-model" in frame["error"], frame
+                errors += 1
+    finally:
+        stop.set()
+        flood.close()
+        mute.socket.close()
+    assert errors == 2000, errors
+    assert during < max(0.5, 10 * baseline), (baseline, during)
+    status, _ = http("GET", "/rpc/health/readiness", None)
+    assert status in (200, 401), status
+
+
+@check("/rpc/fs: list_upload's listing (raw: the 1.7.5 client cannot read any JSON answer of "
+       "it), delete_upload, another user's upload is a 404, an upload over the body limit is a "
+       "413 and leaves nothing")
+def rpc_fs():
+    client = state["client"]
+    up = client.upload("notes.txt", io.BytesIO(b"pending upload"))
+    status, listed = http("GET", "/rpc/fs", state["user_key"])
+    assert status == 200 and up in listed, (status, listed)
+    status, theirs = http("GET", "/rpc/fs", state["other_key"])
+    assert status == 200 and up not in theirs, theirs
+    status, body = http("DELETE", f"/rpc/fs?id={up}", state["other_key"])
+    assert status == 404 and body["code"] == 404, (status, body)
+    assert client.delete_upload(up) == up
+    status, listed = http("GET", "/rpc/fs", state["user_key"])
+    assert up not in listed, listed
+    status, body = http("DELETE", f"/rpc/fs?id={up}", state["user_key"])
+    assert status == 404, (status, body)
+    status, body = http("DELETE", "/rpc/fs", state["user_key"])
+    assert status == 400 and body["code"] == 400, (status, body)
+    # Over the body limit: 413, and no upload is left behind.
+    too_big = (args.max_upload_mb + 1) * 1_000_000
+    boundary = "docchatboundary"
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.bin\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n").encode()
+    tail = f"\r\n--{boundary}--\r\n".encode()
+    payload = head + b"\0" * too_big + tail
+    status, body = http("PUT", "/rpc/fs", state["user_key"], payload,
+                        {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert status == 413 and body["code"] == 413, (status, body)
+    status, listed = http("GET", "/rpc/fs", state["user_key"])
+    assert listed == [], listed
+
+
+failed = [name for name, error in results if error]
+print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+raise SystemExit(1 if failed else 0)
