@@ -96,6 +96,12 @@ clients_step() {
   if ! "$python" tests/client_compat/check_h2ogpte_client.py "http://127.0.0.1:$port" "$key"; then
     cat "$data/gateway.log"; exit 1
   fi
+  # The client's own quickstart, line for line (PUT /rpc/fs, the chat WebSocket /ws), the
+  # hostile uses of those doors, and the client's everyday top-level methods.
+  step "clients: the h2oGPTe client's quickstart, its WebSocket and /rpc/fs"
+  if ! "$python" tests/client_compat/check_quickstart.py "http://127.0.0.1:$port" "$key"; then
+    cat "$data/gateway.log"; exit 1
+  fi
   # The local chat model run.sh fetched by default answers too (the README's first question).
   if ! "$python" tests/client_compat/check_openai_client.py "http://127.0.0.1:$port" "$key" \
       --local-model qwen2.5-coder-0.5b-instruct; then
