@@ -246,7 +246,8 @@ def socket_queries():
         again = session.query("And again?", llm=index, rag_config={"rag_type": "llm_only"}, timeout=60)
         assert again.content == "Paris is the capital of France.", again
         for bad in ({"llm": "no-such-model"}, {"llm_args": {"temperature": "hot"}},
-                    {"rag_config": {"rag_type": "guess"}}, {"tags": ["red"]}):
+                    {"rag_config": {"rag_type": "guess"}}, {"tags": {"colour": ["red"]}},
+                    {"metadata_filter": {"kind": "manual"}}):
             try:
                 session.query("anything", timeout=30, **bad)
                 raise AssertionError(f"{bad} was accepted")
@@ -255,6 +256,44 @@ def socket_queries():
         # The connection still answers after the errors.
         last = session.query("Still there?", llm="scripted", rag_config={"rag_type": "llm_only"}, timeout=60)
         assert last.content == "Paris is the capital of France.", last
+
+
+@check("over the WebSocket: pre_prompt_query and prompt_query shape the prompt (prompt_raw), and "
+       "tags (a list, TagFilter include/exclude, document_ids) choose the documents RAG reads")
+def socket_prompt_and_tags():
+    from h2ogpte.types import TagFilter
+
+    client = state["client"]
+    col = client.create_collection("tagged", "two documents, one tagged")
+    ups = [client.upload("kettle.txt", io.BytesIO(b"The Aurora kettle boils water in ninety seconds.")),
+           client.upload("toaster.txt", io.BytesIO(b"The Aurora toaster browns bread in ninety seconds."))]
+    for up in ups:  # the client waits for one job per call: one upload each
+        client.ingest_uploads(col, [up])
+    docs = {d.name: d.id for d in client.list_documents_in_collection(col, offset=0, limit=10)}
+    assert set(docs) == {"kettle.txt", "toaster.txt"}, docs
+    client.tag_document(docs["kettle.txt"], "red")
+    chat = client.create_chat_session(col)
+    rag = {"rag_type": "rag"}
+
+    def cited(reply):
+        return {r.document_name for r in client.list_chat_message_references(reply.id)}
+
+    with client.connect(chat) as session:
+        reply = session.query("How fast is the Aurora?", llm="scripted", rag_config=rag, timeout=60,
+                              pre_prompt_query="PRE-MARKER read these:", prompt_query="POST-MARKER ")
+        raw = client.list_chat_message_meta_part(reply.id, "prompt_raw").content
+        assert "PRE-MARKER read these:" in raw and "POST-MARKER How fast is the Aurora?" in raw, raw
+        assert cited(reply) == {"kettle.txt", "toaster.txt"}, cited(reply)
+        only_red = session.query("How fast is the Aurora?", llm="scripted", rag_config=rag, tags=["red"], timeout=60)
+        assert cited(only_red) == {"kettle.txt"}, cited(only_red)
+        not_red = session.query("How fast is the Aurora?", llm="scripted", rag_config=rag,
+                                tags=TagFilter(exclude=["red"]), timeout=60)
+        assert cited(not_red) == {"toaster.txt"}, cited(not_red)
+        by_id = session.query("How fast is the Aurora?", llm="scripted", rag_config=rag,
+                              tags=TagFilter(include=["red"], document_ids=[docs["toaster.txt"]]), timeout=60)
+        assert cited(by_id) == {"toaster.txt"}, cited(by_id)
+        nothing = session.query("How fast is the Aurora?", llm="scripted", rag_config=rag, tags=["blue"], timeout=60)
+        assert cited(nothing) == set(), cited(nothing)
 
 
 @check("a stop through REST (stop_chat with the acknowledged question id) ends a WebSocket "
@@ -375,6 +414,7 @@ def rpc_fs():
     status, body = http("DELETE", "/rpc/fs", state["user_key"])
     assert status == 400 and body["code"] == 400, (status, body)
     # Over the body limit: 413, and no upload is left behind.
+    status, before = http("GET", "/rpc/fs", state["user_key"])
     too_big = (args.max_body_mb + 1) * 1_000_000
     boundary = "docchatboundary"
     head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.bin\"\r\n"
@@ -385,7 +425,7 @@ def rpc_fs():
                         {"Content-Type": f"multipart/form-data; boundary={boundary}"})
     assert status == 413 and body["code"] == 413, (status, body)
     status, listed = http("GET", "/rpc/fs", state["user_key"])
-    assert listed == [], listed
+    assert listed == before, (before, listed)
 
 
 failed = [name for name, error in results if error]

@@ -1,5 +1,5 @@
 """A scripted OpenAI-compatible upstream for the client checks: POST /v1/chat/completions
-answers ANSWER, whole or streamed one word an event with usage last. Prints its port.
+answers ANSWER, whole or streamed one word an event (WORD_SECONDS apart) with usage last. Prints its port.
 
 An agent's request (with `tools`) whose question carries one of TOOL_MARKS calls that tool,
 then answers with its result. One whose question contains CSV_MARK is answered with a call
@@ -27,6 +27,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ANSWER = "Paris is the capital of France."
+# Between the words of a streamed ANSWER.
+WORD_SECONDS = 0.02
 SLOW_MARK = "[answer slowly]"
 SLOW_SECONDS = 60
 TRICKLE_MARK = "[answer word by word]"
@@ -157,6 +159,8 @@ class Handler(BaseHTTPRequestHandler):
         for word in ANSWER.split(" "):
             piece = word if word.endswith(".") else word + " "
             send(json.dumps({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}))
+            # A model streams over time: pieces sent at once may reach the client as one.
+            time.sleep(WORD_SECONDS)
         send(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
         send(json.dumps({"choices": [], "usage": usage}))
         self.end_stream(send)

@@ -73,6 +73,12 @@ struct Job {
     system_prompt: Option<String>,
     /// Searches use the reranker when one is configured (rag_config.rerank, default on).
     rerank: bool,
+    /// What stands before the excerpts instead of docchat's instructions (pre_prompt_query).
+    pre_prompt_query: Option<String>,
+    /// Put before the question in the prompt (prompt_query).
+    prompt_query: Option<String>,
+    /// Which documents RAG reads (the client's tags or document ids).
+    scope: retrieval::Scope,
 }
 
 type Events = mpsc::Sender<Result<pb::CompletionEvent, Status>>;

@@ -9,7 +9,7 @@ use crate::entities::messages;
 
 const SYSTEM_PROMPT: &str =
     "You are docchat, a helpful assistant. Answer accurately and concisely.";
-const RAG_INSTRUCTIONS: &str = "Answer the question using the numbered document excerpts below. Cite the excerpts you use by their number in brackets, like [1]. If the excerpts do not contain the answer, say so.";
+pub(super) const RAG_INSTRUCTIONS: &str = "Answer the question using the numbered document excerpts below. Cite the excerpts you use by their number in brackets, like [1]. If the excerpts do not contain the answer, say so.";
 const NOTES_INSTRUCTIONS: &str = "Answer the question using the notes below, summarized from the documents of this chat. If the notes do not contain the answer, say so.";
 
 /// The messages of a model call and the excerpts they cite.
@@ -43,7 +43,12 @@ pub(super) fn pages_of(hit: &SearchHit) -> String {
 }
 
 pub(super) fn excerpts(hits: &[SearchHit]) -> String {
-    let mut out = String::from(RAG_INSTRUCTIONS);
+    excerpts_after(RAG_INSTRUCTIONS, hits)
+}
+
+/// The numbered excerpts after `instructions`.
+pub(super) fn excerpts_after(instructions: &str, hits: &[SearchHit]) -> String {
+    let mut out = String::from(instructions);
     for (i, hit) in hits.iter().enumerate() {
         out.push_str(&format!(
             "\n\n[{}] {}{}\n{}",
@@ -59,6 +64,7 @@ pub(super) fn excerpts(hits: &[SearchHit]) -> String {
 /// System prompt, excerpts and as much recent history as fits the model's context (about
 /// four characters a token), then the question.
 pub(super) fn build_prompt(
+    instructions: &str,
     question: &str,
     history: &[messages::Model],
     mut hits: Vec<SearchHit>,
@@ -73,10 +79,10 @@ pub(super) fn build_prompt(
     let context = match notes {
         Some(notes) => format!("{NOTES_INSTRUCTIONS}\n\n{notes}"),
         None => {
-            let mut context = excerpts(&hits);
+            let mut context = excerpts_after(instructions, &hits);
             while !hits.is_empty() && context.len() > budget {
                 hits.pop();
-                context = excerpts(&hits);
+                context = excerpts_after(instructions, &hits);
             }
             context
         }
@@ -170,6 +176,7 @@ mod tests {
         };
         let history = [old("first question", false), old("first answer", true)];
         let p = build_prompt(
+            RAG_INSTRUCTIONS,
             "why?",
             &history,
             vec![hit("Paris is the capital.")],
@@ -187,6 +194,7 @@ mod tests {
         );
         // A tiny context drops excerpts and history before the question.
         let p = build_prompt(
+            RAG_INSTRUCTIONS,
             "why?",
             &history,
             vec![hit(&"x".repeat(5000))],

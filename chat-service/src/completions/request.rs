@@ -15,6 +15,13 @@ use crate::fairness::Priority;
 pub const DEFAULT_MAX_NEW_TOKENS: u32 = 1536;
 /// Longest question accepted, in characters.
 const MAX_QUESTION_CHARS: usize = 200_000;
+/// Longest pre_prompt_query or prompt_query accepted, in characters.
+const MAX_PROMPT_PART_CHARS: usize = 20_000;
+
+/// A prompt part that says something (absent, empty and blank say nothing).
+fn given(text: Option<String>) -> Option<String> {
+    text.filter(|t| !t.trim().is_empty())
+}
 
 /// How the answer uses the session's collection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,7 +108,7 @@ impl Completer {
     pub(super) async fn prepare(
         &self,
         caller: &Caller,
-        r: pb::CompletionRequest,
+        mut r: pb::CompletionRequest,
         priority: Option<Priority>,
     ) -> ApiResult<Job> {
         let message = r.message.trim();
@@ -134,11 +141,31 @@ impl Completer {
                 "llm_args.max_new_tokens must be at least 1",
             ));
         }
-        let scope = if r.use_agent || AGENTIC_TYPES.contains(&r.rag_type.as_str()) {
-            "agent"
-        } else {
-            "llm"
-        };
+        let agentic = r.use_agent || AGENTIC_TYPES.contains(&r.rag_type.as_str());
+        let documents = super::retrieval::Scope::new(
+            std::mem::take(&mut r.include_tags),
+            std::mem::take(&mut r.exclude_tags),
+            std::mem::take(&mut r.document_ids),
+        )?;
+        if agentic && !documents.is_all() {
+            return Err(ApiError::bad_request(
+                "tags and document ids choose what RAG reads; agent runs search the whole collection",
+            ));
+        }
+        for (name, text) in [
+            ("pre_prompt_query", &r.pre_prompt_query),
+            ("prompt_query", &r.prompt_query),
+        ] {
+            if text
+                .as_ref()
+                .is_some_and(|t| t.chars().count() > MAX_PROMPT_PART_CHARS)
+            {
+                return Err(ApiError::bad_request(format!(
+                    "{name} is longer than {MAX_PROMPT_PART_CHARS} characters"
+                )));
+            }
+        }
+        let scope = if agentic { "agent" } else { "llm" };
         let memory = super::memory::resolve(
             &self.db,
             caller,
@@ -206,6 +233,7 @@ impl Completer {
             max_new_tokens,
             agent: agent.map(|(plan, _)| plan),
             memory,
+            scope: documents,
             system_prompt: r
                 .system_prompt
                 .as_deref()
@@ -213,6 +241,8 @@ impl Completer {
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned),
             rerank: r.rerank.unwrap_or(true),
+            pre_prompt_query: given(r.pre_prompt_query),
+            prompt_query: given(r.prompt_query),
         })
     }
 

@@ -4,10 +4,13 @@
 
 use docchat_common::error::ApiResult;
 use docchat_inference::ChatMessage;
-use docchat_proto::ingest::v1::{ListChunksRequest, SearchHit, SearchRequest, SearchResponse};
+use docchat_proto::ingest::v1::{
+    DocumentsForTagsRequest, ListChunksRequest, ListDocumentsRequest, SearchHit, SearchRequest,
+    SearchResponse,
+};
 use futures::StreamExt;
 
-use super::prompt::{Prompt, build_prompt, context_budget, excerpts, pages_of};
+use super::prompt::{Prompt, RAG_INSTRUCTIONS, build_prompt, context_budget, excerpts, pages_of};
 use super::request::RagMode;
 use super::store::UsageLog;
 use super::{Completer, Job};
@@ -19,6 +22,56 @@ const TOP_K: u32 = 8;
 const NEIGHBOURS: u32 = 1;
 /// Most chunks an all_data answer reads.
 const MAX_ALL_DATA_CHUNKS: u32 = 2000;
+/// Tags or document ids a completion may name.
+const MAX_SCOPE_ITEMS: usize = 1000;
+/// A page of a collection's documents, read when only exclusions are given.
+const SCOPE_PAGE: u64 = 1000;
+/// The most documents a scope of exclusions reads (beyond it, the rest are left out).
+const MAX_SCOPE_DOCUMENTS: u64 = 100_000;
+
+/// Which documents of the session's collection a RAG completion reads: all of them, those
+/// the client named, or those its tags choose (`CompletionRequest` include_tags,
+/// exclude_tags, document_ids). Resolved once per completion, when first searched.
+#[derive(Debug, Default)]
+pub(super) struct Scope {
+    include: Vec<String>,
+    exclude: Vec<String>,
+    documents: Vec<String>,
+    resolved: tokio::sync::OnceCell<Vec<String>>,
+}
+
+impl Scope {
+    pub(super) fn new(
+        include: Vec<String>,
+        exclude: Vec<String>,
+        documents: Vec<String>,
+    ) -> ApiResult<Scope> {
+        let clean = |list: Vec<String>, what: &str| -> ApiResult<Vec<String>> {
+            let list: Vec<String> = list
+                .into_iter()
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty())
+                .collect();
+            if list.len() > MAX_SCOPE_ITEMS {
+                return Err(docchat_common::error::ApiError::bad_request(format!(
+                    "at most {MAX_SCOPE_ITEMS} {what}"
+                )));
+            }
+            Ok(list)
+        };
+        Ok(Scope {
+            include: clean(include, "tags to include")?,
+            exclude: clean(exclude, "tags to exclude")?,
+            documents: clean(documents, "document ids")?,
+            resolved: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    /// Every document: nothing was named.
+    pub(super) fn is_all(&self) -> bool {
+        self.include.is_empty() && self.exclude.is_empty() && self.documents.is_empty()
+    }
+}
 const SUMMARY_PROMPT: &str = "Summarize the document excerpts below, keeping every fact, number and name that could help answer the question. Say which document each fact comes from. Write only the summary.";
 /// Tokens of one summary in the recursive summarization.
 const SUMMARY_TOKENS: u32 = 512;
@@ -107,8 +160,13 @@ impl Completer {
                 self.fit(job, question, chunks, reserved, usage).await?
             }
         };
+        let asked = match &job.prompt_query {
+            Some(before) => format!("{before}{question_asked}"),
+            None => question_asked.to_owned(),
+        };
         let mut prompt = build_prompt(
-            question_asked,
+            job.pre_prompt_query.as_deref().unwrap_or(RAG_INSTRUCTIONS),
+            &asked,
             &job.history,
             hits,
             notes.as_deref(),
@@ -190,7 +248,11 @@ impl Completer {
         if list.more {
             tracing::warn!(question = %job.question.id, "the collection has more than {MAX_ALL_DATA_CHUNKS} chunks; the answer reads the first ones");
         }
-        Ok(list.chunks)
+        let mut chunks = list.chunks;
+        if let Some(ids) = self.scope(job).await? {
+            chunks.retain(|c| ids.contains(&c.document_id));
+        }
+        Ok(chunks)
     }
 
     /// The chunks as they are when they fit the prompt; otherwise summarized recursively
@@ -353,17 +415,96 @@ impl Completer {
         Ok(self.searched(job, query).await?.hits)
     }
 
+    /// The documents this completion may read (None: every one of the collection's).
+    async fn scope<'j>(&self, job: &'j Job) -> ApiResult<Option<&'j [String]>> {
+        if job.scope.is_all() {
+            return Ok(None);
+        }
+        let ids = job
+            .scope
+            .resolved
+            .get_or_try_init(|| self.resolve_scope(job))
+            .await?;
+        Ok(Some(ids.as_slice()))
+    }
+
+    /// The document ids a scope stands for, within the session's collection.
+    async fn resolve_scope(&self, job: &Job) -> ApiResult<Vec<String>> {
+        let scope = &job.scope;
+        if !scope.documents.is_empty() {
+            return Ok(scope.documents.clone());
+        }
+        let Some(collection_id) = job.session.collection_id.clone() else {
+            return Ok(Vec::new());
+        };
+        let mut ingest = self.clients.ingest(&job.caller);
+        let tagged = |names: Vec<String>| DocumentsForTagsRequest {
+            tag_names: names,
+            collection_id: Some(collection_id.clone()),
+        };
+        let mut ids: Vec<String> = if scope.include.is_empty() {
+            let mut all = Vec::new();
+            let mut offset = 0;
+            while offset < MAX_SCOPE_DOCUMENTS {
+                let page = ingest
+                    .list_documents(ListDocumentsRequest {
+                        offset,
+                        limit: SCOPE_PAGE,
+                        collection_id: Some(collection_id.clone()),
+                        ..ListDocumentsRequest::default()
+                    })
+                    .await?
+                    .into_inner()
+                    .documents;
+                let read = page.len() as u64;
+                all.extend(page.into_iter().map(|d| d.id));
+                if read < SCOPE_PAGE {
+                    break;
+                }
+                offset += read;
+            }
+            all
+        } else {
+            ingest
+                .list_documents_for_tags(tagged(scope.include.clone()))
+                .await?
+                .into_inner()
+                .documents
+                .into_iter()
+                .map(|d| d.id)
+                .collect()
+        };
+        if !scope.exclude.is_empty() {
+            let excluded: std::collections::HashSet<String> = ingest
+                .list_documents_for_tags(tagged(scope.exclude.clone()))
+                .await?
+                .into_inner()
+                .documents
+                .into_iter()
+                .map(|d| d.id)
+                .collect();
+            ids.retain(|id| !excluded.contains(id));
+        }
+        Ok(ids)
+    }
+
     /// ingest-service's answer to a search of the session's collection for `query`.
     async fn searched(&self, job: &Job, query: &str) -> ApiResult<SearchResponse> {
         let Some(collection_id) = job.session.collection_id.clone() else {
             return Ok(SearchResponse::default());
+        };
+        let document_ids = match self.scope(job).await? {
+            None => Vec::new(),
+            // The tags choose no document: nothing to find.
+            Some([]) => return Ok(SearchResponse::default()),
+            Some(ids) => ids.to_vec(),
         };
         Ok(self
             .clients
             .ingest(&job.caller)
             .search(SearchRequest {
                 collection_ids: vec![collection_id],
-                document_ids: vec![],
+                document_ids,
                 query: query.chars().take(10_000).collect(),
                 top_k: TOP_K,
                 no_rerank: !job.rerank,

@@ -74,6 +74,65 @@ pub struct CompletionRequest {
     pub include_chat_history: Option<serde_json::Value>,
     pub llm_args: Option<LlmArgs>,
     pub rag_config: Option<RagConfig>,
+    /// Instructions for this completion: a system message after docchat's own.
+    pub system_prompt: Option<String>,
+    /// What stands before the document excerpts in a RAG prompt, instead of docchat's
+    /// instructions.
+    pub pre_prompt_query: Option<String>,
+    /// Put before the question in the prompt (the stored question stays as asked).
+    pub prompt_query: Option<String>,
+    /// Which documents RAG reads: a list of tags (documents tagged with any), or
+    /// `{"include": [...], "exclude": [...], "document_ids": [...]}` (document ids, when
+    /// given, name the documents and the tags are ignored).
+    #[schema(value_type = Option<Object>)]
+    pub tags: Option<serde_json::Value>,
+}
+
+/// The documents a completion's RAG reads, from the client's `tags` (a list, or a TagFilter
+/// object): (include, exclude, document ids).
+pub(crate) fn tag_scope(
+    tags: Option<serde_json::Value>,
+) -> Result<(Vec<String>, Vec<String>, Vec<String>), ApiError> {
+    use serde_json::Value;
+    let strings = |v: Option<Value>, what: &str| -> Result<Vec<String>, ApiError> {
+        match v {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .into_iter()
+                .map(|item| match item {
+                    Value::String(s) => Ok(s),
+                    other => Err(ApiError::bad_request(format!(
+                        "{what} must be strings, not {other}"
+                    ))),
+                })
+                .collect(),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "{what} must be a list of strings, not {other}"
+            ))),
+        }
+    };
+    match tags {
+        None | Some(Value::Null) => Ok(Default::default()),
+        Some(list @ Value::Array(_)) => Ok((strings(Some(list), "tags")?, Vec::new(), Vec::new())),
+        Some(Value::Object(mut filter)) => {
+            if let Some(unknown) = filter
+                .keys()
+                .find(|k| !matches!(k.as_str(), "include" | "exclude" | "document_ids"))
+            {
+                return Err(ApiError::bad_request(format!(
+                    "tags takes include, exclude and document_ids, not {unknown}"
+                )));
+            }
+            Ok((
+                strings(filter.remove("include"), "tags.include")?,
+                strings(filter.remove("exclude"), "tags.exclude")?,
+                strings(filter.remove("document_ids"), "tags.document_ids")?,
+            ))
+        }
+        Some(other) => Err(ApiError::bad_request(format!(
+            "tags must be a list of tags or {{include, exclude, document_ids}}, not {other}"
+        ))),
+    }
 }
 
 impl CompletionRequest {
@@ -87,7 +146,12 @@ impl CompletionRequest {
             include_chat_history,
             llm_args,
             rag_config,
+            system_prompt,
+            pre_prompt_query,
+            prompt_query,
+            tags,
         } = self;
+        let (include_tags, exclude_tags, document_ids) = tag_scope(tags)?;
         let args = llm_args.unwrap_or_default();
         let agent_args_json = args.agent_args_json();
         let rag_config = rag_config.unwrap_or_default();
@@ -103,10 +167,13 @@ impl CompletionRequest {
             memory_block_name: args.memory_block_name,
             rag_type: rag_config.rag_type.unwrap_or_default(),
             agent_args_json,
-            // SPEC.md's completion request has none; scheduled tasks and the client's
-            // WebSocket send theirs.
-            system_prompt: None,
+            system_prompt: system_prompt.filter(|s| !s.trim().is_empty() && s != "auto"),
             rerank: rag_config.rerank,
+            pre_prompt_query,
+            prompt_query,
+            include_tags,
+            exclude_tags,
+            document_ids,
         })
     }
 }

@@ -38,7 +38,11 @@ pub struct RpcUploaded {
     security(("bearer" = []))
 )]
 #[put("/rpc/fs")]
-pub async fn rpc_upload(api: Api, req: HttpRequest, body: web::Payload) -> HttpResult<HttpResponse> {
+pub async fn rpc_upload(
+    api: Api,
+    req: HttpRequest,
+    body: web::Payload,
+) -> HttpResult<HttpResponse> {
     let uploaded = receive(&api, &req, body).await?;
     Ok(HttpResponse::Ok().json(RpcUploaded {
         id: uploaded.id,

@@ -34,8 +34,8 @@ use actix_ws::{CloseCode, CloseReason, Message};
 use docchat_common::error::{ApiError, ErrorCode};
 use docchat_proto::chat::v1 as pb;
 use docchat_proto::chat::v1::completion_event::Event;
-use futures::stream::FuturesUnordered;
 use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -75,7 +75,9 @@ pub async fn chat_socket(
         .into_inner()
         .current_session_id
         .filter(|id| !id.trim().is_empty())
-        .ok_or_else(|| bad_request("currentSessionID is required: /ws?currentSessionID=<chat session id>"))?;
+        .ok_or_else(|| {
+            bad_request("currentSessionID is required: /ws?currentSessionID=<chat session id>")
+        })?;
     // Another user's session, or none: 404 before the upgrade.
     api.chat()
         .get_session(pb::SessionRef {
@@ -135,7 +137,13 @@ struct Frame<'a> {
 }
 
 impl<'a> Frame<'a> {
-    fn reply(t: &'static str, session_id: &'a str, message_id: &'a str, reply_to: &'a str, body: &'a str) -> Frame<'a> {
+    fn reply(
+        t: &'static str,
+        session_id: &'a str,
+        message_id: &'a str,
+        reply_to: &'a str,
+        body: &'a str,
+    ) -> Frame<'a> {
         Frame {
             t,
             session_id,
@@ -261,8 +269,11 @@ impl Connection {
                     .ok()
                     .and_then(|v| v.get("correlation_id")?.as_str().map(str::to_owned))
                     .unwrap_or_default();
-                self.error_before_ack(&correlation, ApiError::bad_request(format!("invalid query: {e}")))
-                    .await;
+                self.error_before_ack(
+                    &correlation,
+                    ApiError::bad_request(format!("invalid query: {e}")),
+                )
+                .await;
                 return;
             }
         };
@@ -278,8 +289,14 @@ impl Connection {
             answer = chat.complete(request) => answer,
         };
         match events {
-            Ok(events) => self.forward(events.into_inner(), Some((&correlation, &asked)), None).await,
-            Err(status) => self.error_before_ack(&correlation, ApiError::from(status)).await,
+            Ok(events) => {
+                self.forward(events.into_inner(), Some((&correlation, &asked)), None)
+                    .await
+            }
+            Err(status) => {
+                self.error_before_ack(&correlation, ApiError::from(status))
+                    .await
+            }
         }
     }
 
@@ -297,17 +314,10 @@ impl Connection {
                 "the query names another chat session than this connection's: connect to that session",
             ));
         }
-        for (name, given) in [
-            ("tags", present(query.tags.as_ref())),
-            ("metadata_filter", present(query.metadata_filter.as_ref())),
-            ("pre_prompt_query", query.pre_prompt_query.as_deref().is_some_and(|s| !s.is_empty())),
-            ("prompt_query", query.prompt_query.as_deref().is_some_and(|s| !s.is_empty())),
-        ] {
-            if given {
-                return Err(ApiError::bad_request(format!(
-                    "{name} is not supported over the chat WebSocket yet"
-                )));
-            }
+        if present(query.metadata_filter.as_ref()) {
+            return Err(ApiError::bad_request(
+                "metadata_filter is not supported: choose documents with tags",
+            ));
         }
         let llm = self.model_name(query.llm).await?;
         let llm_args: Option<LlmArgs> = json_option("llm_args", query.llm_args)?;
@@ -319,12 +329,12 @@ impl Connection {
             include_chat_history: query.include_chat_history,
             llm_args,
             rag_config,
+            system_prompt: query.system_prompt,
+            pre_prompt_query: query.pre_prompt_query,
+            prompt_query: query.prompt_query,
+            tags: query.tags.filter(|t| present(Some(t))),
         };
-        let mut request = request.into_pb(self.session_id.clone())?;
-        request.system_prompt = query
-            .system_prompt
-            .filter(|s| !s.trim().is_empty() && s != "auto");
-        Ok(request)
+        request.into_pb(self.session_id.clone())
     }
 
     /// A model given by name (or `auto`) as it is; by index, the model at that place in the
@@ -337,7 +347,11 @@ impl Connection {
                 let index = n
                     .as_u64()
                     .and_then(|i| usize::try_from(i).ok())
-                    .ok_or_else(|| ApiError::bad_request(format!("llm index {n} is not a model's place in the list")))?;
+                    .ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "llm index {n} is not a model's place in the list"
+                        ))
+                    })?;
                 let models = self
                     .api
                     .chat()
@@ -349,7 +363,11 @@ impl Connection {
                     .into_iter()
                     .nth(index)
                     .map(|m| Some(m.id))
-                    .ok_or_else(|| ApiError::bad_request(format!("llm index {index} is past the end of the model list")))
+                    .ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "llm index {index} is past the end of the model list"
+                        ))
+                    })
             }
             Some(other) => Err(ApiError::bad_request(format!(
                 "llm must be a model name or an index, not {other}"
@@ -374,7 +392,9 @@ impl Connection {
                 item = events.next() => item,
             };
             let sent = match item {
-                Some(Ok(pb::CompletionEvent { event: Some(event), .. })) => match event {
+                Some(Ok(pb::CompletionEvent {
+                    event: Some(event), ..
+                })) => match event {
                     Event::QuestionId(id) => {
                         question_id = id;
                         match asked {
@@ -396,12 +416,24 @@ impl Connection {
                         }
                     }
                     Event::Delta(text) => {
-                        self.send(&Frame::reply("cp", session, &question_id, &question_id, &text))
-                            .await
+                        self.send(&Frame::reply(
+                            "cp",
+                            session,
+                            &question_id,
+                            &question_id,
+                            &text,
+                        ))
+                        .await
                     }
                     Event::Done(done) => {
-                        self.send(&Frame::reply("ca", session, &done.message_id, &question_id, &done.body))
-                            .await;
+                        self.send(&Frame::reply(
+                            "ca",
+                            session,
+                            &done.message_id,
+                            &question_id,
+                            &done.body,
+                        ))
+                        .await;
                         return;
                     }
                     Event::Error(e) => {
@@ -422,7 +454,10 @@ impl Connection {
                     return;
                 }
                 None => {
-                    let error = ApiError::new(ErrorCode::Unavailable, "the reply ended before it was finished");
+                    let error = ApiError::new(
+                        ErrorCode::Unavailable,
+                        "the reply ended before it was finished",
+                    );
                     self.stream_broke(&question_id, asked, error).await;
                     return;
                 }
@@ -468,13 +503,18 @@ impl Connection {
             after: running.seq,
         };
         if let Ok(events) = self.api.chat().attach(attach).await {
-            self.forward(events.into_inner(), None, Some(question_id)).await;
+            self.forward(events.into_inner(), None, Some(question_id))
+                .await;
         }
     }
 }
 
 /// Sends queued frames in order until the connection ends.
-async fn write(mut socket: actix_ws::Session, mut rx: mpsc::Receiver<String>, closed: CancellationToken) {
+async fn write(
+    mut socket: actix_ws::Session,
+    mut rx: mpsc::Receiver<String>,
+    closed: CancellationToken,
+) {
     loop {
         let frame = tokio::select! {
             () = closed.cancelled() => return,
@@ -540,10 +580,14 @@ mod tests {
 
     #[test]
     fn options_arrive_as_json_strings_or_json() {
-        let args: Option<LlmArgs> =
-            json_option("llm_args", Some(serde_json::json!("{\"temperature\": 0.5}"))).unwrap();
+        let args: Option<LlmArgs> = json_option(
+            "llm_args",
+            Some(serde_json::json!("{\"temperature\": 0.5}")),
+        )
+        .unwrap();
         assert_eq!(args.unwrap().temperature, Some(0.5));
-        let none: Option<LlmArgs> = json_option("llm_args", Some(serde_json::json!("null"))).unwrap();
+        let none: Option<LlmArgs> =
+            json_option("llm_args", Some(serde_json::json!("null"))).unwrap();
         assert!(none.is_none());
         let rag: Option<RagConfig> =
             json_option("rag_config", Some(serde_json::json!({"rag_type": "rag"}))).unwrap();
@@ -556,7 +600,14 @@ mod tests {
     fn frames_carry_every_field_the_client_requires() {
         let frame = Frame::reply("cp", "s", "q", "q", "piece");
         let v: serde_json::Value = serde_json::from_str(&frame.text()).unwrap();
-        for field in ["t", "session_id", "message_id", "reply_to_id", "body", "error"] {
+        for field in [
+            "t",
+            "session_id",
+            "message_id",
+            "reply_to_id",
+            "body",
+            "error",
+        ] {
             assert!(v.get(field).is_some(), "{field} missing from {v}");
         }
         assert!(!present(Some(&serde_json::json!(null))));

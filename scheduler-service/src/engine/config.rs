@@ -68,6 +68,7 @@ impl TaskConfig {
                 .filter(|p| !p.is_empty())
                 .map(str::to_owned),
             rerank: None,
+            ..Default::default()
         }
     }
 }
