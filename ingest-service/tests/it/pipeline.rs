@@ -856,6 +856,8 @@ docchat_common::vector_backend_tests! {
                 segments: Set(None),
                 page_sources: Set(None),
                 message: Set(None),
+                metadata: Set(None),
+                uri: Set(None),
                 created_at: Set(at),
                 updated_at: Set(at),
             }
