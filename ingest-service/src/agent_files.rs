@@ -226,6 +226,8 @@ impl AgentFiles<'_> {
             segments: Set(None),
             page_sources: Set(None),
             message: Set(None),
+            metadata: Set(None),
+            uri: Set(None),
             created_at: Set(at),
             updated_at: Set(at),
         }

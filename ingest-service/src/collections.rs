@@ -1,4 +1,5 @@
-//! Collections: create, list, get, delete, scoped to what the caller may see.
+//! Collections: create, list, get, delete, and what the client keeps with them (settings,
+//! chat settings, metadata), scoped to what the caller may see.
 
 use docchat_common::bus::topics;
 use std::collections::HashMap;
@@ -10,12 +11,13 @@ use docchat_common::settings::Resolved;
 use docchat_common::time::now;
 use docchat_common::{db, outbox};
 use docchat_proto::events::v1::CollectionDeleted;
-use sea_orm::sea_query::{Expr, Order};
+use sea_orm::sea_query::{Expr, Func, LikeExpr, Order};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, DatabaseConnection, EntityTrait, PaginatorTrait,
     QueryFilter, QueryOrder, QuerySelect, Set,
 };
 
+use crate::collection_settings::{CollectionSettings, read_collection_settings};
 use crate::entities::{chunks, collection_sessions, collections, documents};
 
 /// The embedder a collection uses unless it names another.
@@ -96,6 +98,14 @@ async fn views(
         .collect())
 }
 
+/// What a new collection keeps for the client: its settings and chat settings, each the
+/// stored JSON of a checked object ([`crate::collection_settings`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Kept {
+    pub collection_settings: Option<String>,
+    pub chat_settings: Option<String>,
+}
+
 pub async fn create(
     db: &DatabaseConnection,
     caller: &Caller,
@@ -103,6 +113,7 @@ pub async fn create(
     description: &str,
     embedding_model: &str,
     limits: Limits,
+    kept: Kept,
 ) -> ApiResult<CollectionView> {
     let name = name.trim();
     if name.is_empty() {
@@ -146,6 +157,9 @@ pub async fn create(
         description_dirty_at: Set(None),
         description_generation_started_at: Set(None),
         index_version: Set(0),
+        collection_settings: Set(kept.collection_settings),
+        chat_settings: Set(kept.chat_settings),
+        metadata: Set(None),
     }
     .insert(&txn)
     .await?;
@@ -220,6 +234,71 @@ pub async fn list(
     Ok((views(db, page.rows).await?, page.cut))
 }
 
+/// How many collections the caller owns (the client's count_collections).
+pub async fn count_owned(db: &DatabaseConnection, caller: &Caller) -> ApiResult<u64> {
+    Ok(collections::Entity::find()
+        .filter(collections::Column::OwnerId.eq(caller.user_id.clone()))
+        .count(db)
+        .await?)
+}
+
+/// A page of every user's collections (an administrator's list; the caller's permission is
+/// checked by the RPC), in the order asked, those whose name, id or owner's username
+/// contains `filter` (any case) when it is not empty. Paged as [`list`].
+pub async fn list_all(
+    db: &DatabaseConnection,
+    offset: u64,
+    limit: u64,
+    sort: &str,
+    ascending: bool,
+    filter: &str,
+    page_bytes: u64,
+) -> ApiResult<(Vec<CollectionView>, bool)> {
+    let column = sort_column(sort)?;
+    let order = if ascending { Order::Asc } else { Order::Desc };
+    let limit = if limit == 0 {
+        DEFAULT_LIMIT
+    } else {
+        limit.min(MAX_LIMIT)
+    };
+    let mut query = collections::Entity::find();
+    let filter = filter.trim();
+    if !filter.is_empty() {
+        docchat_common::limits::check_name("filter", filter)?;
+        let pattern = format!("%{}%", like_escaped(&filter.to_lowercase()));
+        let mut any = Condition::any();
+        use collections::Column as C;
+        for column in [C::Name, C::Id, C::OwnerUsername] {
+            any = any.add(
+                Expr::expr(Func::lower(Expr::col(column)))
+                    .like(LikeExpr::new(pattern.clone()).escape('\\')),
+            );
+        }
+        query = query.filter(any);
+    }
+    let page = query
+        .order_by(column, order.clone())
+        .order_by(collections::Column::Id, order)
+        .offset(offset)
+        .limit(limit);
+    use collections::Column as C;
+    let sized = [C::Name, C::Description, C::OwnerUsername, C::EmbeddingModel];
+    let page = docchat_common::limits::page_by_size(db, page, C::Id, &sized, page_bytes).await?;
+    Ok((views(db, page.rows).await?, page.cut))
+}
+
+/// `text` with LIKE's wildcards and escape character taken literally (escape `\`).
+fn like_escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 fn not_found(id: &str) -> ApiError {
     ApiError::not_found(format!("collection {id} not found"))
 }
@@ -234,6 +313,111 @@ pub async fn get(db: &DatabaseConnection, caller: &Caller, id: &str) -> ApiResul
         .await?
         .pop()
         .ok_or_else(|| not_found(id))
+}
+
+/// The collection when the caller may read it (none otherwise: no error).
+pub async fn visible(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    id: &str,
+) -> ApiResult<Option<CollectionView>> {
+    if id.is_empty() {
+        return Ok(None);
+    }
+    let Some(row) = collections::Entity::find_by_id(id.to_owned())
+        .filter(visible_to(caller))
+        .one(db)
+        .await?
+    else {
+        return Ok(None);
+    };
+    Ok(views(db, vec![row]).await?.pop())
+}
+
+/// A collection's stored objects as JSON text (`{}` for one never set).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    pub collection_settings: String,
+    pub chat_settings: String,
+    pub metadata: String,
+}
+
+/// The settings, chat settings and metadata of a collection the caller may read.
+pub async fn stored(db: &DatabaseConnection, caller: &Caller, id: &str) -> ApiResult<Stored> {
+    let row = collections::Entity::find_by_id(id.to_owned())
+        .filter(visible_to(caller))
+        .one(db)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    let or_empty = |c: Option<String>| c.unwrap_or_else(|| "{}".to_owned());
+    Ok(Stored {
+        collection_settings: or_empty(row.collection_settings),
+        chat_settings: or_empty(row.chat_settings),
+        metadata: or_empty(row.metadata),
+    })
+}
+
+/// New values for some of a collection's stored objects (each the stored JSON of a checked
+/// object); absent ones stay.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StoredChanges {
+    pub collection_settings: Option<String>,
+    pub chat_settings: Option<String>,
+    pub metadata: Option<String>,
+}
+
+/// Replaces the given objects of an owned collection whole (another user's collection is a
+/// 404, public or not).
+pub async fn store(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    id: &str,
+    changes: StoredChanges,
+) -> ApiResult<()> {
+    let StoredChanges {
+        collection_settings,
+        chat_settings,
+        metadata,
+    } = changes;
+    let row = collections::Entity::find_by_id(id.to_owned())
+        .filter(collections::Column::OwnerId.eq(caller.user_id.clone()))
+        .one(db)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    if collection_settings.is_none() && chat_settings.is_none() && metadata.is_none() {
+        return Err(ApiError::bad_request("nothing to change"));
+    }
+    let mut active: collections::ActiveModel = row.into();
+    if let Some(json) = collection_settings {
+        active.collection_settings = Set(Some(json));
+    }
+    if let Some(json) = chat_settings {
+        active.chat_settings = Set(Some(json));
+    }
+    if let Some(json) = metadata {
+        active.metadata = Set(Some(json));
+    }
+    active.updated_at = Set(now());
+    active.update(db).await?;
+    Ok(())
+}
+
+/// The settings of a collection the caller owns, which an ingestion into it takes as its
+/// defaults; none for a collection without them, or not the caller's (the ingestion itself
+/// then answers 404).
+pub async fn ingest_defaults(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    id: &str,
+) -> ApiResult<Option<CollectionSettings>> {
+    let settings: Option<Option<String>> = collections::Entity::find_by_id(id.to_owned())
+        .select_only()
+        .column(collections::Column::CollectionSettings)
+        .filter(collections::Column::OwnerId.eq(caller.user_id.clone()))
+        .into_tuple()
+        .one(db)
+        .await?;
+    Ok(read_collection_settings(settings.flatten().as_deref()))
 }
 
 /// Deletes an owned collection and announces it (`ingest.collection.deleted`) in the same

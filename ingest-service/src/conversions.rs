@@ -31,6 +31,10 @@ pub(crate) fn collection_pb(view: CollectionView) -> pb::Collection {
         description_dirty_at,
         description_generation_started_at,
         index_version: _,
+        // Read apart: GetCollectionSettings.
+        collection_settings: _,
+        chat_settings: _,
+        metadata: _,
     } = view.collection;
     pb::Collection {
         id,
@@ -71,6 +75,9 @@ pub(crate) fn document_pb(d: doc_entity::Model) -> pb::Document {
         segments: _,
         page_sources: _,
         message,
+        // GetDocument adds it (document_with_metadata).
+        metadata: _,
+        uri,
         created_at,
         updated_at,
     } = d;
@@ -93,6 +100,19 @@ pub(crate) fn document_pb(d: doc_entity::Model) -> pb::Document {
         summary,
         message,
         page_sources: Default::default(),
+        uri,
+        metadata_json: None,
+    }
+}
+
+/// A document as GetDocument answers it: with how its pages were read and its metadata.
+pub(crate) fn document_in_full_pb(d: doc_entity::Model) -> pb::Document {
+    let page_sources = page_sources(&d);
+    let metadata_json = Some(d.metadata.clone().unwrap_or_else(|| "{}".to_owned()));
+    pb::Document {
+        page_sources,
+        metadata_json,
+        ..document_pb(d)
     }
 }
 

@@ -1,4 +1,5 @@
-//! Documents: listing, counting, reading, deleting, and transcript segments.
+//! Documents: listing, counting, reading, updating (name, URI, metadata), deleting, their
+//! chunks and collections, and transcript segments.
 
 use docchat_common::Caller;
 use docchat_common::bus::envelope;
@@ -9,8 +10,8 @@ use docchat_common::time::now;
 use docchat_proto::events::v1::DocumentChanged;
 use sea_orm::sea_query::{Expr, Order as SqlOrder};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect,
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
 use serde::{Deserialize, Serialize};
 
@@ -259,4 +260,141 @@ pub async fn audio_segments(
         .as_deref()
         .and_then(|s| serde_json::from_str(s).ok())
         .unwrap_or_default())
+}
+
+/// What an owner changes of a document; absent fields stay.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Update {
+    /// A new file name (the rules of an upload's, [`crate::uploads::clean_filename`]).
+    pub name: Option<String>,
+    /// Where the document came from; empty clears it.
+    pub uri: Option<String>,
+    /// The stored JSON of a checked object ([`crate::collection_settings::metadata`]),
+    /// replacing the metadata whole.
+    pub metadata: Option<String>,
+}
+
+/// The most bytes of a document's URI.
+pub const MAX_URI_BYTES: usize = 8192;
+
+/// Renames an owned document, sets its URI or replaces its metadata (another user's
+/// document is a 404, readable or not). Nothing is stored unless every field is valid.
+pub async fn update(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    id: &str,
+    update: Update,
+) -> ApiResult<documents::Model> {
+    let Update {
+        name,
+        uri,
+        metadata,
+    } = update;
+    let doc = documents::Entity::find_by_id(id.to_owned())
+        .filter(documents::Column::OwnerId.eq(caller.user_id.clone()))
+        .one(db)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    if name.is_none() && uri.is_none() && metadata.is_none() {
+        return Err(ApiError::bad_request(
+            "give a name, a uri or metadata to change",
+        ));
+    }
+    let name = name
+        .map(|n| crate::uploads::file_name(&n, "name must be a file name, not empty"))
+        .transpose()?;
+    let uri = uri.map(|u| u.trim().to_owned());
+    if let Some(u) = &uri {
+        if u.len() > MAX_URI_BYTES {
+            return Err(ApiError::bad_request(format!(
+                "uri must be at most {MAX_URI_BYTES} bytes"
+            )));
+        }
+        if u.chars().any(char::is_control) {
+            return Err(ApiError::bad_request(
+                "uri must not contain control characters",
+            ));
+        }
+    }
+    let mut active: documents::ActiveModel = doc.into();
+    if let Some(name) = name {
+        active.name = Set(name);
+    }
+    if let Some(uri) = uri {
+        active.uri = Set((!uri.is_empty()).then_some(uri));
+    }
+    if let Some(json) = metadata {
+        active.metadata = Set(Some(json));
+    }
+    active.updated_at = Set(now());
+    Ok(active.update(db).await?)
+}
+
+/// The most chunks [`chunks_of`] returns.
+pub const MAX_DOCUMENT_CHUNKS: u64 = 2000;
+
+/// The chunks of a document the caller may read, in order: at most
+/// [`MAX_DOCUMENT_CHUNKS`], and no more than `page_bytes` of text (at least one). With
+/// `collection_id`, the document must be in that collection (404 otherwise). Says whether
+/// chunks were left out.
+pub async fn chunks_of(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    id: &str,
+    collection_id: Option<&str>,
+    page_bytes: u64,
+) -> ApiResult<(documents::Model, Vec<chunks::Model>, bool)> {
+    let doc = get(db, caller, id).await?;
+    if let Some(cid) = collection_id
+        && cid != doc.collection_id
+    {
+        return Err(ApiError::not_found(format!(
+            "document {id} is not in collection {cid}"
+        )));
+    }
+    let mut rows = chunks::Entity::find()
+        .filter(chunks::Column::DocumentId.eq(id))
+        .order_by_asc(chunks::Column::ChunkIndex)
+        .order_by_asc(chunks::Column::Id)
+        .limit(MAX_DOCUMENT_CHUNKS + 1)
+        .all(db)
+        .await?;
+    let mut cut = rows.len() as u64 > MAX_DOCUMENT_CHUNKS;
+    let fit = docchat_common::limits::fit(
+        rows.iter()
+            .take(MAX_DOCUMENT_CHUNKS as usize)
+            .map(|c| c.text.len() as u64),
+        page_bytes,
+    );
+    if fit < rows.len() {
+        cut = true;
+        rows.truncate(fit);
+    }
+    for chunk in &mut rows {
+        chunk.embedding = Vec::new();
+    }
+    Ok((doc, rows, cut))
+}
+
+/// The collections of a document the caller may read (404 otherwise): the one it is in,
+/// when the caller may read that (an agent's document is in none), paged by `offset` and
+/// `limit` (0: no limit).
+pub async fn collections_of(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    id: &str,
+    offset: u64,
+    limit: u64,
+) -> ApiResult<Vec<crate::collections::CollectionView>> {
+    let doc = get(db, caller, id).await?;
+    let found = crate::collections::visible(db, caller, &doc.collection_id).await?;
+    Ok(found
+        .into_iter()
+        .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+        .take(if limit == 0 {
+            usize::MAX
+        } else {
+            usize::try_from(limit).unwrap_or(usize::MAX)
+        })
+        .collect())
 }

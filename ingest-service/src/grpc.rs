@@ -20,10 +20,11 @@ use tonic::{Request, Response, Status};
 
 use crate::agent_files::AgentFiles;
 use crate::blobs::BlobStore;
+use crate::collection_settings::{self, Asked, Effective};
 use crate::collections;
 use crate::conversions::{
-    audio_segment_pb, collection_pb, document_pb, extractor_pb, fields_in, hit_pb, job_pb,
-    list_filter, queue_length_pb, rerank_pb, tag_pb,
+    audio_segment_pb, collection_pb, document_in_full_pb, document_pb, extractor_pb, fields_in,
+    hit_pb, job_pb, list_filter, queue_length_pb, rerank_pb, tag_pb,
 };
 use crate::documents;
 use crate::entities::jobs as job_entity;
@@ -52,13 +53,13 @@ pub struct IngestGrpc {
 impl IngestGrpc {
     /// An ingestion's options, its recognition settings checked (400 before anything is
     /// queued: an unknown `ocr_model`, a language not installed).
-    fn params(
-        &self,
-        gen_doc_summaries: bool,
-        gen_doc_questions: bool,
-        ocr_model: &str,
-        ocr_language: &str,
-    ) -> Result<IngestParams, ApiError> {
+    fn params(&self, options: &Effective) -> Result<IngestParams, ApiError> {
+        let Effective {
+            gen_doc_summaries,
+            gen_doc_questions,
+            ocr_model,
+            ocr_language,
+        } = options;
         let ocr = crate::jobs::OcrMode::parse(ocr_model).map_err(ApiError::bad_request)?;
         let ocr_language = match ocr {
             crate::jobs::OcrMode::Off => String::new(),
@@ -69,11 +70,33 @@ impl IngestGrpc {
                 .map_err(ApiError::bad_request)?,
         };
         Ok(IngestParams {
-            gen_doc_summaries,
-            gen_doc_questions,
+            gen_doc_summaries: *gen_doc_summaries,
+            gen_doc_questions: *gen_doc_questions,
             ocr,
             ocr_language,
         })
+    }
+
+    /// An ingestion's options: what it asked, else the collection's settings (when the
+    /// collection is the caller's; otherwise the ingestion answers 404 itself).
+    async fn ingest_params(
+        &self,
+        me: &docchat_common::Caller,
+        collection_id: &str,
+        asked: Asked,
+    ) -> ApiResult<IngestParams> {
+        let settings = collections::ingest_defaults(&self.db, me, collection_id).await?;
+        self.params(&asked.or(settings.as_ref()))
+    }
+
+    /// Collection settings as the client sent them, checked against its model and against
+    /// what this server can do with the ones that act (`ocr_model`, `tesseract_lang`): their
+    /// stored JSON.
+    fn checked_settings(&self, json: &str) -> ApiResult<String> {
+        let settings = collection_settings::collection_settings(json)?;
+        self.params(&Asked::default().or(Some(&settings)))
+            .map_err(|e| ApiError::bad_request(format!("collection_settings: {}", e.message)))?;
+        Ok(collection_settings::stored(&settings))
     }
 
     fn agent_files(&self) -> AgentFiles<'_> {
@@ -122,7 +145,20 @@ impl IngestService for IngestGrpc {
             name,
             description,
             embedding_model,
+            collection_settings_json,
+            chat_settings_json,
         } = request.into_inner();
+        let kept = collections::Kept {
+            collection_settings: collection_settings_json
+                .map(|json| self.checked_settings(&json))
+                .transpose()?,
+            chat_settings: chat_settings_json
+                .map(|json| {
+                    collection_settings::chat_settings(&json)
+                        .map(|c| collection_settings::stored(&c))
+                })
+                .transpose()?,
+        };
         let limits = collections::Limits::of(&self.settings.resolve(&me).await?);
         let embedding_model = if embedding_model.trim().is_empty() {
             self.searcher
@@ -145,11 +181,17 @@ impl IngestService for IngestGrpc {
         } else {
             embedding_model
         };
-        ok(
-            collections::create(&self.db, &me, &name, &description, &embedding_model, limits)
-                .await
-                .map(collection_pb),
+        ok(collections::create(
+            &self.db,
+            &me,
+            &name,
+            &description,
+            &embedding_model,
+            limits,
+            kept,
         )
+        .await
+        .map(collection_pb))
     }
 
     async fn list_collections(&self, request: Request<PageRequest>) -> Reply<pb::CollectionList> {
@@ -207,6 +249,93 @@ impl IngestService for IngestGrpc {
             .map(collection_pb))
     }
 
+    async fn count_collections(&self, request: Request<Empty>) -> Reply<pb::Count> {
+        let me = caller(&request)?;
+        let n = collections::count_owned(&self.db, &me).await?;
+        Ok(Response::new(pb::Count {
+            count: i64::try_from(n).unwrap_or(i64::MAX),
+        }))
+    }
+
+    async fn list_all_collections(
+        &self,
+        request: Request<pb::ListAllCollectionsRequest>,
+    ) -> Reply<pb::CollectionList> {
+        let me = caller(&request)?;
+        if !me.has_permission(permissions::ADMIN_CENTER) {
+            return Err(ApiError::forbidden(format!(
+                "missing required permission {}",
+                permissions::ADMIN_CENTER
+            ))
+            .into());
+        }
+        let pb::ListAllCollectionsRequest {
+            offset,
+            limit,
+            sort_column,
+            ascending,
+            filter,
+        } = request.into_inner();
+        ok(collections::list_all(
+            &self.db,
+            offset,
+            limit,
+            &sort_column,
+            ascending,
+            &filter,
+            self.page_bytes,
+        )
+        .await
+        .map(|(rows, size_limited)| pb::CollectionList {
+            collections: rows.into_iter().map(collection_pb).collect(),
+            size_limited,
+        }))
+    }
+
+    async fn get_collection_settings(
+        &self,
+        request: Request<pb::CollectionRef>,
+    ) -> Reply<pb::CollectionSettings> {
+        let me = caller(&request)?;
+        let stored = collections::stored(&self.db, &me, &request.get_ref().id).await?;
+        Ok(Response::new(pb::CollectionSettings {
+            collection_settings_json: stored.collection_settings,
+            chat_settings_json: stored.chat_settings,
+            metadata_json: stored.metadata,
+        }))
+    }
+
+    async fn update_collection_settings(
+        &self,
+        request: Request<pb::UpdateCollectionSettingsRequest>,
+    ) -> Reply<Empty> {
+        let me = caller(&request)?;
+        let pb::UpdateCollectionSettingsRequest {
+            id,
+            collection_settings_json,
+            chat_settings_json,
+            metadata_json,
+        } = request.into_inner();
+        let changes = collections::StoredChanges {
+            collection_settings: collection_settings_json
+                .map(|json| self.checked_settings(&json))
+                .transpose()?,
+            chat_settings: chat_settings_json
+                .map(|json| {
+                    collection_settings::chat_settings(&json)
+                        .map(|c| collection_settings::stored(&c))
+                })
+                .transpose()?,
+            metadata: metadata_json
+                .map(|json| {
+                    collection_settings::metadata(&json).map(|m| collection_settings::stored(&m))
+                })
+                .transpose()?,
+        };
+        collections::store(&self.db, &me, &id, changes).await?;
+        Ok(Response::new(Empty {}))
+    }
+
     async fn upload(
         &self,
         request: Request<Streaming<pb::UploadChunk>>,
@@ -254,12 +383,13 @@ impl IngestService for IngestGrpc {
             ocr_model,
             ocr_language,
         } = request.into_inner();
-        let params = self.params(
+        let asked = Asked {
             gen_doc_summaries,
             gen_doc_questions,
-            &ocr_model,
-            &ocr_language,
-        )?;
+            ocr_model,
+            ocr_language,
+        };
+        let params = self.ingest_params(&me, &collection_id, asked).await?;
         let job = self
             .queue_ingestion(&me, &[upload_id], &collection_id, &params)
             .await?
@@ -281,12 +411,13 @@ impl IngestService for IngestGrpc {
             ocr_model,
             ocr_language,
         } = request.into_inner();
-        let params = self.params(
+        let asked = Asked {
             gen_doc_summaries,
             gen_doc_questions,
-            &ocr_model,
-            &ocr_language,
-        )?;
+            ocr_model,
+            ocr_language,
+        };
+        let params = self.ingest_params(&me, &collection_id, asked).await?;
         let jobs = self
             .queue_ingestion(&me, &upload_ids, &collection_id, &params)
             .await?;
@@ -369,10 +500,86 @@ impl IngestService for IngestGrpc {
     async fn get_document(&self, request: Request<pb::DocumentRef>) -> Reply<pb::Document> {
         let me = caller(&request)?;
         let doc = documents::get(&self.db, &me, &request.get_ref().id).await?;
-        let page_sources = crate::conversions::page_sources(&doc);
-        Ok(Response::new(pb::Document {
-            page_sources,
-            ..document_pb(doc)
+        Ok(Response::new(document_in_full_pb(doc)))
+    }
+
+    async fn update_document(
+        &self,
+        request: Request<pb::UpdateDocumentRequest>,
+    ) -> Reply<pb::Document> {
+        let me = caller(&request)?;
+        let pb::UpdateDocumentRequest {
+            id,
+            name,
+            uri,
+            metadata_json,
+        } = request.into_inner();
+        let update = documents::Update {
+            name,
+            uri,
+            metadata: metadata_json
+                .map(|json| {
+                    collection_settings::metadata(&json).map(|m| collection_settings::stored(&m))
+                })
+                .transpose()?,
+        };
+        ok(documents::update(&self.db, &me, &id, update)
+            .await
+            .map(document_pb))
+    }
+
+    async fn list_collections_for_document(
+        &self,
+        request: Request<pb::DocumentCollectionsRequest>,
+    ) -> Reply<pb::CollectionList> {
+        let me = caller(&request)?;
+        let pb::DocumentCollectionsRequest {
+            document_id,
+            offset,
+            limit,
+        } = request.into_inner();
+        ok(
+            documents::collections_of(&self.db, &me, &document_id, offset, limit)
+                .await
+                .map(|rows| pb::CollectionList {
+                    collections: rows.into_iter().map(collection_pb).collect(),
+                    size_limited: false,
+                }),
+        )
+    }
+
+    async fn list_document_chunks(
+        &self,
+        request: Request<pb::DocumentChunksRequest>,
+    ) -> Reply<pb::ChunkList> {
+        let me = caller(&request)?;
+        let pb::DocumentChunksRequest {
+            document_id,
+            collection_id,
+        } = request.into_inner();
+        let collection_id = Some(collection_id).filter(|c| !c.is_empty());
+        let (doc, rows, more) = documents::chunks_of(
+            &self.db,
+            &me,
+            &document_id,
+            collection_id.as_deref(),
+            self.page_bytes,
+        )
+        .await?;
+        Ok(Response::new(pb::ChunkList {
+            chunks: rows
+                .into_iter()
+                .map(|chunk| {
+                    let pages = crate::pages::all_pages(&chunk);
+                    let hit = crate::search::Hit {
+                        chunk,
+                        document_name: doc.name.clone(),
+                        score: 0.0,
+                    };
+                    hit_pb(hit, pages)
+                })
+                .collect(),
+            more,
         }))
     }
 

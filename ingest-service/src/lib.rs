@@ -2,6 +2,7 @@
 
 pub mod agent_files;
 pub mod blobs;
+pub mod collection_settings;
 pub mod collections;
 mod conversions;
 pub mod costs;

@@ -21,10 +21,16 @@ pub const MAX_PENDING_LISTED: u64 = 10_000;
 
 /// The name a file is known by: its last path component, without control characters.
 pub fn clean_filename(name: &str) -> ApiResult<String> {
+    file_name(name, "the upload needs a file name")
+}
+
+/// [`clean_filename`]'s rules, with `empty` as the answer for a name that leaves nothing
+/// (a document's new name says so in its own words).
+pub fn file_name(name: &str, empty: &str) -> ApiResult<String> {
     let base = name.rsplit(['/', '\\']).next().unwrap_or("").trim();
     let clean: String = base.chars().filter(|c| !c.is_control()).collect();
     if clean.is_empty() || clean == "." || clean == ".." {
-        return Err(ApiError::bad_request("the upload needs a file name"));
+        return Err(ApiError::bad_request(empty));
     }
     if clean.chars().count() > 255 {
         return Err(ApiError::bad_request(

@@ -122,6 +122,7 @@ impl Stack {
                     name: name.into(),
                     description: String::new(),
                     embedding_model: String::new(),
+                    ..Default::default()
                 },
             ))
             .await

@@ -47,6 +47,7 @@ docchat_common::backend_tests! {
                     name: "c".into(),
                     description: String::new(),
                     embedding_model: String::new(),
+                    ..Default::default()
                 },
             ))
             .await

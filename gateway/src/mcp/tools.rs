@@ -598,8 +598,7 @@ async fn upload_text(api: &Api, args: UploadTextArgs) -> Outcome {
         .ingest_upload(ingest::IngestUploadRequest {
             collection_id: args.collection_id,
             upload_id: upload.id,
-            gen_doc_summaries: false,
-            gen_doc_questions: false,
+            // The collection's settings say whether to write a summary and questions.
             ..Default::default()
         })
         .await?

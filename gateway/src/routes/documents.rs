@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use actix_web::{HttpResponse, delete, get, web};
+use actix_web::{HttpResponse, delete, get, patch, put, web};
 use chrono::{DateTime, Utc};
 use docchat_common::error::ApiError;
 use docchat_proto::chat::v1 as chat;
@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::{Count, page, ts_req};
+use super::collections::{ChunkSearchResult, Collection};
+use super::{Count, PageQuery, ts_req};
 use crate::auth::Api;
 use crate::error::{ErrorBody, HttpError, HttpResult};
 
@@ -45,6 +46,10 @@ pub struct Document {
     /// how each page was read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Where the document came from, as its owner set it (`PATCH /documents/{id}`); absent
+    /// when never set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
 }
 
 impl TryFrom<pb::Document> for Document {
@@ -68,6 +73,9 @@ impl TryFrom<pb::Document> for Document {
             summary,
             message,
             page_sources: _,
+            uri,
+            // Its own route: /documents/{id}/internal_metadata.
+            metadata_json: _,
         } = d;
         Ok(Document {
             id,
@@ -85,6 +93,7 @@ impl TryFrom<pb::Document> for Document {
             chat_session_visible,
             summary,
             message,
+            uri,
         })
     }
 }
@@ -129,14 +138,22 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(list_documents)
         .service(get_document_count)
         .service(get_document)
+        .service(update_document)
         .service(delete_document)
         .service(get_audio_timestamps)
-        .service(get_document_page_ocr_model);
+        .service(get_document_page_ocr_model)
+        .service(update_document_metadata)
+        .service(get_document_internal_metadata)
+        .service(get_document_user_source_file)
+        .service(get_document_guardrails_settings)
+        .service(get_document_page_layout)
+        .service(list_document_chunks)
+        .service(list_collections_for_document);
 }
 
 impl ListQuery {
     fn request(self, collection_id: Option<String>) -> HttpResult<pb::ListDocumentsRequest> {
-        let (offset, limit) = page(self.offset, self.limit)?;
+        let (offset, limit) = super::page(self.offset, self.limit)?;
         Ok(pb::ListDocumentsRequest {
             offset,
             limit,
@@ -318,4 +335,196 @@ pub async fn get_document_count_for_collection(
         ..Default::default()
     };
     count(&api, request).await
+}
+
+/// What `PATCH /documents/{id}` changes (the client's DocumentUpdateRequest); give at least
+/// one.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct DocumentUpdate {
+    /// A new file name, as an upload's: its last path component, control characters
+    /// removed, 1 to 255 characters.
+    #[serde(default)]
+    #[schema(max_length = 255)]
+    pub name: Option<String>,
+    /// Where the document came from (at most 8192 bytes, no control characters); empty
+    /// clears it.
+    #[serde(default)]
+    #[schema(max_length = 8192)]
+    pub uri: Option<String>,
+}
+
+/// Renames a document of the caller's or sets its URI (another user's document is a 404,
+/// readable or not).
+#[utoipa::path(tag = "Documents", params(("document_id" = String, Path)), request_body = DocumentUpdate,
+    responses((status = 200, body = Document), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[patch("/documents/{document_id}")]
+pub async fn update_document(
+    api: Api,
+    path: web::Path<String>,
+    body: web::Json<DocumentUpdate>,
+) -> HttpResult<web::Json<Document>> {
+    let DocumentUpdate { name, uri } = body.into_inner();
+    let request = pb::UpdateDocumentRequest {
+        id: path.into_inner(),
+        name,
+        uri,
+        metadata_json: None,
+    };
+    let updated = api.ingest().update_document(request).await?.into_inner();
+    let mut seen = seen_by(&api, vec![updated]).await?;
+    seen.pop()
+        .map(web::Json)
+        .ok_or_else(|| ApiError::internal("updating a document", "no document").into())
+}
+
+/// Replaces a document's metadata whole: any JSON object (else 400), at most 64 KiB (else
+/// 413). The caller's documents only (404 for others); read back at
+/// `/documents/{id}/internal_metadata`.
+#[utoipa::path(tag = "Documents", params(("document_id" = String, Path)), request_body = Object,
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 413, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[put("/documents/{document_id}/metadata")]
+pub async fn update_document_metadata(
+    api: Api,
+    path: web::Path<String>,
+    body: web::Json<serde_json::Value>,
+) -> HttpResult<HttpResponse> {
+    let request = pb::UpdateDocumentRequest {
+        id: path.into_inner(),
+        metadata_json: Some(body.into_inner().to_string()),
+        ..Default::default()
+    };
+    api.ingest().update_document(request).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// A document the caller can read (404 otherwise).
+async fn readable(api: &Api, id: String) -> HttpResult<pb::Document> {
+    Ok(api
+        .ingest()
+        .get_document(pb::DocumentRef { id })
+        .await?
+        .into_inner())
+}
+
+/// The document's metadata (`PUT /documents/{id}/metadata`; `{}` when none).
+#[utoipa::path(tag = "Documents", params(("document_id" = String, Path)),
+    responses((status = 200, body = Object), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/documents/{document_id}/internal_metadata")]
+pub async fn get_document_internal_metadata(
+    api: Api,
+    path: web::Path<String>,
+) -> HttpResult<HttpResponse> {
+    let doc = readable(&api, path.into_inner()).await?;
+    Ok(HttpResponse::Ok()
+        .content_type("application/json")
+        .body(doc.metadata_json.unwrap_or_else(|| "{}".to_owned())))
+}
+
+/// The client's source-file record of a document: docchat keeps none, so 204 for a document
+/// the caller can read (404 otherwise).
+#[utoipa::path(tag = "Documents", params(("document_id" = String, Path)),
+    responses((status = 204, description = "docchat keeps no source-file record"), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/documents/{document_id}/user_source_file")]
+pub async fn get_document_user_source_file(
+    api: Api,
+    path: web::Path<String>,
+) -> HttpResult<HttpResponse> {
+    readable(&api, path.into_inner()).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// A document's guardrails settings: docchat applies none, so 204 for a document the caller
+/// can read (404 otherwise).
+#[utoipa::path(tag = "Documents", params(("document_id" = String, Path)),
+    responses((status = 204, description = "docchat applies no guardrails settings to documents"), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/documents/{document_id}/guardrails_settings")]
+pub async fn get_document_guardrails_settings(
+    api: Api,
+    path: web::Path<String>,
+) -> HttpResult<HttpResponse> {
+    readable(&api, path.into_inner()).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// A document's page layout: docchat predicts none, so 204 for a document the caller can
+/// read (404 otherwise).
+#[utoipa::path(tag = "Documents", params(("document_id" = String, Path)),
+    responses((status = 204, description = "docchat predicts no page layout"), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/documents/{document_id}/page_layout")]
+pub async fn get_document_page_layout(
+    api: Api,
+    path: web::Path<String>,
+) -> HttpResult<HttpResponse> {
+    readable(&api, path.into_inner()).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ChunksQuery {
+    /// The collection the document is in (another is a 404); absent: its own.
+    pub collection_id: Option<String>,
+}
+
+/// A document's chunks in order (score 0): at most 2000, and no more than about 8 MiB of
+/// text. A document the caller cannot read is a 404.
+#[utoipa::path(tag = "Documents", params(("document_id" = String, Path), ChunksQuery),
+    responses((status = 200, body = Vec<ChunkSearchResult>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/documents/{document_id}/chunks")]
+pub async fn list_document_chunks(
+    api: Api,
+    path: web::Path<String>,
+    query: web::Query<ChunksQuery>,
+) -> HttpResult<web::Json<Vec<ChunkSearchResult>>> {
+    let request = pb::DocumentChunksRequest {
+        document_id: path.into_inner(),
+        collection_id: query.into_inner().collection_id.unwrap_or_default(),
+    };
+    let list = api
+        .ingest()
+        .list_document_chunks(request)
+        .await?
+        .into_inner();
+    Ok(web::Json(
+        list.chunks
+            .into_iter()
+            .map(ChunkSearchResult::from)
+            .collect(),
+    ))
+}
+
+/// The collections a document is in: the one it belongs to, when the caller can read it
+/// (none for a document an agent wrote). A document the caller cannot read is a 404.
+#[utoipa::path(tag = "Documents", params(("document_id" = String, Path), PageQuery),
+    responses((status = 200, body = Vec<Collection>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/documents/{document_id}/collections")]
+pub async fn list_collections_for_document(
+    api: Api,
+    path: web::Path<String>,
+    query: web::Query<PageQuery>,
+) -> HttpResult<web::Json<Vec<Collection>>> {
+    let page = query.into_inner().request()?;
+    let request = pb::DocumentCollectionsRequest {
+        document_id: path.into_inner(),
+        offset: page.offset,
+        limit: page.limit,
+    };
+    let list = api
+        .ingest()
+        .list_collections_for_document(request)
+        .await?
+        .into_inner();
+    Ok(web::Json(
+        list.collections
+            .into_iter()
+            .map(Collection::try_from)
+            .collect::<HttpResult<_>>()?,
+    ))
 }

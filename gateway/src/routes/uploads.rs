@@ -102,10 +102,14 @@ pub(crate) async fn receive(
 /// the job, so that the client's first poll of GET /jobs/{id} reads the history's row.
 const HISTORY_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
+/// The ingestion's options; one not given takes the collection's settings
+/// (`PUT /collections/{id}/settings`), else its default.
 #[derive(Debug, Deserialize, IntoParams)]
 pub struct IngestQuery {
     pub collection_id: Option<String>,
+    /// Have the default chat model write a summary (default false).
     pub gen_doc_summaries: Option<bool>,
+    /// Have the default chat model write questions (default false).
     pub gen_doc_questions: Option<bool>,
     /// Text recognition of scanned pages and images: `auto` (the default: a PDF's scanned
     /// pages, and images), `tesseract` (every page of a PDF, text layer or not) or `off`.
@@ -115,11 +119,12 @@ pub struct IngestQuery {
     pub tesseract_lang: Option<String>,
 }
 
-/// An ingest query whose collection_id is there.
+/// An ingest query whose collection_id is there; absent options (empty strings) are left
+/// to the collection's settings.
 struct CheckedIngest {
     collection_id: String,
-    gen_doc_summaries: bool,
-    gen_doc_questions: bool,
+    gen_doc_summaries: Option<bool>,
+    gen_doc_questions: Option<bool>,
     ocr_model: String,
     ocr_language: String,
 }
@@ -132,8 +137,8 @@ impl IngestQuery {
         }
         Ok(CheckedIngest {
             collection_id,
-            gen_doc_summaries: self.gen_doc_summaries.unwrap_or(false),
-            gen_doc_questions: self.gen_doc_questions.unwrap_or(false),
+            gen_doc_summaries: self.gen_doc_summaries,
+            gen_doc_questions: self.gen_doc_questions,
             ocr_model: self.ocr_model.unwrap_or_default(),
             ocr_language: self.tesseract_lang.unwrap_or_default(),
         })

@@ -22,6 +22,12 @@ pub struct Model {
     pub description_generation_started_at: Option<ChronoDateTimeUtc>,
     /// Bumped whenever the collection's chunks change.
     pub index_version: i64,
+    /// JSON object: the client's CollectionSettings (`crate::collection_settings`).
+    pub collection_settings: Option<String>,
+    /// JSON object: the client's ChatSettings, kept for the client.
+    pub chat_settings: Option<String>,
+    /// JSON object: the collection's metadata, any keys.
+    pub metadata: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -25,6 +25,10 @@ pub struct Model {
     pub page_sources: Option<String>,
     /// Which pages could not be read, and why.
     pub message: Option<String>,
+    /// JSON object: the document's metadata, any keys (PUT /documents/{id}/metadata).
+    pub metadata: Option<String>,
+    /// Where the document came from, as its owner last set it.
+    pub uri: Option<String>,
     pub created_at: ChronoDateTimeUtc,
     pub updated_at: ChronoDateTimeUtc,
 }

@@ -10,6 +10,7 @@ mod m20261125_000005_job_cancel;
 mod m20261127_000006_chunk_page_starts;
 mod m20261205_000007_document_pages;
 mod m20261206_000008_document_reading;
+mod m20261212_000009_collection_settings;
 
 pub struct Migrator;
 
@@ -26,6 +27,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000006_chunk_page_starts::Migration),
             Box::new(m20261205_000007_document_pages::Migration),
             Box::new(m20261206_000008_document_reading::Migration),
+            Box::new(m20261212_000009_collection_settings::Migration),
         ]
     }
 }

@@ -149,6 +149,8 @@ impl Workers {
                 .then(|| serde_json::to_string(&segments).unwrap_or_default())),
             page_sources: Set(reading.as_ref().map(|r| r.sources_json())),
             message: Set(reading.as_ref().and_then(|r| r.message())),
+            metadata: Set(None),
+            uri: Set(None),
             created_at: Set(at),
             updated_at: Set(at),
         }

@@ -202,8 +202,8 @@ async fn ingest_with_extras(
     let request = pb::IngestUploadRequest {
         upload_id: up.id,
         collection_id: collection.into(),
-        gen_doc_summaries: true,
-        gen_doc_questions: true,
+        gen_doc_summaries: Some(true),
+        gen_doc_questions: Some(true),
         ..Default::default()
     };
     let job = s.ingest_with(who, request).await.unwrap();

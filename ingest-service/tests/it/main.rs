@@ -64,6 +64,7 @@ docchat_common::vector_backend_tests! {
                     name: "A".into(),
                     description: "d".into(),
                     embedding_model: String::new(),
+                    ..Default::default()
                 },
             ))
             .await
@@ -81,6 +82,7 @@ docchat_common::vector_backend_tests! {
                     name: String::new(),
                     description: String::new(),
                     embedding_model: String::new(),
+                    ..Default::default()
                 },
             ))
             .await
@@ -241,6 +243,7 @@ docchat_common::vector_backend_tests! {
                     name: "big".into(),
                     description: "x".repeat(5 << 20),
                     embedding_model: String::new(),
+                    ..Default::default()
                 },
             ))
             .await

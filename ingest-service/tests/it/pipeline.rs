@@ -647,8 +647,8 @@ docchat_common::vector_backend_tests! {
                 pb::IngestUploadRequest {
                     upload_id: up.id.clone(),
                     collection_id: col.id.clone(),
-                    gen_doc_summaries: true,
-                    gen_doc_questions: true,
+                    gen_doc_summaries: Some(true),
+                    gen_doc_questions: Some(true),
                     ..Default::default()
                 },
             ))
@@ -697,8 +697,8 @@ docchat_common::vector_backend_tests! {
                 pb::IngestUploadRequest {
                     upload_id: up.id,
                     collection_id: col.id,
-                    gen_doc_summaries: true,
-                    gen_doc_questions: false,
+                    gen_doc_summaries: Some(true),
+                    gen_doc_questions: Some(false),
                     ..Default::default()
                 },
             ))
@@ -856,6 +856,8 @@ docchat_common::vector_backend_tests! {
                 segments: Set(None),
                 page_sources: Set(None),
                 message: Set(None),
+                metadata: Set(None),
+                uri: Set(None),
                 created_at: Set(at),
                 updated_at: Set(at),
             }

@@ -201,6 +201,7 @@ docchat_common::backend_tests! {
                 name: "reports".into(),
                 description: String::new(),
                 embedding_model: String::new(),
+                ..Default::default()
             }))
             .await
             .unwrap()
