@@ -6,7 +6,7 @@ use docchat_proto::events::v1::{
     ChatSessionCollectionChanged, ChatSessionCreated, ChatSessionDeleted, Envelope,
 };
 use prost::Message;
-use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::sea_query::OnConflict;
 use sea_orm::{DatabaseConnection, EntityTrait, Set};
 
 use crate::entities::collection_sessions;
@@ -65,7 +65,7 @@ impl EventHandler for SessionCounter {
             topics::CHAT_SESSION_COLLECTION_CHANGED => {
                 let e = ChatSessionCollectionChanged::decode(event.payload.as_slice())?;
                 // An unlinked session keeps its row with no collection (it counts for
-                // none); a deleted one's tombstone stays as it is.
+                // none); only the collection changes, so a deleted one stays deleted.
                 collection_sessions::Entity::insert(collection_sessions::ActiveModel {
                     session_id: Set(e.session_id),
                     collection_id: Set(e.collection_id),
@@ -74,16 +74,8 @@ impl EventHandler for SessionCounter {
                 .on_conflict(
                     OnConflict::column(collection_sessions::Column::SessionId)
                         .update_column(collection_sessions::Column::CollectionId)
-                        .action_and_where(
-                            Expr::col((
-                                collection_sessions::Entity,
-                                collection_sessions::Column::Deleted,
-                            ))
-                            .eq(false),
-                        )
                         .to_owned(),
                 )
-                .do_nothing()
                 .exec(&self.db)
                 .await?;
             }
