@@ -12,7 +12,7 @@ use docchat_common::time::to_proto;
 use docchat_proto::chat::v1 as pb;
 use docchat_proto::chat::v1::chat_service_server::ChatService;
 use docchat_proto::common::v1::{Empty, PageRequest};
-use docchat_proto::ingest::v1::CollectionRef;
+use docchat_proto::ingest::v1::{CollectionRef, DocumentRef};
 use sea_orm::DatabaseConnection;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
@@ -61,6 +61,12 @@ fn session_pb(s: chat_sessions::Model) -> pb::ChatSession {
         updated_at: Some(to_proto(updated_at)),
         username: owner_username,
         created_at: Some(to_proto(created_at)),
+    }
+}
+
+fn session_list(rows: Vec<chat_sessions::Model>) -> pb::ChatSessionList {
+    pb::ChatSessionList {
+        sessions: rows.into_iter().map(session_pb).collect(),
     }
 }
 
@@ -115,6 +121,27 @@ fn reference_pb(r: message_references::Model) -> pb::Reference {
         collection_id,
         content,
         were_references_deleted: document_deleted,
+    }
+}
+
+impl ChatGrpc {
+    /// The collection `id` as the caller reads it: ingest decides (NOT_FOUND when the
+    /// caller may not read it).
+    async fn readable_collection(
+        &self,
+        me: &docchat_common::Caller,
+        id: String,
+    ) -> Result<LinkedCollection, Status> {
+        let found = self
+            .clients
+            .ingest(me)
+            .get_collection(CollectionRef { id })
+            .await?
+            .into_inner();
+        Ok(LinkedCollection {
+            id: found.id,
+            name: found.name,
+        })
     }
 }
 
@@ -259,19 +286,7 @@ impl ChatService for ChatGrpc {
     ) -> Reply<pb::ChatSession> {
         let me = caller(&request)?;
         let collection = match request.into_inner().collection_id {
-            Some(id) => {
-                // The collection must exist and be readable by the caller: ingest decides.
-                let found = self
-                    .clients
-                    .ingest(&me)
-                    .get_collection(CollectionRef { id })
-                    .await?
-                    .into_inner();
-                Some(LinkedCollection {
-                    id: found.id,
-                    name: found.name,
-                })
-            }
+            Some(id) => Some(self.readable_collection(&me, id).await?),
             None => None,
         };
         let session = sessions::create(&self.db, &me, collection).await?;
@@ -282,11 +297,106 @@ impl ChatService for ChatGrpc {
     async fn list_sessions(&self, request: Request<PageRequest>) -> Reply<pb::ChatSessionList> {
         let me = caller(&request)?;
         let PageRequest { offset, limit, .. } = *request.get_ref();
-        ok(sessions::list(&self.db, &me, offset, limit)
+        ok(sessions::list(&self.db, &me, None, offset, limit)
             .await
-            .map(|rows| pb::ChatSessionList {
-                sessions: rows.into_iter().map(session_pb).collect(),
-            }))
+            .map(session_list))
+    }
+
+    async fn count_sessions(
+        &self,
+        request: Request<pb::CountSessionsRequest>,
+    ) -> Reply<pb::SessionCount> {
+        let me = caller(&request)?;
+        let pb::CountSessionsRequest { collection_id } = request.into_inner();
+        if let Some(id) = &collection_id {
+            self.readable_collection(&me, id.clone()).await?;
+        }
+        ok(sessions::count(&self.db, &me, collection_id.as_deref())
+            .await
+            .map(|count| pb::SessionCount { count }))
+    }
+
+    async fn list_collection_sessions(
+        &self,
+        request: Request<pb::CollectionSessionsRequest>,
+    ) -> Reply<pb::ChatSessionList> {
+        let me = caller(&request)?;
+        let pb::CollectionSessionsRequest {
+            collection_id,
+            offset,
+            limit,
+        } = request.into_inner();
+        let collection = self.readable_collection(&me, collection_id).await?;
+        ok(
+            sessions::list(&self.db, &me, Some(&collection.id), offset, limit)
+                .await
+                .map(session_list),
+        )
+    }
+
+    async fn list_document_sessions(
+        &self,
+        request: Request<pb::DocumentSessionsRequest>,
+    ) -> Reply<pb::ChatSessionList> {
+        let me = caller(&request)?;
+        let pb::DocumentSessionsRequest {
+            document_id,
+            offset,
+            limit: _,
+        } = request.into_inner();
+        // Whether the caller may read the document: ingest decides (NOT_FOUND else).
+        let document = self
+            .clients
+            .ingest(&me)
+            .get_document(DocumentRef { id: document_id })
+            .await?
+            .into_inner();
+        // At most one session made a document: a page past it is empty, any limit holds it.
+        let session = match document.chat_session_id {
+            Some(id) if offset == 0 => sessions::find(&self.db, &me, &id).await?,
+            _ => None,
+        };
+        Ok(Response::new(session_list(session.into_iter().collect())))
+    }
+
+    async fn update_session(
+        &self,
+        request: Request<pb::UpdateSessionRequest>,
+    ) -> Reply<pb::ChatSession> {
+        let me = caller(&request)?;
+        let pb::UpdateSessionRequest { id, name } = request.into_inner();
+        ok(sessions::rename(&self.db, &me, &id, &name)
+            .await
+            .map(session_pb))
+    }
+
+    async fn set_session_collection(
+        &self,
+        request: Request<pb::SetSessionCollectionRequest>,
+    ) -> Reply<pb::ChatSession> {
+        let me = caller(&request)?;
+        let pb::SetSessionCollectionRequest { id, collection_id } = request.into_inner();
+        let collection = match collection_id {
+            Some(c) if c.trim().is_empty() => {
+                return Err(ApiError::bad_request("collection_id must not be empty").into());
+            }
+            Some(c) => {
+                // Another user's session is a 404 before anything is asked of ingest.
+                sessions::get(&self.db, &me, &id).await?;
+                Some(self.readable_collection(&me, c).await?)
+            }
+            None => None,
+        };
+        let session = sessions::set_collection(&self.db, &me, &id, collection).await?;
+        self.relay.notify();
+        Ok(Response::new(session_pb(session)))
+    }
+
+    async fn delete_messages(&self, request: Request<pb::MessageIds>) -> Reply<Empty> {
+        let me = caller(&request)?;
+        let pb::MessageIds { ids } = request.into_inner();
+        sessions::delete_messages(&self.db, &me, &ids).await?;
+        Ok(Response::new(Empty {}))
     }
 
     async fn get_session(&self, request: Request<pb::SessionRef>) -> Reply<pb::ChatSession> {

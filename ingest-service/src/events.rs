@@ -2,7 +2,9 @@
 
 use docchat_common::bus::EventHandler;
 use docchat_common::bus::topics;
-use docchat_proto::events::v1::{ChatSessionCreated, ChatSessionDeleted, Envelope};
+use docchat_proto::events::v1::{
+    ChatSessionCollectionChanged, ChatSessionCreated, ChatSessionDeleted, Envelope,
+};
 use prost::Message;
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{DatabaseConnection, EntityTrait, Set};
@@ -10,7 +12,9 @@ use sea_orm::{DatabaseConnection, EntityTrait, Set};
 use crate::entities::collection_sessions;
 
 /// Keeps `collection_sessions` (and so `sessions_count`) in step with `chat.session.*`.
-/// Idempotent: replays and out-of-order deliveries converge to the same rows.
+/// Idempotent: replays and out-of-order deliveries converge to the same rows, except that
+/// a session's collection changes apply in the order they arrive (the outbox publishes
+/// them in order; a redelivered older one holds until the session's next change).
 pub struct SessionCounter {
     pub db: DatabaseConnection,
 }
@@ -53,6 +57,23 @@ impl EventHandler for SessionCounter {
                 .on_conflict(
                     OnConflict::column(collection_sessions::Column::SessionId)
                         .update_column(collection_sessions::Column::Deleted)
+                        .to_owned(),
+                )
+                .exec(&self.db)
+                .await?;
+            }
+            topics::CHAT_SESSION_COLLECTION_CHANGED => {
+                let e = ChatSessionCollectionChanged::decode(event.payload.as_slice())?;
+                // An unlinked session keeps its row with no collection (it counts for
+                // none); only the collection changes, so a deleted one stays deleted.
+                collection_sessions::Entity::insert(collection_sessions::ActiveModel {
+                    session_id: Set(e.session_id),
+                    collection_id: Set(e.collection_id),
+                    deleted: Set(false),
+                })
+                .on_conflict(
+                    OnConflict::column(collection_sessions::Column::SessionId)
+                        .update_column(collection_sessions::Column::CollectionId)
                         .to_owned(),
                 )
                 .exec(&self.db)

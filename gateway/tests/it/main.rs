@@ -15,6 +15,7 @@ mod agent_documents;
 mod agent_files;
 mod api_spec;
 mod ceilings;
+mod chats_everyday;
 mod collections_everyday;
 mod compat;
 mod completions;

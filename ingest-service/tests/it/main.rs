@@ -13,7 +13,9 @@ use docchat_common::bus::{EventHandler, envelope};
 use docchat_common::config::Service;
 use docchat_common::testing::user;
 use docchat_proto::common::v1::PageRequest;
-use docchat_proto::events::v1::{ChatSessionCreated, ChatSessionDeleted};
+use docchat_proto::events::v1::{
+    ChatSessionCollectionChanged, ChatSessionCreated, ChatSessionDeleted,
+};
 use docchat_proto::ingest::v1 as pb;
 mod agent_files;
 mod blobs;
@@ -226,6 +228,78 @@ docchat_common::vector_backend_tests! {
             ..created("s4")
         };
         assert!(counter.handle(&garbage).await.is_err());
+    }
+}
+
+docchat_common::vector_backend_tests! {
+    /// A session moved to another collection (or unlinked) counts there, once, whatever the
+    /// order its events arrive in; a deleted session stays deleted.
+    async fn session_collection_changes_move_the_count(backend) {
+        let (_dir, db) = migrated(&backend).await;
+        let counter = docchat_ingest_service::events::SessionCounter { db: db.clone() };
+        let event = |kind: &str, s: &str, c: &str| match kind {
+            "created" => envelope(
+                topics::CHAT_SESSION_CREATED,
+                "u",
+                &ChatSessionCreated {
+                    session_id: s.into(),
+                    user_id: "u".into(),
+                    collection_id: c.into(),
+                },
+            ),
+            "deleted" => envelope(
+                topics::CHAT_SESSION_DELETED,
+                "u",
+                &ChatSessionDeleted {
+                    session_id: s.into(),
+                    user_id: "u".into(),
+                    collection_id: c.into(),
+                },
+            ),
+            _ => envelope(
+                topics::CHAT_SESSION_COLLECTION_CHANGED,
+                "u",
+                &ChatSessionCollectionChanged {
+                    session_id: s.into(),
+                    user_id: "u".into(),
+                    collection_id: c.into(),
+                },
+            ),
+        };
+        let counts = |db: sea_orm::DatabaseConnection| async move {
+            let mut out = Vec::new();
+            for c in ["c1", "c2"] {
+                out.push(
+                    docchat_ingest_service::collections::sessions_count(&db, c)
+                        .await
+                        .unwrap(),
+                );
+            }
+            out
+        };
+
+        counter.handle(&event("created", "s1", "c1")).await.unwrap();
+        let moved = event("changed", "s1", "c2");
+        counter.handle(&moved).await.unwrap();
+        counter.handle(&moved).await.unwrap(); // redelivered
+        assert_eq!(counts(db.clone()).await, [0, 1], "{}", backend.name);
+        // Unlinked: counted nowhere; linked again.
+        counter.handle(&event("changed", "s1", "")).await.unwrap();
+        assert_eq!(counts(db.clone()).await, [0, 0]);
+        counter.handle(&event("changed", "s1", "c1")).await.unwrap();
+        assert_eq!(counts(db.clone()).await, [1, 0]);
+        // A session created without a collection, then linked; or whose change overtook its
+        // creation: the change holds.
+        counter.handle(&event("created", "s2", "")).await.unwrap();
+        counter.handle(&event("changed", "s2", "c2")).await.unwrap();
+        counter.handle(&event("changed", "s3", "c2")).await.unwrap();
+        counter.handle(&event("created", "s3", "c1")).await.unwrap();
+        assert_eq!(counts(db.clone()).await, [1, 2]);
+        // Deleted where it is now; a late change does not bring it back.
+        counter.handle(&event("deleted", "s2", "c2")).await.unwrap();
+        counter.handle(&event("changed", "s2", "c1")).await.unwrap();
+        counter.handle(&event("deleted", "s1", "c1")).await.unwrap();
+        assert_eq!(counts(db.clone()).await, [0, 1]);
     }
 }
 

@@ -7,7 +7,10 @@
 pub const CHAT_SESSION_CREATED: &str = "chat.session.created";
 /// chat → ingest: a chat session was deleted (`ChatSessionDeleted`).
 pub const CHAT_SESSION_DELETED: &str = "chat.session.deleted";
-/// Binds both chat-session events.
+/// chat → ingest: a chat session was linked to another collection or unlinked
+/// (`ChatSessionCollectionChanged`).
+pub const CHAT_SESSION_COLLECTION_CHANGED: &str = "chat.session.collection_changed";
+/// Binds every chat-session event.
 pub const CHAT_SESSION_ANY: &str = "chat.session.*";
 
 /// chat replica → every chat replica (broadcast): stop, pause, resume or finish a reply
@@ -46,7 +49,11 @@ mod tests {
 
     #[test]
     fn each_binding_matches_what_its_publishers_send_and_nothing_else() {
-        for key in [CHAT_SESSION_CREATED, CHAT_SESSION_DELETED] {
+        for key in [
+            CHAT_SESSION_CREATED,
+            CHAT_SESSION_DELETED,
+            CHAT_SESSION_COLLECTION_CHANGED,
+        ] {
             assert!(topic_matches(CHAT_SESSION_ANY, key), "{key}");
         }
         assert!(topic_matches(INGEST_WORK_ANY, &ingest_work("default")));
