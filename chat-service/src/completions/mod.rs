@@ -21,6 +21,7 @@ mod memory;
 mod prompt;
 mod request;
 mod retrieval;
+mod scope;
 mod store;
 
 use std::sync::Arc;
@@ -78,7 +79,7 @@ struct Job {
     /// Put before the question in the prompt (prompt_query).
     prompt_query: Option<String>,
     /// Which documents RAG reads (the client's tags or document ids).
-    scope: retrieval::Scope,
+    scope: scope::Scope,
 }
 
 type Events = mpsc::Sender<Result<pb::CompletionEvent, Status>>;

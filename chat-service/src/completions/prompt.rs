@@ -61,18 +61,29 @@ pub(super) fn excerpts_after(instructions: &str, hits: &[SearchHit]) -> String {
     out
 }
 
+/// What a prompt tells the model from the documents: the excerpts after `instructions`, or
+/// `notes` summarized from them (the excerpts stay the references).
+pub(super) struct Retrieved<'a> {
+    pub instructions: &'a str,
+    pub hits: Vec<SearchHit>,
+    pub notes: Option<&'a str>,
+}
+
 /// System prompt, excerpts and as much recent history as fits the model's context (about
 /// four characters a token), then the question.
 pub(super) fn build_prompt(
-    instructions: &str,
     question: &str,
     history: &[messages::Model],
-    mut hits: Vec<SearchHit>,
-    notes: Option<&str>,
+    retrieved: Retrieved<'_>,
     context_length: u64,
     max_new_tokens: u32,
     reserved: usize,
 ) -> Prompt {
+    let Retrieved {
+        instructions,
+        mut hits,
+        notes,
+    } = retrieved;
     let budget = context_budget(question, context_length, max_new_tokens, reserved);
     // Excerpts first (best first), then history from the most recent back. Notes were
     // already made to fit; the excerpts they summarize stay the references.
@@ -176,11 +187,13 @@ mod tests {
         };
         let history = [old("first question", false), old("first answer", true)];
         let p = build_prompt(
-            RAG_INSTRUCTIONS,
             "why?",
             &history,
-            vec![hit("Paris is the capital.")],
-            None,
+            Retrieved {
+                instructions: RAG_INSTRUCTIONS,
+                hits: vec![hit("Paris is the capital.")],
+                notes: None,
+            },
             8192,
             1536,
             0,
@@ -194,11 +207,13 @@ mod tests {
         );
         // A tiny context drops excerpts and history before the question.
         let p = build_prompt(
-            RAG_INSTRUCTIONS,
             "why?",
             &history,
-            vec![hit(&"x".repeat(5000))],
-            None,
+            Retrieved {
+                instructions: RAG_INSTRUCTIONS,
+                hits: vec![hit(&"x".repeat(5000))],
+                notes: None,
+            },
             1600,
             1536,
             0,

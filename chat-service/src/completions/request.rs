@@ -142,7 +142,7 @@ impl Completer {
             ));
         }
         let agentic = r.use_agent || AGENTIC_TYPES.contains(&r.rag_type.as_str());
-        let documents = super::retrieval::Scope::new(
+        let documents = super::scope::Scope::new(
             std::mem::take(&mut r.include_tags),
             std::mem::take(&mut r.exclude_tags),
             std::mem::take(&mut r.document_ids),

@@ -10,8 +10,11 @@ use docchat_proto::ingest::v1::{
 };
 use futures::StreamExt;
 
-use super::prompt::{Prompt, RAG_INSTRUCTIONS, build_prompt, context_budget, excerpts, pages_of};
+use super::prompt::{
+    Prompt, RAG_INSTRUCTIONS, Retrieved, build_prompt, context_budget, excerpts, pages_of,
+};
 use super::request::RagMode;
+use super::scope::{MAX_SCOPE_DOCUMENTS, SCOPE_PAGE};
 use super::store::UsageLog;
 use super::{Completer, Job};
 use crate::gate::model_error;
@@ -22,56 +25,6 @@ const TOP_K: u32 = 8;
 const NEIGHBOURS: u32 = 1;
 /// Most chunks an all_data answer reads.
 const MAX_ALL_DATA_CHUNKS: u32 = 2000;
-/// Tags or document ids a completion may name.
-const MAX_SCOPE_ITEMS: usize = 1000;
-/// A page of a collection's documents, read when only exclusions are given.
-const SCOPE_PAGE: u64 = 1000;
-/// The most documents a scope of exclusions reads (beyond it, the rest are left out).
-const MAX_SCOPE_DOCUMENTS: u64 = 100_000;
-
-/// Which documents of the session's collection a RAG completion reads: all of them, those
-/// the client named, or those its tags choose (`CompletionRequest` include_tags,
-/// exclude_tags, document_ids). Resolved once per completion, when first searched.
-#[derive(Debug, Default)]
-pub(super) struct Scope {
-    include: Vec<String>,
-    exclude: Vec<String>,
-    documents: Vec<String>,
-    resolved: tokio::sync::OnceCell<Vec<String>>,
-}
-
-impl Scope {
-    pub(super) fn new(
-        include: Vec<String>,
-        exclude: Vec<String>,
-        documents: Vec<String>,
-    ) -> ApiResult<Scope> {
-        let clean = |list: Vec<String>, what: &str| -> ApiResult<Vec<String>> {
-            let list: Vec<String> = list
-                .into_iter()
-                .map(|t| t.trim().to_owned())
-                .filter(|t| !t.is_empty())
-                .collect();
-            if list.len() > MAX_SCOPE_ITEMS {
-                return Err(docchat_common::error::ApiError::bad_request(format!(
-                    "at most {MAX_SCOPE_ITEMS} {what}"
-                )));
-            }
-            Ok(list)
-        };
-        Ok(Scope {
-            include: clean(include, "tags to include")?,
-            exclude: clean(exclude, "tags to exclude")?,
-            documents: clean(documents, "document ids")?,
-            resolved: tokio::sync::OnceCell::new(),
-        })
-    }
-
-    /// Every document: nothing was named.
-    pub(super) fn is_all(&self) -> bool {
-        self.include.is_empty() && self.exclude.is_empty() && self.documents.is_empty()
-    }
-}
 const SUMMARY_PROMPT: &str = "Summarize the document excerpts below, keeping every fact, number and name that could help answer the question. Say which document each fact comes from. Write only the summary.";
 /// Tokens of one summary in the recursive summarization.
 const SUMMARY_TOKENS: u32 = 512;
@@ -164,12 +117,15 @@ impl Completer {
             Some(before) => format!("{before}{question_asked}"),
             None => question_asked.to_owned(),
         };
+        let retrieved = Retrieved {
+            instructions: job.pre_prompt_query.as_deref().unwrap_or(RAG_INSTRUCTIONS),
+            hits,
+            notes: notes.as_deref(),
+        };
         let mut prompt = build_prompt(
-            job.pre_prompt_query.as_deref().unwrap_or(RAG_INSTRUCTIONS),
             &asked,
             &job.history,
-            hits,
-            notes.as_deref(),
+            retrieved,
             job.context_length,
             job.max_new_tokens,
             reserved,

@@ -88,11 +88,16 @@ pub struct CompletionRequest {
     pub tags: Option<serde_json::Value>,
 }
 
-/// The documents a completion's RAG reads, from the client's `tags` (a list, or a TagFilter
-/// object): (include, exclude, document ids).
-pub(crate) fn tag_scope(
-    tags: Option<serde_json::Value>,
-) -> Result<(Vec<String>, Vec<String>, Vec<String>), ApiError> {
+/// The documents a completion's RAG reads (the client's `tags`).
+#[derive(Debug, Default)]
+pub(crate) struct TagScope {
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
+    pub document_ids: Vec<String>,
+}
+
+/// The client's `tags` (a list, or a TagFilter object) as a [`TagScope`].
+pub(crate) fn tag_scope(tags: Option<serde_json::Value>) -> Result<TagScope, ApiError> {
     use serde_json::Value;
     let strings = |v: Option<Value>, what: &str| -> Result<Vec<String>, ApiError> {
         match v {
@@ -113,7 +118,10 @@ pub(crate) fn tag_scope(
     };
     match tags {
         None | Some(Value::Null) => Ok(Default::default()),
-        Some(list @ Value::Array(_)) => Ok((strings(Some(list), "tags")?, Vec::new(), Vec::new())),
+        Some(list @ Value::Array(_)) => Ok(TagScope {
+            include: strings(Some(list), "tags")?,
+            ..TagScope::default()
+        }),
         Some(Value::Object(mut filter)) => {
             if let Some(unknown) = filter
                 .keys()
@@ -123,11 +131,11 @@ pub(crate) fn tag_scope(
                     "tags takes include, exclude and document_ids, not {unknown}"
                 )));
             }
-            Ok((
-                strings(filter.remove("include"), "tags.include")?,
-                strings(filter.remove("exclude"), "tags.exclude")?,
-                strings(filter.remove("document_ids"), "tags.document_ids")?,
-            ))
+            Ok(TagScope {
+                include: strings(filter.remove("include"), "tags.include")?,
+                exclude: strings(filter.remove("exclude"), "tags.exclude")?,
+                document_ids: strings(filter.remove("document_ids"), "tags.document_ids")?,
+            })
         }
         Some(other) => Err(ApiError::bad_request(format!(
             "tags must be a list of tags or {{include, exclude, document_ids}}, not {other}"
@@ -151,7 +159,7 @@ impl CompletionRequest {
             prompt_query,
             tags,
         } = self;
-        let (include_tags, exclude_tags, document_ids) = tag_scope(tags)?;
+        let scope = tag_scope(tags)?;
         let args = llm_args.unwrap_or_default();
         let agent_args_json = args.agent_args_json();
         let rag_config = rag_config.unwrap_or_default();
@@ -171,9 +179,9 @@ impl CompletionRequest {
             rerank: rag_config.rerank,
             pre_prompt_query,
             prompt_query,
-            include_tags,
-            exclude_tags,
-            document_ids,
+            include_tags: scope.include,
+            exclude_tags: scope.exclude,
+            document_ids: scope.document_ids,
         })
     }
 }

@@ -124,6 +124,9 @@ const SPEC_ROUTES: &[(&str, &str)] = &[
     ("POST", "/compat_api/v1/responses"),
     ("GET", "/compat_api/v1/models"),
     ("GET", "/rpc/meta"),
+    ("PUT", "/rpc/fs"),
+    ("GET", "/rpc/fs"),
+    ("DELETE", "/rpc/fs"),
 ];
 
 /// A concrete path for a template: ids become the nil UUID (a 404 of the resource, never
