@@ -202,6 +202,9 @@ step "h2oGPTe and openai clients against the compose gateway"
 DOCCHAT_CHECK_SANDBOX="${DOCCHAT_CHECK_SANDBOX:-required}" DOCCHAT_CHECK_REMOTE_MCP=off \
   "$python" tests/client_compat/check_h2ogpte_client.py "http://127.0.0.1:$port" "$key"
 "$python" tests/client_compat/check_openai_client.py "http://127.0.0.1:$port" "$key"
+# The client's own quickstart (PUT /rpc/fs, the chat WebSocket through the compose gateway to
+# the chat replicas), its hostile uses and re-attach after a dropped connection.
+"$python" tests/client_compat/check_quickstart.py "http://127.0.0.1:$port" "$key"
 # docchat's MCP server through the compose gateway (each call to whichever chat and ingest
 # replica it reaches: stateless), and the host's stdio bridge in front of it.
 "$python" tests/client_compat/check_mcp_client.py "http://127.0.0.1:$port" "$key" \
