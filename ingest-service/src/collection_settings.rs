@@ -190,6 +190,11 @@ pub fn chat_settings(json: &str) -> ApiResult<ChatSettings> {
     checked("chat_settings", json)
 }
 
+/// Chat settings as they are stored: checked, then written back in their checked form.
+pub fn stored_chat_settings(json: &str) -> ApiResult<String> {
+    chat_settings(json).map(|c| stored(&c))
+}
+
 /// Metadata as sent: any JSON object (see [`checked`]).
 pub fn metadata(json: &str) -> ApiResult<Map<String, Value>> {
     checked("metadata", json)

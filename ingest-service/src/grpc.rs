@@ -153,10 +153,8 @@ impl IngestService for IngestGrpc {
                 .map(|json| self.checked_settings(&json))
                 .transpose()?,
             chat_settings: chat_settings_json
-                .map(|json| {
-                    collection_settings::chat_settings(&json)
-                        .map(|c| collection_settings::stored(&c))
-                })
+                .as_deref()
+                .map(collection_settings::stored_chat_settings)
                 .transpose()?,
         };
         let limits = collections::Limits::of(&self.settings.resolve(&me).await?);
@@ -321,10 +319,8 @@ impl IngestService for IngestGrpc {
                 .map(|json| self.checked_settings(&json))
                 .transpose()?,
             chat_settings: chat_settings_json
-                .map(|json| {
-                    collection_settings::chat_settings(&json)
-                        .map(|c| collection_settings::stored(&c))
-                })
+                .as_deref()
+                .map(collection_settings::stored_chat_settings)
                 .transpose()?,
             metadata: metadata_json
                 .map(|json| {
