@@ -6,9 +6,16 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docchat/target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# The Python checks' PASS lines as they happen, not at exit: a run cut off by CI's time limit
+# shows which check it was in.
+export PYTHONUNBUFFERED=1
 export DOCCHAT_TEST_MODELS_DIR="${DOCCHAT_TEST_MODELS_DIR:-$HOME/.cache/docchat/models}"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each header says when it began, counted from the first script's start (so the compose
+# test's steps inside test.sh's run count from the same zero): CI has a time limit.
+export DOCCHAT_TEST_T0="${DOCCHAT_TEST_T0:-$(date +%s)}"
+step() { printf '\n==> %s  [%s]\n' "$*" "$(elapsed)"; }
+elapsed() { local s=$(( $(date +%s) - DOCCHAT_TEST_T0 )); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
 
 # A free TCP port on 127.0.0.1.
 free_port() {
