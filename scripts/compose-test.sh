@@ -202,9 +202,18 @@ step "h2oGPTe and openai clients against the compose gateway"
 DOCCHAT_CHECK_SANDBOX="${DOCCHAT_CHECK_SANDBOX:-required}" DOCCHAT_CHECK_REMOTE_MCP=off \
   "$python" tests/client_compat/check_h2ogpte_client.py "http://127.0.0.1:$port" "$key"
 "$python" tests/client_compat/check_openai_client.py "http://127.0.0.1:$port" "$key"
-# The client's own quickstart (PUT /rpc/fs, the chat WebSocket through the compose gateway to
-# the chat replicas), its hostile uses and re-attach after a dropped connection.
-"$python" tests/client_compat/check_quickstart.py "http://127.0.0.1:$port" "$key"
+# The client's own quickstart (PUT /rpc/fs, the chat WebSocket through the gateways to the chat
+# replicas), its hostile uses and re-attach after a dropped connection, with a second gateway
+# beside the compose one (as behind a load balancer; tests/compose/stack.py's, which faults.py
+# uses too): the async quickstart and the re-attach go through it.
+read -r gateway2 base2 < <("$python" -c 'import sys; sys.path.insert(0, "tests/compose"); import stack
+stack.connect(sys.argv[1], sys.argv[2], sys.argv[3]); print(*stack.second_gateway())' \
+  "http://127.0.0.1:$port" "$key" "docker compose -p $project -f $root/docker-compose.yml -f $root/tests/compose/compose.test.yml")
+[ -n "${base2:-}" ] || { echo "the second gateway did not start" >&2; exit 1; }
+quickstart=0
+"$python" tests/client_compat/check_quickstart.py "http://127.0.0.1:$port" "$key" --second-base "$base2" || quickstart=$?
+docker rm -f "$gateway2" >/dev/null
+[ "$quickstart" = 0 ] || exit "$quickstart"
 # docchat's MCP server through the compose gateway (each call to whichever chat and ingest
 # replica it reaches: stateless), and the host's stdio bridge in front of it.
 "$python" tests/client_compat/check_mcp_client.py "http://127.0.0.1:$port" "$key" \

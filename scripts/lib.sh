@@ -39,6 +39,15 @@ base_model = "scripted-base"
 # An OpenAI-compatible upstream that calls tools (the agent checks).
 tools = true
 base_url = "http://$host:$(cat "$dir/upstream.port")/v1"
+
+# The same upstream as a vision and reasoning model: the client's capability lists.
+[[models]]
+name = "scripted-eyes"
+display_name = "Scripted with eyes"
+base_model = "scripted-base"
+vision = true
+reasoning = true
+base_url = "http://$host:$(cat "$dir/upstream.port")/v1"
 MODELS
   chmod 0644 "$dir/models.toml"
 }

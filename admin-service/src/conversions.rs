@@ -49,8 +49,15 @@ pub(crate) fn key_pb(k: api_keys::Model, username: String) -> pb::ApiKey {
         last_used_at,
         total_calls,
         is_active,
+        inactivity_days,
     } = k;
-    let expired = expires_at.is_some_and(|e| e <= docchat_common::time::now());
+    let works = crate::identity::key_works_at(
+        is_active,
+        expires_at,
+        inactivity_days,
+        last_used_at.unwrap_or(created_at),
+        docchat_common::time::now(),
+    );
     pb::ApiKey {
         id,
         user_id,
@@ -61,7 +68,8 @@ pub(crate) fn key_pb(k: api_keys::Model, username: String) -> pb::ApiKey {
         expires_at: opt_to_proto(expires_at),
         last_used_at: opt_to_proto(last_used_at),
         total_calls,
-        is_active: is_active && !expired,
+        is_active: works,
+        inactivity_days: inactivity_days.unwrap_or(0),
     }
 }
 

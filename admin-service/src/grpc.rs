@@ -45,6 +45,22 @@ fn admin_center(request: &Request<impl Sized>) -> Result<Caller, Status> {
 }
 
 impl AdminGrpc {
+    async fn delete_overrides(
+        &self,
+        scope: &str,
+        request: Request<pb::DeleteSettingsRequest>,
+    ) -> Reply<pb::ScopedSettingList> {
+        admin(&request)?;
+        let pb::DeleteSettingsRequest {
+            scope_id,
+            key_names,
+        } = request.into_inner();
+        settings::delete(&self.db, scope, &scope_id, &key_names).await?;
+        ok(settings::list_scoped(&self.db, scope, &scope_id)
+            .await
+            .map(scoped_pb))
+    }
+
     async fn set_override(
         &self,
         scope: &str,
@@ -148,6 +164,27 @@ impl AdminService for AdminGrpc {
                 .await
                 .map(|()| Empty {}),
         )
+    }
+
+    async fn update_api_key(&self, request: Request<pb::UpdateApiKeyRequest>) -> Reply<Empty> {
+        use pb::update_api_key_request::Change;
+        let me = admin(&request)?;
+        let pb::UpdateApiKeyRequest { key_id, change } = request.into_inner();
+        let change = match change {
+            Some(Change::Deactivate(true)) => identity::KeyChange::Deactivate,
+            Some(Change::ExpiresIn(text)) => {
+                identity::KeyChange::ExpiresIn((!text.trim().is_empty()).then_some(text))
+            }
+            Some(Change::InactivityDays(days)) => {
+                identity::KeyChange::InactivityDays((days != 0).then_some(days))
+            }
+            Some(Change::Deactivate(false)) | None => {
+                return Err(ApiError::bad_request("no change to the key given").into());
+            }
+        };
+        ok(identity::update_key(&self.db, &me, &key_id, change)
+            .await
+            .map(|()| Empty {}))
     }
 
     async fn create_role(&self, request: Request<pb::CreateRoleRequest>) -> Reply<pb::Role> {
@@ -310,6 +347,40 @@ impl AdminService for AdminGrpc {
             .map(scoped_pb))
     }
 
+    async fn list_role_settings(
+        &self,
+        request: Request<pb::ListRoleSettingsRequest>,
+    ) -> Reply<pb::ScopedSettingList> {
+        admin(&request)?;
+        ok(settings::list_role(&self.db, &request.get_ref().role_id)
+            .await
+            .map(scoped_pb))
+    }
+
+    async fn delete_global_settings(
+        &self,
+        request: Request<pb::DeleteSettingsRequest>,
+    ) -> Reply<pb::GlobalSettingList> {
+        admin(&request)?;
+        let keys = request.into_inner().key_names;
+        settings::delete(&self.db, settings::GLOBAL, "", &keys).await?;
+        ok(settings::list_global(&self.db).await.map(global_pb))
+    }
+
+    async fn delete_role_settings(
+        &self,
+        request: Request<pb::DeleteSettingsRequest>,
+    ) -> Reply<pb::ScopedSettingList> {
+        self.delete_overrides(settings::ROLE, request).await
+    }
+
+    async fn delete_user_settings(
+        &self,
+        request: Request<pb::DeleteSettingsRequest>,
+    ) -> Reply<pb::ScopedSettingList> {
+        self.delete_overrides(settings::USER, request).await
+    }
+
     async fn find_user(&self, request: Request<pb::FindUserRequest>) -> Reply<pb::User> {
         caller(&request)?;
         let user = identity::find_by_username(&self.db, &request.get_ref().username).await?;
@@ -416,6 +487,41 @@ impl AdminService for AdminGrpc {
         let me = caller(&request)?;
         let job = job_history::own(&self.db, &me.user_id, &request.into_inner().job_id).await?;
         Ok(Response::new(job_pb(job)))
+    }
+
+    async fn record_own_job(
+        &self,
+        request: Request<pb::RecordOwnJobRequest>,
+    ) -> Reply<pb::JobHistoryEntry> {
+        let me = caller(&request)?;
+        let pb::RecordOwnJobRequest {
+            kind,
+            status,
+            errors,
+            started_at,
+            collection_id,
+        } = request.into_inner();
+        let finished = opt_to_proto(Some(now()));
+        let job = docchat_proto::events::v1::JobChanged {
+            job_id: docchat_common::ids::new_id(),
+            kind,
+            status,
+            progress: 1.0,
+            errors,
+            user_id: me.user_id.clone(),
+            username: me.username.clone(),
+            collection_id,
+            collection_name: String::new(),
+            created_at: started_at.or(finished),
+            started_at: started_at.or(finished),
+            finished_at: finished,
+            canceled_by: None,
+            cancel_reason: None,
+            name: String::new(),
+        };
+        ok(job_history::record_finished(&self.db, job)
+            .await
+            .map(job_pb))
     }
 
     async fn delete_own_job(&self, request: Request<pb::GetOwnJobRequest>) -> Reply<Empty> {

@@ -249,6 +249,22 @@ pub async fn own(
         .ok_or_else(|| ApiError::not_found(format!("job {id} not found")))
 }
 
+/// Records a job already finished for its user (`job.user_id`): one the gateway ran before
+/// answering. Answers its row.
+pub async fn record_finished(
+    db: &DatabaseConnection,
+    job: JobChanged,
+) -> ApiResult<job_history::Model> {
+    if !matches!(job.status.as_str(), "completed" | "failed") {
+        return Err(ApiError::bad_request(format!(
+            "a recorded job is completed or failed, not {:?}",
+            job.status
+        )));
+    }
+    record(db, now(), &job).await?;
+    own(db, &job.user_id, &job.job_id).await
+}
+
 /// Clears `user_id`'s finished job `id` from their list: the row stays (with `deleted_at`)
 /// for the administrator's history and stats. A job still queued or running is a conflict
 /// (cancel it first); the update is conditional on the row being finished, so an event

@@ -165,6 +165,41 @@ pub async fn set_override(
     list_scoped(db, scope, scope_id).await
 }
 
+/// Removes the stored values `keys` of a scope: global ones fall back to their defaults, a
+/// role's or user's overrides to what is in force above them. Unknown names are refused
+/// (400) before anything is removed; so is a role or user that does not exist (404).
+pub async fn delete(
+    db: &DatabaseConnection,
+    scope: &str,
+    scope_id: &str,
+    keys: &[String],
+) -> ApiResult<()> {
+    if keys.is_empty() {
+        return Err(ApiError::bad_request("name at least one setting"));
+    }
+    for key in keys {
+        lookup(key)?;
+    }
+    match scope {
+        ROLE => identity::find_role(db, scope_id).await.map(drop)?,
+        USER => identity::find_user(db, scope_id).await.map(drop)?,
+        _ => {}
+    }
+    settings::Entity::delete_many()
+        .filter(settings::Column::Scope.eq(scope))
+        .filter(settings::Column::ScopeId.eq(scope_id))
+        .filter(settings::Column::KeyName.is_in(keys.iter().map(String::as_str)))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// A role's overrides; 404 for an unknown role.
+pub async fn list_role(db: &DatabaseConnection, role_id: &str) -> ApiResult<Vec<settings::Model>> {
+    identity::find_role(db, role_id).await.map(drop)?;
+    list_scoped(db, ROLE, role_id).await
+}
+
 /// Every setting's value in force for `user_id`.
 pub async fn resolve(db: &DatabaseConnection, user_id: &str) -> ApiResult<HashMap<String, String>> {
     let global = list_global(db).await?;

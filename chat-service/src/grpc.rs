@@ -463,6 +463,7 @@ impl ChatService for ChatGrpc {
                     vision: m.vision,
                     is_default: default.as_deref() == Some(m.name.as_str()),
                     provider: m.provider.clone(),
+                    reasoning: m.reasoning,
                 })
                 .collect(),
             loaded_at: models.loaded_at(),

@@ -93,8 +93,9 @@ fn app(
 ) {
     use routes::{
         agent_files, agent_keys, agents, chats, collections, compat, completions, configuration,
-        custom_agents, custom_tools, documents, extractors, files, health, identity, job_history,
-        jobs, mcp, memory_blocks, meta, models, rpc_fs, scheduled_tasks, tags, uploads, ws,
+        custom_agents, custom_tools, delete_jobs, documents, extractors, files, health, identity,
+        job_history, jobs, mcp, memory_blocks, meta, models, rpc_fs, scheduled_tasks, tags,
+        uploads, ws,
     };
     let max_body = state.config.max_body_bytes;
     let max_mcp_body = usize::try_from(state.config.mcp_max_body_size_mb.saturating_mul(1_000_000))
@@ -122,6 +123,7 @@ fn app(
         .openapi(openapi::ApiDoc::openapi())
         .service(
             scope::scope("/api/v1")
+                .configure(delete_jobs::configure)
                 .configure(collections::configure)
                 .configure(documents::configure)
                 .configure(uploads::configure)

@@ -463,6 +463,27 @@ impl IngestService for IngestGrpc {
         }))
     }
 
+    async fn list_embedding_models(
+        &self,
+        request: Request<Empty>,
+    ) -> Reply<pb::EmbeddingModelList> {
+        caller(&request)?;
+        let embedders = &self.searcher.embedders;
+        let default = embedders.default_name();
+        Ok(Response::new(pb::EmbeddingModelList {
+            models: embedders
+                .iter()
+                .map(|e| pb::EmbeddingModel {
+                    name: e.name().to_owned(),
+                    dimension: e.dimension() as u64,
+                    max_tokens: e.max_tokens() as u64,
+                    is_default: default == Some(e.name()),
+                    languages: e.languages().iter().map(|&l| l.to_owned()).collect(),
+                })
+                .collect(),
+        }))
+    }
+
     async fn list_documents(
         &self,
         request: Request<pb::ListDocumentsRequest>,

@@ -11,7 +11,7 @@ use sea_orm::{
 };
 
 use crate::entities::task_executions;
-use crate::tasks::{check_one_of, contains_ci, find_own, limit_of};
+use crate::tasks::{Reach, check_one_of, contains_ci, find_own, limit_of};
 
 pub const STATUSES: [&str; 4] = ["running", "completed", "failed", "cancelled"];
 pub const TRIGGERS: [&str; 2] = ["scheduled", "manual"];
@@ -65,6 +65,9 @@ pub struct ListQuery {
     pub name_filter: String,
     pub time_interval: String,
     pub trigger_filter: String,
+    pub reach: Reach,
+    /// Only this task's executions; empty: every task's.
+    pub task_id: String,
 }
 
 /// The start of the window `interval` names ("" = the default 90 days).
@@ -93,9 +96,13 @@ pub async fn of_caller(
 ) -> ApiResult<(Vec<task_executions::Model>, u64)> {
     use task_executions::Column as C;
     let since = window_start(&q.time_interval, now())?;
-    let mut query = task_executions::Entity::find()
-        .filter(C::UserId.eq(caller.user_id.as_str()))
-        .filter(C::CreatedAt.gte(since));
+    let mut query = task_executions::Entity::find().filter(C::CreatedAt.gte(since));
+    if q.reach == Reach::Own {
+        query = query.filter(C::UserId.eq(caller.user_id.as_str()));
+    }
+    if !q.task_id.is_empty() {
+        query = query.filter(C::TaskId.eq(q.task_id.as_str()));
+    }
     if !q.status_filter.is_empty() {
         check_one_of("status_filter", &q.status_filter, &STATUSES)?;
         query = query.filter(C::Status.eq(q.status_filter.as_str()));

@@ -16,7 +16,7 @@ use tonic::Request;
 use crate::engine::Engine;
 use crate::entities::{scheduled_tasks, task_executions};
 use crate::executions;
-use crate::tasks::{self, Fields};
+use crate::tasks::{self, Fields, Reach};
 use crate::{summary, task_update};
 
 pub struct SchedulerGrpc {
@@ -169,6 +169,8 @@ impl SchedulerService for SchedulerGrpc {
             status_filter,
             collection_id,
             has_collection,
+            all_users,
+            user_filter,
         } = request.into_inner();
         let q = tasks::ListQuery {
             offset,
@@ -177,6 +179,8 @@ impl SchedulerService for SchedulerGrpc {
             status_filter,
             collection_id,
             has_collection,
+            reach: Reach::of(&me, all_users)?,
+            user_filter,
         };
         ok(tasks::list(&self.db, &me, q, self.page_bytes)
             .await
@@ -196,8 +200,21 @@ impl SchedulerService for SchedulerGrpc {
 
     async fn update_task(&self, request: Request<pb::UpdateTaskRequest>) -> Reply<pb::Task> {
         let me = caller(&request)?;
-        let pb::UpdateTaskRequest { id, fields: f } = request.into_inner();
+        let pb::UpdateTaskRequest {
+            id,
+            fields: f,
+            any_owner,
+        } = request.into_inner();
         let f = fields(f);
+        // An administrator's update of any user's task is checked and applied as the
+        // owner's own would be (what its config may name, `current_user`).
+        let me = match Reach::of(&me, any_owner)? {
+            Reach::Own => me,
+            Reach::Everyone => {
+                let task = tasks::find_any(&self.db, &id).await?;
+                self.engine.owner_of(&task).await?
+            }
+        };
         // What it names (an update of another user's task is a 404 in any case).
         for sent in [f.task_config.as_deref(), f.task_config_patch.as_deref()] {
             self.engine.check_references(&me, sent).await?;
@@ -219,8 +236,8 @@ impl SchedulerService for SchedulerGrpc {
 
     async fn delete_tasks(&self, request: Request<pb::TaskIds>) -> Reply<pb::Count> {
         let me = caller(&request)?;
-        let ids = request.into_inner().ids;
-        let own = tasks::own_ids(&self.db, &me, ids).await?;
+        let pb::TaskIds { ids, any_owner } = request.into_inner();
+        let own = tasks::ids_within(&self.db, &me, Reach::of(&me, any_owner)?, ids).await?;
         ok(self
             .engine
             .delete(&me, own)
@@ -255,6 +272,8 @@ impl SchedulerService for SchedulerGrpc {
             name_filter,
             time_interval,
             trigger_filter,
+            all_users,
+            task_id,
         } = request.into_inner();
         let q = executions::ListQuery {
             offset,
@@ -263,13 +282,24 @@ impl SchedulerService for SchedulerGrpc {
             name_filter,
             time_interval,
             trigger_filter,
+            reach: Reach::of(&me, all_users)?,
+            task_id,
         };
         execution_list(executions::of_caller(&self.db, &me, q).await)
     }
 
-    async fn summary(&self, request: Request<Empty>) -> Reply<pb::TaskSummary> {
+    async fn summary(&self, request: Request<pb::SummaryRequest>) -> Reply<pb::TaskSummary> {
         let me = caller(&request)?;
-        ok(summary::summary(&self.db, &me).await)
+        let reach = Reach::of(&me, request.get_ref().all_users)?;
+        ok(summary::summary(&self.db, &me, reach).await)
+    }
+
+    async fn get_execution_stats(
+        &self,
+        request: Request<pb::ExecutionStatsRequest>,
+    ) -> Reply<pb::ExecutionStats> {
+        caller(&request)?.require_admin()?;
+        ok(summary::execution_stats(&self.db, &request.get_ref().interval).await)
     }
 
     async fn cancel_execution(

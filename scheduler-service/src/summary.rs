@@ -1,4 +1,6 @@
-//! The caller's task counters (GET /scheduled_tasks/summary).
+//! Task counters (GET /scheduled_tasks/summary: the caller's; GET
+//! /admin/scheduled_tasks/summary: every user's, with users and today's failures) and the
+//! administrators' execution statistics (GET /admin/scheduled_tasks/execution_stats).
 //!
 //! - recurring_tasks counts recurring and interval tasks (both repeat); one_time_tasks the
 //!   once tasks.
@@ -6,17 +8,25 @@
 //! - tasks_executing_today: active tasks whose next run falls before the end of today in UTC
 //!   (an overdue next run counts; a paused task does not, it will not run).
 //! - total_executions: every execution of the caller's tasks, with no time bound.
+//! - Every user's: unique_users counts the tasks' owners, failed_executions_today the
+//!   executions that failed since midnight UTC, running_executions those running now.
+//! - Execution statistics: the executions created in the window, by UTC day, their totals
+//!   by status, and the ten tasks run most in it.
 
 use chrono::{DateTime, Duration, Utc};
 use docchat_common::Caller;
 use docchat_common::error::ApiResult;
 use docchat_common::time::now;
-use docchat_proto::scheduler::v1::TaskSummary;
+use std::collections::{BTreeMap, HashMap};
+
+use docchat_proto::scheduler::v1::{DailyExecutions, ExecutionStats, TaskSummary, TopTask};
 use sea_orm::{
     ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect,
 };
 
 use crate::entities::{scheduled_tasks, task_executions};
+use crate::executions::window_start;
+use crate::tasks::Reach;
 
 /// The end of `at`'s day in UTC (the next midnight).
 fn end_of_day(at: DateTime<Utc>) -> DateTime<Utc> {
@@ -26,21 +36,26 @@ fn end_of_day(at: DateTime<Utc>) -> DateTime<Utc> {
 
 type Row = (String, String, String, String, Option<DateTime<Utc>>);
 
-pub async fn summary(db: &DatabaseConnection, caller: &Caller) -> ApiResult<TaskSummary> {
+pub async fn summary(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    reach: Reach,
+) -> ApiResult<TaskSummary> {
     use scheduled_tasks::Column as C;
-    let rows: Vec<Row> = scheduled_tasks::Entity::find()
+    use task_executions::Column as X;
+    let mut tasks = scheduled_tasks::Entity::find()
         .select_only()
         .columns([C::Status, C::ExecutionStatus, C::ScheduleType, C::TaskType])
-        .column(C::NextExecutionAt)
-        .filter(C::UserId.eq(caller.user_id.as_str()))
-        .into_tuple()
-        .all(db)
-        .await?;
-    let total_executions = task_executions::Entity::find()
-        .filter(task_executions::Column::UserId.eq(caller.user_id.as_str()))
-        .count(db)
-        .await?;
-    let day_end = end_of_day(now());
+        .column(C::NextExecutionAt);
+    let mut executions = task_executions::Entity::find();
+    if reach == Reach::Own {
+        tasks = tasks.filter(C::UserId.eq(caller.user_id.as_str()));
+        executions = executions.filter(X::UserId.eq(caller.user_id.as_str()));
+    }
+    let rows: Vec<Row> = tasks.into_tuple().all(db).await?;
+    let total_executions = executions.count(db).await?;
+    let at = now();
+    let day_end = end_of_day(at);
     let mut s = TaskSummary {
         total_tasks: rows.len() as i64,
         total_executions: i64::try_from(total_executions).unwrap_or(i64::MAX),
@@ -71,7 +86,122 @@ pub async fn summary(db: &DatabaseConnection, caller: &Caller) -> ApiResult<Task
             s.tasks_executing_today += 1;
         }
     }
+    if reach == Reach::Everyone {
+        let owners: Vec<String> = scheduled_tasks::Entity::find()
+            .select_only()
+            .column(C::UserId)
+            .distinct()
+            .into_tuple()
+            .all(db)
+            .await?;
+        s.unique_users = owners.len() as i64;
+        let failed_today = task_executions::Entity::find()
+            .filter(X::Status.eq("failed"))
+            .filter(X::CreatedAt.gte(day_end - Duration::days(1)))
+            .count(db)
+            .await?;
+        s.failed_executions_today = i64::try_from(failed_today).unwrap_or(i64::MAX);
+        let running = task_executions::Entity::find()
+            .filter(X::Status.eq("running"))
+            .count(db)
+            .await?;
+        s.running_executions = i64::try_from(running).unwrap_or(i64::MAX);
+    }
     Ok(s)
+}
+
+/// The most-run tasks an execution statistics answer names.
+const TOP_TASKS: usize = 10;
+
+type ExecutionRow = (String, String, String, String, DateTime<Utc>);
+
+/// Every user's executions created within `interval` (empty: 7 days): per UTC day (oldest
+/// first), totals by status, the [`TOP_TASKS`] tasks run most; and how many tasks there
+/// are, how many active.
+pub async fn execution_stats(db: &DatabaseConnection, interval: &str) -> ApiResult<ExecutionStats> {
+    use task_executions::Column as X;
+    let at = now();
+    let since = window_start(
+        if interval.is_empty() {
+            "7 days"
+        } else {
+            interval
+        },
+        at,
+    )?;
+    let rows: Vec<ExecutionRow> = task_executions::Entity::find()
+        .select_only()
+        .columns([X::TaskId, X::TaskName, X::Username, X::Status])
+        .column(X::CreatedAt)
+        .filter(X::CreatedAt.gte(since))
+        .into_tuple()
+        .all(db)
+        .await?;
+    let task_types: HashMap<String, String> = scheduled_tasks::Entity::find()
+        .select_only()
+        .columns([
+            scheduled_tasks::Column::Id,
+            scheduled_tasks::Column::TaskType,
+        ])
+        .into_tuple::<(String, String)>()
+        .all(db)
+        .await?
+        .into_iter()
+        .collect();
+    let task_statuses: Vec<String> = scheduled_tasks::Entity::find()
+        .select_only()
+        .column(scheduled_tasks::Column::Status)
+        .into_tuple()
+        .all(db)
+        .await?;
+    let mut stats = ExecutionStats {
+        total_tasks: task_statuses.len() as i64,
+        active_tasks: task_statuses.iter().filter(|s| *s == "active").count() as i64,
+        ..ExecutionStats::default()
+    };
+    let mut days: BTreeMap<String, DailyExecutions> = BTreeMap::new();
+    let mut tops: HashMap<String, TopTask> = HashMap::new();
+    for (task_id, task_name, username, status, created_at) in rows {
+        let day = created_at.date_naive().to_string();
+        let daily = days.entry(day.clone()).or_insert_with(|| DailyExecutions {
+            day,
+            ..DailyExecutions::default()
+        });
+        let top = tops.entry(task_id.clone()).or_insert_with(|| TopTask {
+            task_type: task_types.get(&task_id).cloned().unwrap_or_default(),
+            task_id: task_id.clone(),
+            task_name,
+            username,
+            ..TopTask::default()
+        });
+        daily.total += 1;
+        stats.total_executions += 1;
+        top.execution_count += 1;
+        match status.as_str() {
+            "completed" => {
+                daily.completed += 1;
+                stats.completed_executions += 1;
+                top.completed_count += 1;
+            }
+            "failed" => {
+                daily.failed += 1;
+                stats.failed_executions += 1;
+                top.failed_count += 1;
+            }
+            "running" => stats.running_executions += 1,
+            _ => {}
+        }
+    }
+    stats.daily_executions = days.into_values().collect();
+    let mut tops: Vec<TopTask> = tops.into_values().collect();
+    tops.sort_by(|a, b| {
+        b.execution_count
+            .cmp(&a.execution_count)
+            .then_with(|| a.task_name.cmp(&b.task_name))
+    });
+    tops.truncate(TOP_TASKS);
+    stats.top_tasks = tops;
+    Ok(stats)
 }
 
 #[cfg(test)]

@@ -337,6 +337,14 @@ pub async fn find_own(
         .ok_or_else(|| not_found(id))
 }
 
+/// Any user's task (administrators' calls; the caller's rights are checked before).
+pub async fn find_any(db: &impl ConnectionTrait, id: &str) -> ApiResult<scheduled_tasks::Model> {
+    scheduled_tasks::Entity::find_by_id(id.to_owned())
+        .one(db)
+        .await?
+        .ok_or_else(|| not_found(id))
+}
+
 /// `filter` as a case-insensitive substring condition on `column` (LIKE's own wildcards in
 /// the filter match themselves).
 pub fn contains_ci<C: sea_orm::sea_query::IntoColumnRef>(
@@ -361,6 +369,26 @@ pub fn limit_of(limit: u64) -> u64 {
     }
 }
 
+/// Whose tasks and executions a call reaches: the caller's own, or (administrators only)
+/// every user's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    Own,
+    Everyone,
+}
+
+impl Reach {
+    /// [`Reach::Everyone`] when asked for, for administrators only (403 otherwise).
+    pub fn of(caller: &Caller, everyone: bool) -> ApiResult<Reach> {
+        if everyone {
+            caller.require_admin()?;
+            Ok(Reach::Everyone)
+        } else {
+            Ok(Reach::Own)
+        }
+    }
+}
+
 pub struct ListQuery {
     pub offset: u64,
     pub limit: u64,
@@ -368,6 +396,9 @@ pub struct ListQuery {
     pub status_filter: String,
     pub collection_id: String,
     pub has_collection: Option<bool>,
+    pub reach: Reach,
+    /// With [`Reach::Everyone`]: usernames containing this (case-insensitive).
+    pub user_filter: String,
 }
 
 /// The caller's tasks, newest first, and how many match. A page holds at most `page_bytes`
@@ -380,7 +411,14 @@ pub async fn list(
     page_bytes: u64,
 ) -> ApiResult<(limits::SizedPage<scheduled_tasks::Model>, u64)> {
     use scheduled_tasks::Column as C;
-    let mut query = scheduled_tasks::Entity::find().filter(C::UserId.eq(caller.user_id.as_str()));
+    let mut query = scheduled_tasks::Entity::find();
+    match q.reach {
+        Reach::Own => query = query.filter(C::UserId.eq(caller.user_id.as_str())),
+        Reach::Everyone if !q.user_filter.is_empty() => {
+            query = query.filter(contains_ci(C::Username, &q.user_filter));
+        }
+        Reach::Everyone => {}
+    }
     if !q.status_filter.is_empty() {
         check_one_of("status_filter", &q.status_filter, &STATUSES)?;
         query = query.filter(C::Status.eq(q.status_filter.as_str()));
@@ -415,10 +453,11 @@ pub async fn list(
     Ok((page, total))
 }
 
-/// The caller's tasks among `ids` (at most [`MAX_BATCH_IDS`]).
-pub async fn own_ids(
+/// The tasks among `ids` within `reach` of the caller (at most [`MAX_BATCH_IDS`]).
+pub async fn ids_within(
     db: &impl ConnectionTrait,
     caller: &Caller,
+    reach: Reach,
     ids: Vec<String>,
 ) -> ApiResult<Vec<String>> {
     if ids.len() > MAX_BATCH_IDS {
@@ -429,14 +468,14 @@ pub async fn own_ids(
     if ids.is_empty() {
         return Ok(ids);
     }
-    Ok(scheduled_tasks::Entity::find()
+    let mut query = scheduled_tasks::Entity::find()
         .select_only()
         .column(scheduled_tasks::Column::Id)
-        .filter(scheduled_tasks::Column::UserId.eq(caller.user_id.as_str()))
-        .filter(scheduled_tasks::Column::Id.is_in(ids))
-        .into_tuple()
-        .all(db)
-        .await?)
+        .filter(scheduled_tasks::Column::Id.is_in(ids));
+    if reach == Reach::Own {
+        query = query.filter(scheduled_tasks::Column::UserId.eq(caller.user_id.as_str()));
+    }
+    Ok(query.into_tuple().all(db).await?)
 }
 
 /// Deletes the tasks `ids` with their executions (in the caller's transaction: the engine

@@ -29,11 +29,17 @@ from websockets.sync.client import connect as ws_connect
 parser = argparse.ArgumentParser()
 parser.add_argument("base")
 parser.add_argument("admin_key")
+parser.add_argument("--second-base", default=None,
+                    help="another gateway of the same deployment (default: the first)")
 parser.add_argument("--max-body-mb", type=int, default=140,
                     help="the server's body limit (DOCCHAT_MAX_BODY_BYTES / 1e6), to exceed it")
 args = parser.parse_args()
 BASE, ADMIN_KEY = args.base.rstrip("/"), args.admin_key
 WS_BASE = BASE.replace("http://", "ws://").replace("https://", "wss://")
+# Another gateway of the same deployment (compose: a second replica): the async quickstart
+# runs through it, and a dropped WebSocket re-attaches through it.
+SECOND = (args.second_base or args.base).rstrip("/")
+WS_SECOND = SECOND.replace("http://", "ws://").replace("https://", "wss://")
 results = []
 
 # The quickstart's document: a one-page text PDF (standard library only) whose facts the
@@ -155,10 +161,11 @@ def quickstart():
     state.update(client=client, col=col, chat=chat, reply=reply)
 
 
-@check("quickstart with the async client (H2OGPTEAsync, SessionAsync): the same steps")
+@check("quickstart with the async client (H2OGPTEAsync, SessionAsync): the same steps, "
+       "through the second gateway when there is one")
 def quickstart_async():
     async def run():
-        client = H2OGPTEAsync(address=BASE, api_key=state["user_key"])
+        client = H2OGPTEAsync(address=SECOND, api_key=state["user_key"])
         col = await client.create_collection("manuals async", "product manuals")
         up = await client.upload("manual.pdf", open(manual, "rb"))
         await client.ingest_uploads(col, [up])
@@ -176,9 +183,9 @@ def quickstart_async():
     asyncio.run(run())
 
 
-def raw_socket(chat, key, **kw):
+def raw_socket(chat, key, ws_base=WS_BASE, **kw):
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    return ws_connect(f"{WS_BASE}/ws?currentSessionID={chat}&source=py",
+    return ws_connect(f"{ws_base}/ws?currentSessionID={chat}&source=py",
                       additional_headers=headers, open_timeout=10, **kw)
 
 
@@ -325,7 +332,8 @@ def socket_stop():
 
 
 @check("a dropped connection: the reply is generated and stored all the same, and a new "
-       "connection to the session follows it to its whole final message")
+       "connection to the session (through the second gateway when there is one) follows it "
+       "to its whole final message")
 def socket_reattach():
     chat = state["chat"]
     ws = raw_socket(chat, state["user_key"])
@@ -337,7 +345,8 @@ def socket_reattach():
     assert all(f["t"] == "cp" for f in seen), seen
     drop(ws)  # dropped, not closed politely
     time.sleep(1.5)
-    with raw_socket(chat, state["user_key"]) as again:
+    # Through the other gateway when there is one: no gateway holds the reply.
+    with raw_socket(chat, state["user_key"], ws_base=WS_SECOND) as again:
         frames = read_until_final(again, timeout=90)
     final = frames[-1]
     assert final["t"] == "ca" and final["reply_to_id"] == ack["message_id"], final
@@ -405,6 +414,285 @@ def socket_hostile():
     assert status == 200, status
     status, _ = http("GET", "/api/v1/collections?limit=1", state["user_key"])
     assert status == 200, status
+
+
+@check("model lists: the vision and reasoning names and each model's `auto` vision/reasoning "
+       "model follow the models file's flags; list_embedding_models names the embedder a new "
+       "collection gets, the default one first")
+def model_lists():
+    client = state["client"]
+    # The names a query's `llm` takes (get_llm_names gives the display names).
+    status, models = http("GET", "/api/v1/models", state["user_key"])
+    names = [m["id"] for m in models]
+    assert status == 200 and {"scripted", "scripted-eyes"} <= set(names), models
+    # scripts/lib.sh's models file: `scripted-eyes` reads images and reasons, `scripted` neither.
+    vision = client.get_vision_capable_llm_names()
+    assert "scripted-eyes" in vision and "scripted" not in vision, vision
+    reasoning = client.get_reasoning_capable_llm_names()
+    assert reasoning == ["scripted-eyes"], reasoning
+    for mapping in (client.get_llm_and_auto_vision_llm_names(),
+                    client.get_llm_and_auto_reasoning_llm_names()):
+        assert mapping["scripted-eyes"] == "scripted-eyes", mapping
+        assert mapping["scripted"] == "scripted-eyes", mapping
+        assert set(mapping) == set(names), (mapping, names)
+    embedders = client.list_embedding_models()
+    assert embedders and len(set(embedders)) == len(embedders), embedders
+    status, default = http("GET", "/api/v1/embedding_models/default", state["user_key"])
+    assert status == 200 and default["id"] == embedders[0] and default["is_default"], default
+    assert default["description"] and isinstance(default["languages"], list), default
+    col = client.create_collection("embedded by default", "")
+    assert client.get_collection(col).embedding_model == embedders[0]
+    status, _ = http("DELETE", f"/api/v1/collections/{col}", state["user_key"])
+    assert status == 204, status
+    status, body = http("GET", "/api/v1/embedding_models", None)
+    assert status == 401, (status, body)
+
+
+def key_info(admin, key_id):
+    return next(k for k in admin.list_all_api_keys(0, 1000) if k.id == key_id)
+
+
+@check("API keys' lives: set_api_key_expiration (set, removed), set_api_key_inactivity_interval "
+       "(set, removed, a bad one refused), deactivate_api_key ends the key for good; an "
+       "administrator's own last key cannot be deactivated (the client's Result 'failed')")
+def api_key_lives():
+    from h2ogpte.errors import InvalidArgumentError
+    admin = H2OGPTE(address=BASE, api_key=ADMIN_KEY)
+    username = f"keylife-{uuid.uuid4().hex[:8]}"
+    status, user = http("POST", "/api/v1/admin/users", ADMIN_KEY,
+                        {"username": username, "email": f"{username}@example.com"})
+    assert status in (200, 201), (status, user)
+    status, created = http("POST", "/api/v1/admin/api_keys", ADMIN_KEY,
+                           {"user_id": user["id"], "name": "key with a life"})
+    assert status == 201, (status, created)
+    secret = created["secret_key"]
+    key = key_info(admin, created["api_key"]["id"])
+    assert key.is_active and key.expires_at is None and key.inactivity_interval is None, key
+    before = time.time()
+    assert admin.set_api_key_expiration(key.id, "2 hours").status == "completed"
+    expires = key_info(admin, key.id).expires_at.timestamp()
+    assert before + 7200 - 5 <= expires <= time.time() + 7200 + 5, expires - before
+    assert admin.set_api_key_expiration(key.id, None).status == "completed"
+    assert key_info(admin, key.id).expires_at is None
+    assert admin.set_api_key_inactivity_interval(key.id, 3).status == "completed"
+    info = key_info(admin, key.id)
+    assert info.inactivity_interval == 3 and info.is_active, info
+    status, _ = http("GET", "/api/v1/collections?limit=1", secret)
+    assert status == 200, status
+    for bad in (0, -2):
+        try:
+            admin.set_api_key_inactivity_interval(key.id, bad)
+            raise AssertionError(f"inactivity_interval {bad} was taken")
+        except InvalidArgumentError:
+            pass
+    assert admin.set_api_key_inactivity_interval(key.id, None).status == "completed"
+    assert key_info(admin, key.id).inactivity_interval is None
+    assert admin.deactivate_api_key(key.id).status == "completed"
+    status, body = http("GET", "/api/v1/collections?limit=1", secret)
+    assert status == 401, (status, body)
+    assert not key_info(admin, key.id).is_active
+    # Another user's key id that does not exist: 404, the client's ObjectNotFoundError.
+    try:
+        admin.deactivate_api_key("no-such-key")
+        raise AssertionError("an unknown key was deactivated")
+    except ObjectNotFoundError:
+        pass
+    # Not an administrator: refused.
+    status, body = http("POST", f"/api/v1/admin/api_keys/deactivate/{key.id}", state["other_key"])
+    assert status == 403, (status, body)
+    # An administrator's own only key: deactivating it, or making it expire within the hour,
+    # would lock them out (409, the client's HTTPError).
+    from h2ogpte.errors import HTTPError
+    name = f"keyadmin-{uuid.uuid4().hex[:8]}"
+    status, boss = http("POST", "/api/v1/admin/users", ADMIN_KEY,
+                        {"username": name, "email": f"{name}@example.com", "roles": ["admin"]})
+    assert status in (200, 201), (status, boss)
+    status, created = http("POST", "/api/v1/admin/api_keys", ADMIN_KEY, {"user_id": boss["id"]})
+    assert status == 201, (status, created)
+    other_admin = H2OGPTE(address=BASE, api_key=created["secret_key"])
+    for lockout in (lambda: other_admin.deactivate_api_key(created["api_key"]["id"]),
+                    lambda: other_admin.set_api_key_expiration(created["api_key"]["id"], "30 minutes")):
+        try:
+            lockout()
+            raise AssertionError("an administrator locked themselves out")
+        except HTTPError as e:
+            assert e.status_code == 409, e
+    status, _ = http("GET", "/api/v1/collections?limit=1", created["secret_key"])
+    assert status == 200, status
+
+
+@check("configurations: bulk_delete_global_configurations (back to the default), a user's "
+       "(get_user_configurations_for_user, reset_user_configurations_for_user, "
+       "bulk_delete_user_configurations_for_user) and a role's (list_role_configurations, "
+       "bulk_delete_role_configurations); unknown names and ids refused, non-administrators too")
+def configurations():
+    from h2ogpte.errors import InvalidArgumentError
+    admin = H2OGPTE(address=BASE, api_key=ADMIN_KEY)
+    key = "document_limit_per_user"
+
+    def global_value():
+        return next(c.string_value for c in admin.get_global_configurations_by_admin() if c.key_name == key)
+
+    default = global_value()
+    admin.set_global_configuration(key, "987654", True, False)
+    assert global_value() == "987654"
+    remaining = admin.bulk_delete_global_configurations([key])
+    assert next(c.string_value for c in remaining if c.key_name == key) == default, remaining
+    assert global_value() == default
+
+    username = f"configured-{uuid.uuid4().hex[:8]}"
+    status, user = http("POST", "/api/v1/admin/users", ADMIN_KEY,
+                        {"username": username, "email": f"{username}@example.com"})
+    assert status in (200, 201), (status, user)
+    admin.set_user_configuration_for_user(key, "7", user["id"])
+    admin.set_user_configuration_for_user("chat_max_concurrent_per_user", "3", user["id"])
+    mine = {c.key_name: c.string_value for c in admin.get_user_configurations_for_user(user["id"])}
+    assert mine == {key: "7", "chat_max_concurrent_per_user": "3"}, mine
+    left = admin.reset_user_configurations_for_user(key, user["id"])
+    assert [c.key_name for c in left] == ["chat_max_concurrent_per_user"], left
+    assert admin.bulk_delete_user_configurations_for_user(user["id"], ["chat_max_concurrent_per_user"]) == []
+    assert admin.get_user_configurations_for_user(user["id"]) == []
+
+    status, role = http("POST", "/api/v1/roles", ADMIN_KEY, {"name": f"role-{uuid.uuid4().hex[:8]}"})
+    assert status == 201, (status, role)
+    admin.set_role_configuration(key, role["id"], "11")
+    admin.set_role_configuration("chat_max_concurrent_per_user", role["id"], "5")
+    listed = {c.key_name: c.string_value for c in admin.list_role_configurations(role["id"])}
+    assert listed == {key: "11", "chat_max_concurrent_per_user": "5"}, listed
+    assert admin.bulk_delete_role_configurations(role["id"], [key, "chat_max_concurrent_per_user"]) == []
+    assert admin.list_role_configurations(role["id"]) == []
+
+    for bad in (lambda: admin.bulk_delete_global_configurations(["no_such_setting"]),
+                lambda: admin.bulk_delete_role_configurations(role["id"], ["no_such_setting"])):
+        try:
+            bad()
+            raise AssertionError("an unknown setting name was taken")
+        except InvalidArgumentError:
+            pass
+    try:
+        admin.list_role_configurations("no-such-role")
+        raise AssertionError("an unknown role was listed")
+    except ObjectNotFoundError:
+        pass
+    for method, path in (("DELETE", f"/api/v1/configurations/{key}"),
+                         ("GET", f"/api/v1/users/{user['id']}/configurations"),
+                         ("GET", f"/api/v1/roles/{role['id']}/configurations")):
+        status, body = http(method, path, state["other_key"])
+        assert status == 403, (method, path, status, body)
+
+
+@check("scheduled tasks, the administrators' views: list_scheduled_tasks_by_admin (every user's, "
+       "user_filter), update_scheduled_task_by_admin, list_scheduled_task_executions_by_admin, "
+       "get_scheduled_task_summary_by_admin, get_scheduled_task_execution_stats, "
+       "delete_scheduled_tasks_by_admin; a user gets 403")
+def scheduled_tasks_by_admin():
+    admin = H2OGPTE(address=BASE, api_key=ADMIN_KEY)
+    owner_key = new_user("tasker")
+    owner = H2OGPTE(address=BASE, api_key=owner_key)
+    name = f"nightly-{uuid.uuid4().hex[:6]}"
+    task = owner.create_scheduled_task(name=name, schedule_type="recurring",
+                                       schedule_expression="0 3 * * *", task_type="chat_completion",
+                                       message="[answer at a pace] the nightly digest",
+                                       llm="scripted")
+    task_id = task.id if hasattr(task, "id") else task["id"]
+    listed = admin.list_scheduled_tasks_by_admin(name_filter=name)
+    assert [t.id for t in listed.items] == [task_id] and listed.total == 1, listed
+    mine = admin.list_scheduled_tasks_by_admin(name_filter=name, user_filter="no-such-user")
+    assert mine.items == [] and mine.total == 0, mine
+    theirs = listed.items[0]
+    assert admin.list_scheduled_tasks_by_admin(user_filter=theirs.username).total >= 1
+    updated = admin.update_scheduled_task_by_admin(task_id, description="checked by an admin",
+                                                   status="paused")
+    assert updated["status"] == "updated", updated
+    again = owner.get_scheduled_task(task_id)
+    assert again.description == "checked by an admin" and again.status == "paused", again
+    before = admin.get_scheduled_task_summary_by_admin()
+    assert before.total_tasks >= 1 and before.unique_users >= 1 and before.paused_tasks >= 1, before
+    owner.trigger_scheduled_task(task_id)
+    deadline = time.time() + 90
+    while True:
+        runs = admin.list_scheduled_task_executions_by_admin(task_id=task_id)
+        assert runs.total == 1 and runs.items[0].scheduled_task_id == task_id, runs
+        if runs.items[0].status != "running" or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    assert runs.items[0].status == "completed", runs
+    stats = admin.get_scheduled_task_execution_stats("7 days")
+    top = next(t for t in stats.top_tasks if t.task_id == task_id)
+    assert top.execution_count == 1 and top.completed_count == 1 and top.task_name == name, top
+    assert stats.totals.total_executions >= 1 and stats.totals.total_tasks >= 1, stats.totals
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    assert any(d.day == today and d.total >= 1 for d in stats.daily_executions), stats.daily_executions
+    # A user is not an administrator: every view is refused.
+    for method, path, body in (("GET", "/api/v1/admin/scheduled_tasks", None),
+                               ("GET", "/api/v1/admin/scheduled_tasks/summary", None),
+                               ("GET", "/api/v1/admin/scheduled_tasks/execution_stats", None),
+                               ("GET", "/api/v1/admin/scheduled_tasks/executions", None),
+                               ("PUT", f"/api/v1/admin/scheduled_tasks/{task_id}", {"description": "x"}),
+                               ("POST", "/api/v1/admin/scheduled_tasks/batch_delete", {"task_ids": [task_id]})):
+        status, answer = http(method, path, state["other_key"], body)
+        assert status == 403, (method, path, status, answer)
+    status, answer = http("GET", "/api/v1/admin/scheduled_tasks/execution_stats?interval=fortnight", ADMIN_KEY)
+    assert status == 400, (status, answer)
+    deleted = admin.delete_scheduled_tasks_by_admin([task_id])
+    assert deleted["count"] == 1, deleted
+    assert admin.list_scheduled_tasks_by_admin(name_filter=name).total == 0
+    try:
+        owner.get_scheduled_task(task_id)
+        raise AssertionError("the deleted task is still there")
+    except ObjectNotFoundError:
+        pass
+
+
+@check("bulk deletes as jobs: delete_collections, delete_documents, delete_documents_from_collection, "
+       "delete_chat_sessions each wait on a finished job of their kind; another user's or an "
+       "unknown item fails the job with a line for it and is left alone")
+def bulk_delete_jobs():
+    client = H2OGPTE(address=BASE, api_key=state["user_key"])
+    intruder = H2OGPTE(address=BASE, api_key=state["other_key"])
+
+    def kind(job):
+        return getattr(job.kind, "value", job.kind)
+
+    def ingest_note(col, name):
+        up = client.upload(name, io.BytesIO(f"{name}: a note to delete".encode()))
+        client.ingest_uploads(col, [up])
+        return next(d.id for d in client.list_documents_in_collection(col, offset=0, limit=100)
+                    if d.name == name)
+
+    # Documents, then documents of one collection.
+    col = client.create_collection("to be emptied", "")
+    a, b, c = (ingest_note(col, f"note-{i}.txt") for i in range(3))
+    job = client.delete_documents([a])
+    assert job.completed and kind(job) == "DeleteDocumentsJob" and not job.errors, job
+    other_col = intruder.create_collection("not yours", "")
+    job = client.delete_documents_from_collection(col, [b, "no-such-document"])
+    assert job.completed and kind(job) == "DeleteDocumentsFromCollectionJob", job
+    assert len(job.errors) == 1 and "no-such-document" in job.errors[0], job.errors
+    left = [d.id for d in client.list_documents_in_collection(col, offset=0, limit=100)]
+    assert left == [c], left
+    # Collections: the caller's go, another user's stays (the job fails for it).
+    doomed = client.create_collection("doomed", "")
+    job = client.delete_collections([col, doomed, other_col])
+    assert kind(job) == "DeleteCollectionsJob" and len(job.errors) == 1 and other_col in job.errors[0], job
+    mine = {x.id for x in client.list_recent_collections(0, 100)}
+    assert col not in mine and doomed not in mine, mine
+    assert intruder.get_collection(other_col).id == other_col
+    # Chat sessions.
+    chats = [client.create_chat_session() for _ in range(2)]
+    job = client.delete_chat_sessions(chats)
+    assert job.completed and kind(job) == "DeleteChatSessionsJob" and not job.errors, job
+    for chat in chats:
+        try:
+            client.list_chat_messages(chat, 0, 1)
+            raise AssertionError(f"chat session {chat} is still there")
+        except ObjectNotFoundError:
+            pass
+    # The jobs are the caller's: in their list, not another user's.
+    status, answer = http("GET", f"/api/v1/jobs/{job.id}", state["other_key"])
+    assert status == 404, (status, answer)
+    status, answer = http("POST", "/api/v1/collections/delete_job", state["user_key"], {"collection_ids": []})
+    assert status == 400 and answer["code"] == 400, (status, answer)
 
 
 @check("/rpc/fs: list_upload's listing (raw: the 1.7.5 client cannot read any JSON answer of "

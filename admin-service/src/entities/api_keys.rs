@@ -16,6 +16,8 @@ pub struct Model {
     pub last_used_at: Option<ChronoDateTimeUtc>,
     pub total_calls: i64,
     pub is_active: bool,
+    /// Days without a call after which the key stops working; `None`: never.
+    pub inactivity_days: Option<i32>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -14,7 +14,7 @@ use sea_orm::{
 };
 use sha2::{Digest, Sha256};
 
-use super::lockout::{SIGN_IN_LOCK, an_administrator_can_sign_in, usable_keys};
+use super::lockout::{SIGN_IN_LOCK, an_administrator_can_sign_in, key_works_at, usable_keys};
 use super::new_id;
 use super::users::{Identity, find_user, identity_of};
 use crate::entities::{api_keys, users};
@@ -103,6 +103,7 @@ pub(super) async fn insert_key<C: ConnectionTrait>(
         last_used_at: Set(None),
         total_calls: Set(0),
         is_active: Set(true),
+        inactivity_days: Set(None),
     }
     .insert(db)
     .await?)
@@ -118,7 +119,13 @@ pub async fn authenticate(db: &DatabaseConnection, secret: &str) -> ApiResult<Op
         return Ok(None);
     };
     let at = now();
-    if !key.is_active || key.expires_at.is_some_and(|e| e <= at) {
+    if !key_works_at(
+        key.is_active,
+        key.expires_at,
+        key.inactivity_days,
+        key.last_used_at.unwrap_or(key.created_at),
+        at,
+    ) {
         return Ok(None);
     }
     let Some(user) = users::Entity::find_by_id(key.user_id.clone())
@@ -198,6 +205,71 @@ pub async fn list_keys(
         .collect())
 }
 
+/// The most days an inactivity interval may be (100 years).
+const MAX_INACTIVITY_DAYS: i32 = 36_500;
+
+/// What [`update_key`] changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyChange {
+    /// For good: a deactivated key is never active again.
+    Deactivate,
+    /// Expires this long from now; `None` removes the expiry.
+    ExpiresIn(Option<String>),
+    /// Stops working after this many days without a call; `None` removes the interval.
+    InactivityDays(Option<i32>),
+}
+
+/// Changes a key's life (any user's: administrators), unless the change leaves the caller,
+/// or every administrator, without a usable key (409), as [`delete_key`] refuses.
+pub async fn update_key(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    key_id: &str,
+    change: KeyChange,
+) -> ApiResult<()> {
+    let mut update = api_keys::ActiveModel {
+        id: Set(key_id.to_owned()),
+        ..Default::default()
+    };
+    match change {
+        KeyChange::Deactivate => update.is_active = Set(false),
+        KeyChange::ExpiresIn(None) => update.expires_at = Set(None),
+        KeyChange::ExpiresIn(Some(text)) => {
+            update.expires_at = Set(Some(now() + parse_interval(&text)?));
+        }
+        KeyChange::InactivityDays(None) => update.inactivity_days = Set(None),
+        KeyChange::InactivityDays(Some(days)) if (1..=MAX_INACTIVITY_DAYS).contains(&days) => {
+            update.inactivity_days = Set(Some(days));
+        }
+        KeyChange::InactivityDays(Some(days)) => {
+            return Err(ApiError::bad_request(format!(
+                "inactivity_interval must be 1 to {MAX_INACTIVITY_DAYS} days, not {days}"
+            )));
+        }
+    }
+    let txn = docchat_common::db::begin(db).await?;
+    db::serialize_on(&txn, SIGN_IN_LOCK).await?;
+    let key = api_keys::Entity::find_by_id(key_id.to_owned())
+        .one(&txn)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("api key {key_id} not found")))?;
+    update.update(&txn).await?;
+    if key.user_id == caller.user_id && usable_keys(&txn, &caller.user_id).await? == 0 {
+        txn.rollback().await?;
+        return Err(ApiError::conflict(
+            "this would leave you without a usable API key: you would be locked out; create another key first",
+        ));
+    }
+    if !an_administrator_can_sign_in(&txn).await? {
+        txn.rollback().await?;
+        return Err(ApiError::conflict(
+            "this would leave no administrator with a usable API key; give an administrator another key first",
+        ));
+    }
+    txn.commit().await?;
+    Ok(())
+}
+
 /// Deletes a key, unless it is the caller's last usable one or the last usable key of any
 /// administrator (409): either would lock someone out until a restart.
 pub async fn delete_key(db: &DatabaseConnection, caller: &Caller, key_id: &str) -> ApiResult<()> {
@@ -229,6 +301,18 @@ pub async fn delete_key(db: &DatabaseConnection, caller: &Caller, key_id: &str) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_works_while_active_unexpired_and_recently_used() {
+        let at = now();
+        let day = Duration::days(1);
+        assert!(key_works_at(true, None, None, at - day * 1000, at));
+        assert!(!key_works_at(false, None, None, at, at));
+        assert!(!key_works_at(true, Some(at), None, at, at));
+        assert!(key_works_at(true, Some(at + day), None, at, at));
+        assert!(key_works_at(true, None, Some(3), at - day * 2, at));
+        assert!(!key_works_at(true, None, Some(3), at - day * 3, at));
+    }
 
     #[test]
     fn intervals() {

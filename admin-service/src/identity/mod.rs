@@ -7,7 +7,8 @@ mod roles;
 mod users;
 
 pub use bootstrap::bootstrap;
-pub use keys::{authenticate, create_key, delete_key, list_keys};
+pub use keys::{KeyChange, authenticate, create_key, delete_key, list_keys, update_key};
+pub use lockout::key_works_at;
 pub use roles::{
     assign_permission, create_role, find_role, list_roles, remove_permission, set_role_priority,
 };

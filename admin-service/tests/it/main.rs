@@ -481,3 +481,137 @@ docchat_common::backend_tests! {
     }
 }
 mod job_history;
+
+docchat_common::backend_tests! {
+    async fn keys_are_deactivated_expired_and_given_inactivity_intervals(backend) {
+        use pb::update_api_key_request::Change;
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = backend.config(dir.path());
+        config.bootstrap_admin_key = Some(secrecy::SecretString::from(BOOTSTRAP));
+        let admin = start(config).await;
+        let mut c = admin.client.clone();
+        let authenticate = |secret: &str| {
+            admin.req(
+                &gateway(),
+                pb::AuthenticateRequest {
+                    api_key: secret.to_owned(),
+                },
+            )
+        };
+        let boss_id = c
+            .authenticate(authenticate(BOOTSTRAP))
+            .await
+            .unwrap()
+            .into_inner()
+            .user_id;
+        let boss = Caller {
+            is_admin: true,
+            ..user(&boss_id, true)
+        };
+        let u = c
+            .create_user(admin.req(
+                &boss,
+                pb::CreateUserRequest {
+                    username: "kim".into(),
+                    email: "k@example.com".into(),
+                    roles: vec![],
+                    groups: vec![],
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        let created = c
+            .create_api_key(admin.req(
+                &boss,
+                pb::CreateApiKeyRequest {
+                    user_id: u.id.clone(),
+                    name: "kim's".into(),
+                    expires_in: String::new(),
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        let key = created.api_key.unwrap();
+        let change = |key_id: &str, change: Change| {
+            admin.req(
+                &boss,
+                pb::UpdateApiKeyRequest {
+                    key_id: key_id.to_owned(),
+                    change: Some(change),
+                },
+            )
+        };
+        let listed = |keys: pb::ApiKeyList, id: &str| {
+            keys.api_keys.into_iter().find(|k| k.id == id).unwrap()
+        };
+
+        // An expiry, then none; an inactivity interval, then none: the key works throughout.
+        c.update_api_key(change(&key.id, Change::ExpiresIn("2 hours".into())))
+            .await
+            .unwrap();
+        let k = listed(c.list_api_keys(admin.req(&boss, Default::default())).await.unwrap().into_inner(), &key.id);
+        assert!(k.expires_at.is_some() && k.is_active, "{}: {k:?}", backend.name);
+        c.update_api_key(change(&key.id, Change::ExpiresIn(String::new())))
+            .await
+            .unwrap();
+        c.update_api_key(change(&key.id, Change::InactivityDays(3)))
+            .await
+            .unwrap();
+        let k = listed(c.list_api_keys(admin.req(&boss, Default::default())).await.unwrap().into_inner(), &key.id);
+        assert!(k.expires_at.is_none() && k.inactivity_days == 3 && k.is_active, "{k:?}");
+        c.authenticate(authenticate(&created.secret_key)).await.unwrap();
+        let bad = c
+            .update_api_key(change(&key.id, Change::ExpiresIn("soon".into())))
+            .await
+            .unwrap_err();
+        assert_eq!(bad.code(), Code::InvalidArgument);
+        let bad = c
+            .update_api_key(change(&key.id, Change::InactivityDays(-1)))
+            .await
+            .unwrap_err();
+        assert_eq!(bad.code(), Code::InvalidArgument);
+        // Only administrators.
+        let kim = user(&u.id, true);
+        let denied = c
+            .update_api_key(admin.req(
+                &kim,
+                pb::UpdateApiKeyRequest {
+                    key_id: key.id.clone(),
+                    change: Some(Change::Deactivate(true)),
+                },
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(denied.code(), Code::PermissionDenied);
+
+        // Deactivated: the key no longer resolves, for good.
+        c.update_api_key(change(&key.id, Change::Deactivate(true)))
+            .await
+            .unwrap();
+        let gone = c
+            .authenticate(authenticate(&created.secret_key))
+            .await
+            .unwrap_err();
+        assert_eq!(gone.code(), Code::Unauthenticated, "{}", backend.name);
+        let k = listed(c.list_api_keys(admin.req(&boss, Default::default())).await.unwrap().into_inner(), &key.id);
+        assert!(!k.is_active);
+        let missing = c
+            .update_api_key(change("no-such-key", Change::Deactivate(true)))
+            .await
+            .unwrap_err();
+        assert_eq!(missing.code(), Code::NotFound);
+
+        // The administrator's only key: neither deactivated nor expiring within the hour.
+        let keys = c.list_api_keys(admin.req(&boss, Default::default())).await.unwrap().into_inner();
+        let own = keys.api_keys.iter().find(|k| k.user_id == boss_id).unwrap().id.clone();
+        for refused in [Change::Deactivate(true), Change::ExpiresIn("30 minutes".into())] {
+            let locked = c.update_api_key(change(&own, refused)).await.unwrap_err();
+            // A conflict (409 at the gateway).
+            assert_eq!(locked.code(), Code::AlreadyExists, "{}: {locked:?}", backend.name);
+        }
+        c.authenticate(authenticate(BOOTSTRAP)).await.unwrap();
+        admin.svc.stop().await.unwrap();
+    }
+}

@@ -1,6 +1,7 @@
-//! Runtime settings: PUT /api/v1/configurations/{key_name} and role / user overrides.
+//! Runtime settings: PUT /api/v1/configurations/{key_name} and role / user overrides, read
+//! and removed.
 
-use actix_web::{get, put, web};
+use actix_web::{delete, get, post, put, web};
 use chrono::{DateTime, Utc};
 use docchat_proto::admin::v1 as pb;
 use docchat_proto::common::v1::Empty;
@@ -8,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::ts;
+use super::{comma_list, ts};
 use crate::auth::Api;
 use crate::error::{ErrorBody, HttpResult};
 
@@ -73,7 +74,14 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(set_global_configuration)
         .service(set_role_configuration)
         .service(set_user_configuration)
-        .service(list_current_user_configurations);
+        .service(list_current_user_configurations)
+        .service(delete_global_configurations)
+        // After /users/current/configurations: `current` is not a user id.
+        .service(list_user_configurations)
+        .service(delete_user_configurations)
+        .service(reset_user_configuration)
+        .service(list_role_configurations)
+        .service(delete_role_configurations);
 }
 
 #[utoipa::path(tag = "Configuration",
@@ -162,5 +170,116 @@ pub async fn list_current_user_configurations(
         user_id: String::new(),
     };
     let list = api.admin().list_user_settings(request).await?;
+    Ok(web::Json(scoped(list.into_inner())))
+}
+
+/// Removes global values (administrators): each falls back to its default. Answers every
+/// global setting afterwards.
+#[utoipa::path(tag = "Configuration",
+    params(("key_names" = String, Path, description = "comma-separated setting names")),
+    responses((status = 200, body = Vec<GlobalConfigurationItem>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[delete("/configurations/{key_names}")]
+pub async fn delete_global_configurations(
+    api: Api,
+    path: web::Path<String>,
+) -> HttpResult<web::Json<Vec<GlobalConfigurationItem>>> {
+    let request = pb::DeleteSettingsRequest {
+        scope_id: String::new(),
+        key_names: comma_list(&path.into_inner()),
+    };
+    let list = api.admin().delete_global_settings(request).await?;
+    Ok(web::Json(global(list.into_inner())))
+}
+
+/// A user's overrides (administrators, or the user).
+#[utoipa::path(tag = "Configuration", params(("user_id" = String, Path)),
+    responses((status = 200, body = Vec<UserConfigurationItem>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/users/{user_id}/configurations")]
+pub async fn list_user_configurations(
+    api: Api,
+    path: web::Path<String>,
+) -> HttpResult<web::Json<Vec<UserConfigurationItem>>> {
+    let request = pb::ListUserSettingsRequest {
+        user_id: path.into_inner(),
+    };
+    let list = api.admin().list_user_settings(request).await?;
+    Ok(web::Json(scoped(list.into_inner())))
+}
+
+async fn delete_user_overrides(
+    api: &Api,
+    user_id: String,
+    key_names: Vec<String>,
+) -> HttpResult<web::Json<Vec<UserConfigurationItem>>> {
+    let request = pb::DeleteSettingsRequest {
+        scope_id: user_id,
+        key_names,
+    };
+    let list = api.admin().delete_user_settings(request).await?;
+    Ok(web::Json(scoped(list.into_inner())))
+}
+
+/// Removes a user's overrides (administrators): the role's or global value is in force
+/// again. Answers the user's remaining overrides.
+#[utoipa::path(tag = "Configuration",
+    params(("user_id" = String, Path), ("key_names" = String, Path, description = "comma-separated setting names")),
+    responses((status = 200, body = Vec<UserConfigurationItem>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[delete("/users/{user_id}/configurations/{key_names}")]
+pub async fn delete_user_configurations(
+    api: Api,
+    path: web::Path<(String, String)>,
+) -> HttpResult<web::Json<Vec<UserConfigurationItem>>> {
+    let (user_id, key_names) = path.into_inner();
+    delete_user_overrides(&api, user_id, comma_list(&key_names)).await
+}
+
+/// Resets one of a user's settings to what is in force above the user (administrators).
+#[utoipa::path(tag = "Configuration", params(("user_id" = String, Path), ("key_name" = String, Path)),
+    responses((status = 200, body = Vec<UserConfigurationItem>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[post("/users/{user_id}/configurations/{key_name}/reset")]
+pub async fn reset_user_configuration(
+    api: Api,
+    path: web::Path<(String, String)>,
+) -> HttpResult<web::Json<Vec<UserConfigurationItem>>> {
+    let (user_id, key_name) = path.into_inner();
+    delete_user_overrides(&api, user_id, vec![key_name]).await
+}
+
+/// A role's overrides (administrators).
+#[utoipa::path(tag = "Configuration", params(("role_id" = String, Path)),
+    responses((status = 200, body = Vec<UserConfigurationItem>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/roles/{role_id}/configurations")]
+pub async fn list_role_configurations(
+    api: Api,
+    path: web::Path<String>,
+) -> HttpResult<web::Json<Vec<UserConfigurationItem>>> {
+    let request = pb::ListRoleSettingsRequest {
+        role_id: path.into_inner(),
+    };
+    let list = api.admin().list_role_settings(request).await?;
+    Ok(web::Json(scoped(list.into_inner())))
+}
+
+/// Removes a role's overrides (administrators). Answers the role's remaining overrides.
+#[utoipa::path(tag = "Configuration",
+    params(("role_id" = String, Path), ("key_names" = String, Path, description = "comma-separated setting names")),
+    responses((status = 200, body = Vec<UserConfigurationItem>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[delete("/roles/{role_id}/configurations/{key_names}")]
+pub async fn delete_role_configurations(
+    api: Api,
+    path: web::Path<(String, String)>,
+) -> HttpResult<web::Json<Vec<UserConfigurationItem>>> {
+    let (role_id, key_names) = path.into_inner();
+    let request = pb::DeleteSettingsRequest {
+        scope_id: role_id,
+        key_names: comma_list(&key_names),
+    };
+    let list = api.admin().delete_role_settings(request).await?;
     Ok(web::Json(scoped(list.into_inner())))
 }

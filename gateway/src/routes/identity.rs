@@ -1,6 +1,6 @@
 //! Identity (ARCHITECTURE.md §9): users, API keys, roles, permissions.
 
-use actix_web::{HttpResponse, delete, get, post, put, web};
+use actix_web::{HttpResponse, delete, get, patch, post, put, web};
 use chrono::{DateTime, Utc};
 use docchat_proto::admin::v1 as pb;
 use docchat_proto::common::v1::Empty;
@@ -10,7 +10,7 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::{PageQuery, ts, ts_req};
 use crate::auth::Api;
-use crate::error::{ErrorBody, HttpError, HttpResult};
+use crate::error::{ErrorBody, HttpError, HttpResult, bad_request};
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct UserInfo {
@@ -69,7 +69,10 @@ pub struct ApiKeyInfo {
     pub expires_at: Option<DateTime<Utc>>,
     pub last_used_at: Option<DateTime<Utc>>,
     pub total_calls: i64,
+    /// Whether the key works now: not deactivated, expired or lapsed for inactivity.
     pub is_active: bool,
+    /// Days without a call after which the key stops working; absent: never.
+    pub inactivity_interval: Option<i32>,
     pub is_global_key: bool,
     pub collection_id: Option<String>,
     pub collection_name: Option<String>,
@@ -90,6 +93,7 @@ impl TryFrom<pb::ApiKey> for ApiKeyInfo {
             last_used_at,
             total_calls,
             is_active,
+            inactivity_days,
         } = k;
         Ok(ApiKeyInfo {
             id,
@@ -102,6 +106,7 @@ impl TryFrom<pb::ApiKey> for ApiKeyInfo {
             last_used_at: ts(last_used_at),
             total_calls,
             is_active,
+            inactivity_interval: (inactivity_days != 0).then_some(inactivity_days),
             is_global_key: true,
             collection_id: None,
             collection_name: None,
@@ -183,6 +188,9 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(get_current_user_permissions)
         .service(create_api_key)
         .service(list_api_keys)
+        .service(deactivate_api_key)
+        .service(set_api_key_expiry)
+        .service(set_api_key_inactivity)
         .service(delete_api_key)
         .service(create_role)
         .service(list_roles)
@@ -310,6 +318,87 @@ pub async fn delete_api_key(api: Api, path: web::Path<String>) -> HttpResult<Htt
         .await?;
     api.forget_cached_keys();
     Ok(HttpResponse::NoContent().finish())
+}
+
+/// The client's `set_api_key_expiration` body.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ApiKeyExpiry {
+    /// `30 days`, `12 hours`, …; absent or null removes the expiry.
+    pub expires_in: Option<String>,
+}
+
+/// The client's `set_api_key_inactivity_interval` body.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ApiKeyInactivity {
+    /// Days (1 to 36,500) without a call after which the key stops working; absent or null
+    /// removes the interval.
+    pub inactivity_interval: Option<i32>,
+}
+
+async fn update_api_key(
+    api: &Api,
+    key_id: String,
+    change: pb::update_api_key_request::Change,
+) -> HttpResult<HttpResponse> {
+    api.admin()
+        .update_api_key(pb::UpdateApiKeyRequest {
+            key_id,
+            change: Some(change),
+        })
+        .await?;
+    api.forget_cached_keys();
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// Deactivates a key for good (administrators).
+#[utoipa::path(tag = "Identity", params(("key_id" = String, Path)),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "the caller's last usable key, or the last usable key of any administrator", body = ErrorBody)),
+    security(("bearer" = [])))]
+#[post("/admin/api_keys/deactivate/{key_id}")]
+pub async fn deactivate_api_key(api: Api, path: web::Path<String>) -> HttpResult<HttpResponse> {
+    use pb::update_api_key_request::Change;
+    update_api_key(&api, path.into_inner(), Change::Deactivate(true)).await
+}
+
+/// Sets (from now) or removes a key's expiry (administrators).
+#[utoipa::path(tag = "Identity", params(("key_id" = String, Path)), request_body = ApiKeyExpiry,
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "the caller's last usable key, or the last usable key of any administrator, would expire within the hour", body = ErrorBody)),
+    security(("bearer" = [])))]
+#[patch("/admin/api_keys/expire/{key_id}")]
+pub async fn set_api_key_expiry(
+    api: Api,
+    path: web::Path<String>,
+    body: web::Json<ApiKeyExpiry>,
+) -> HttpResult<HttpResponse> {
+    use pb::update_api_key_request::Change;
+    let expires_in = body.into_inner().expires_in.unwrap_or_default();
+    update_api_key(&api, path.into_inner(), Change::ExpiresIn(expires_in)).await
+}
+
+/// Sets or removes a key's inactivity interval (administrators).
+#[utoipa::path(tag = "Identity", params(("key_id" = String, Path)), request_body = ApiKeyInactivity,
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "the caller's last usable key, or the last usable key of any administrator, would lapse", body = ErrorBody)),
+    security(("bearer" = [])))]
+#[patch("/admin/api_keys/inactivity_interval/{key_id}")]
+pub async fn set_api_key_inactivity(
+    api: Api,
+    path: web::Path<String>,
+    body: web::Json<ApiKeyInactivity>,
+) -> HttpResult<HttpResponse> {
+    use pb::update_api_key_request::Change;
+    let days = match body.into_inner().inactivity_interval {
+        None => 0,
+        Some(days) if days >= 1 => days,
+        Some(days) => {
+            return Err(bad_request(format!(
+                "inactivity_interval must be at least 1 day, not {days}"
+            )));
+        }
+    };
+    update_api_key(&api, path.into_inner(), Change::InactivityDays(days)).await
 }
 
 #[utoipa::path(tag = "Identity", request_body = CreateRole,

@@ -65,7 +65,7 @@ fn overall(status: &str) -> &'static str {
     }
 }
 
-fn details(j: pb::JobHistoryEntry) -> HttpResult<JobDetails> {
+pub(crate) fn details(j: pb::JobHistoryEntry) -> HttpResult<JobDetails> {
     Ok(JobDetails {
         statuses: vec![JobDetailsStatus {
             id: j.id.clone(),

@@ -11,6 +11,7 @@ pub mod completions;
 pub mod configuration;
 pub mod custom_agents;
 pub mod custom_tools;
+pub mod delete_jobs;
 pub mod documents;
 pub mod extractors;
 pub mod files;

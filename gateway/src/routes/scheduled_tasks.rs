@@ -5,7 +5,6 @@
 
 use actix_web::{HttpResponse, delete, get, post, put, web};
 use chrono::{DateTime, Utc};
-use docchat_proto::common::v1::Empty;
 use docchat_proto::scheduler::v1 as pb;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -289,6 +288,9 @@ impl From<pb::TaskSummary> for ScheduledTaskSummary {
             agent_tasks,
             total_executions,
             tasks_executing_today,
+            unique_users: _,
+            failed_executions_today: _,
+            running_executions: _,
         } = s;
         ScheduledTaskSummary {
             total_tasks,
@@ -374,7 +376,13 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(update_scheduled_task)
         .service(delete_scheduled_task)
         .service(trigger_scheduled_task)
-        .service(list_scheduled_task_executions);
+        .service(list_scheduled_task_executions)
+        .service(admin_list_executions)
+        .service(admin_summary)
+        .service(admin_execution_stats)
+        .service(admin_batch_delete)
+        .service(admin_list_tasks)
+        .service(admin_update_task);
 }
 
 #[utoipa::path(tag = "Scheduled tasks", request_body = ScheduledTaskBody,
@@ -411,6 +419,8 @@ pub async fn list_scheduled_tasks(
         status_filter: q.status_filter.unwrap_or_default(),
         collection_id: q.collection_id.unwrap_or_default(),
         has_collection: q.has_collection,
+        all_users: false,
+        user_filter: String::new(),
     };
     let list = api.scheduler().list_tasks(request).await?.into_inner();
     let body = ScheduledTaskList {
@@ -442,6 +452,8 @@ pub async fn list_all_scheduled_task_executions(
         name_filter: q.name_filter.unwrap_or_default(),
         time_interval: q.time_interval.unwrap_or_default(),
         trigger_filter: q.trigger_filter.unwrap_or_default(),
+        all_users: false,
+        task_id: String::new(),
     };
     let list = api.scheduler().list_executions(request).await?;
     Ok(web::Json(list.into_inner().try_into()?))
@@ -452,7 +464,10 @@ pub async fn list_all_scheduled_task_executions(
     security(("bearer" = [])))]
 #[get("/scheduled_tasks/summary")]
 pub async fn get_scheduled_task_summary(api: Api) -> HttpResult<web::Json<ScheduledTaskSummary>> {
-    let summary = api.scheduler().summary(Empty {}).await?;
+    let summary = api
+        .scheduler()
+        .summary(pb::SummaryRequest { all_users: false })
+        .await?;
     Ok(web::Json(summary.into_inner().into()))
 }
 
@@ -467,7 +482,10 @@ pub async fn batch_delete_scheduled_tasks(
     let ids = body.into_inner().task_ids;
     let count = api
         .scheduler()
-        .delete_tasks(pb::TaskIds { ids })
+        .delete_tasks(pb::TaskIds {
+            ids,
+            any_owner: false,
+        })
         .await?
         .into_inner()
         .count;
@@ -502,6 +520,7 @@ pub async fn update_scheduled_task(
     let request = pb::UpdateTaskRequest {
         id: path.into_inner(),
         fields: Some(body.into_inner().into()),
+        any_owner: false,
     };
     let task = api.scheduler().update_task(request).await?;
     Ok(web::Json(task.into_inner().try_into()?))
@@ -564,5 +583,285 @@ pub async fn list_scheduled_task_executions(
         limit,
     };
     let list = api.scheduler().list_task_executions(request).await?;
+    Ok(web::Json(list.into_inner().try_into()?))
+}
+
+/// The administrators' task counters: every user's, with how many users own tasks, how many
+/// executions failed since midnight (UTC) and how many run now.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ScheduledTaskAdminSummary {
+    #[serde(flatten)]
+    pub tasks: ScheduledTaskSummary,
+    pub unique_users: i64,
+    pub failed_executions_today: i64,
+    pub running_executions: i64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DailyExecutions {
+    /// YYYY-MM-DD (UTC).
+    pub day: String,
+    pub total: i64,
+    pub completed: i64,
+    pub failed: i64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExecutionTotals {
+    pub total_executions: i64,
+    pub completed_executions: i64,
+    pub failed_executions: i64,
+    pub running_executions: i64,
+    pub total_tasks: i64,
+    pub active_tasks: i64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TopTask {
+    pub task_id: String,
+    pub task_name: String,
+    pub username: String,
+    pub task_type: String,
+    pub execution_count: i64,
+    pub completed_count: i64,
+    pub failed_count: i64,
+}
+
+/// Executions in a window: per UTC day, totals, and the ten tasks run most.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ScheduledTaskExecutionStats {
+    pub daily_executions: Vec<DailyExecutions>,
+    pub totals: ExecutionTotals,
+    pub top_tasks: Vec<TopTask>,
+}
+
+impl From<pb::ExecutionStats> for ScheduledTaskExecutionStats {
+    fn from(s: pb::ExecutionStats) -> Self {
+        let pb::ExecutionStats {
+            daily_executions,
+            total_executions,
+            completed_executions,
+            failed_executions,
+            running_executions,
+            total_tasks,
+            active_tasks,
+            top_tasks,
+        } = s;
+        ScheduledTaskExecutionStats {
+            daily_executions: daily_executions
+                .into_iter()
+                .map(|d| DailyExecutions {
+                    day: d.day,
+                    total: d.total,
+                    completed: d.completed,
+                    failed: d.failed,
+                })
+                .collect(),
+            totals: ExecutionTotals {
+                total_executions,
+                completed_executions,
+                failed_executions,
+                running_executions,
+                total_tasks,
+                active_tasks,
+            },
+            top_tasks: top_tasks
+                .into_iter()
+                .map(|t| TopTask {
+                    task_id: t.task_id,
+                    task_name: t.task_name,
+                    username: t.username,
+                    task_type: t.task_type,
+                    execution_count: t.execution_count,
+                    completed_count: t.completed_count,
+                    failed_count: t.failed_count,
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct AdminTaskListQuery {
+    /// Rows to skip.
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
+    pub offset: Option<u64>,
+    /// Rows to return (default 100; more than 1000 returns 1000).
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
+    pub limit: Option<u64>,
+    /// A case-insensitive substring of the name.
+    pub name_filter: Option<String>,
+    /// active, paused, completed or expired.
+    pub status_filter: Option<String>,
+    /// A case-insensitive substring of the owner's username.
+    pub user_filter: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct AdminExecutionsQuery {
+    /// Rows to skip.
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
+    pub offset: Option<u64>,
+    /// Rows to return (default 100; more than 1000 returns 1000).
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
+    pub limit: Option<u64>,
+    /// Only this task's executions.
+    pub task_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ExecutionStatsQuery {
+    /// `1 hour`, `1 day`, `7 days` (the default), `1 month` or `100 years`.
+    pub interval: Option<String>,
+}
+
+/// An administrator's update's answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ScheduledTaskUpdated {
+    /// `updated`.
+    pub status: String,
+    pub task: ScheduledTask,
+}
+
+/// Every user's tasks (administrators), newest first; pages as `GET /scheduled_tasks`.
+#[utoipa::path(tag = "Scheduled tasks", params(AdminTaskListQuery),
+    responses((status = 200, body = ScheduledTaskList, headers(("x-next-offset" = u64, description = "set when the page stopped before its limit at its byte budget: the offset of the next page"))),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/admin/scheduled_tasks")]
+pub async fn admin_list_tasks(
+    api: Api,
+    query: web::Query<AdminTaskListQuery>,
+) -> HttpResult<HttpResponse> {
+    let q = query.into_inner();
+    let (offset, limit) = page(q.offset, q.limit)?;
+    let request = pb::ListTasksRequest {
+        offset,
+        limit,
+        name_filter: q.name_filter.unwrap_or_default(),
+        status_filter: q.status_filter.unwrap_or_default(),
+        collection_id: String::new(),
+        has_collection: None,
+        all_users: true,
+        user_filter: q.user_filter.unwrap_or_default(),
+    };
+    let list = api.scheduler().list_tasks(request).await?.into_inner();
+    let body = ScheduledTaskList {
+        items: list
+            .items
+            .into_iter()
+            .map(ScheduledTask::try_from)
+            .collect::<HttpResult<_>>()?,
+        total: super::json_int(list.total),
+    };
+    let rows = body.items.len();
+    Ok(super::list_answer(&body, offset, rows, list.size_limited))
+}
+
+/// Changes any user's task (administrators), checked as the owner's own change would be.
+#[utoipa::path(tag = "Scheduled tasks", params(("task_id" = String, Path)), request_body = ScheduledTaskBody,
+    responses((status = 200, body = ScheduledTaskUpdated), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[put("/admin/scheduled_tasks/{task_id}")]
+pub async fn admin_update_task(
+    api: Api,
+    path: web::Path<String>,
+    body: web::Json<ScheduledTaskBody>,
+) -> HttpResult<web::Json<ScheduledTaskUpdated>> {
+    let request = pb::UpdateTaskRequest {
+        id: path.into_inner(),
+        fields: Some(body.into_inner().into()),
+        any_owner: true,
+    };
+    let task = api.scheduler().update_task(request).await?.into_inner();
+    Ok(web::Json(ScheduledTaskUpdated {
+        status: "updated".into(),
+        task: task.try_into()?,
+    }))
+}
+
+/// Deletes any users' tasks among `task_ids` (administrators), with their executions.
+#[utoipa::path(tag = "Scheduled tasks", request_body = ScheduledTaskIds,
+    responses((status = 200, body = ScheduledTasksDeleted), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[post("/admin/scheduled_tasks/batch_delete")]
+pub async fn admin_batch_delete(
+    api: Api,
+    body: web::Json<ScheduledTaskIds>,
+) -> HttpResult<web::Json<ScheduledTasksDeleted>> {
+    let ids = body.into_inner().task_ids;
+    let count = api
+        .scheduler()
+        .delete_tasks(pb::TaskIds {
+            ids,
+            any_owner: true,
+        })
+        .await?
+        .into_inner()
+        .count;
+    Ok(web::Json(ScheduledTasksDeleted {
+        status: "deleted".into(),
+        count: super::json_int(count),
+    }))
+}
+
+/// Every user's task counters (administrators).
+#[utoipa::path(tag = "Scheduled tasks",
+    responses((status = 200, body = ScheduledTaskAdminSummary), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/admin/scheduled_tasks/summary")]
+pub async fn admin_summary(api: Api) -> HttpResult<web::Json<ScheduledTaskAdminSummary>> {
+    let summary = api
+        .scheduler()
+        .summary(pb::SummaryRequest { all_users: true })
+        .await?
+        .into_inner();
+    Ok(web::Json(ScheduledTaskAdminSummary {
+        unique_users: summary.unique_users,
+        failed_executions_today: summary.failed_executions_today,
+        running_executions: summary.running_executions,
+        tasks: summary.into(),
+    }))
+}
+
+/// Every user's executions in a window (administrators).
+#[utoipa::path(tag = "Scheduled tasks", params(ExecutionStatsQuery),
+    responses((status = 200, body = ScheduledTaskExecutionStats), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/admin/scheduled_tasks/execution_stats")]
+pub async fn admin_execution_stats(
+    api: Api,
+    query: web::Query<ExecutionStatsQuery>,
+) -> HttpResult<web::Json<ScheduledTaskExecutionStats>> {
+    let interval = query.into_inner().interval.unwrap_or_default();
+    let stats = api
+        .scheduler()
+        .get_execution_stats(pb::ExecutionStatsRequest { interval })
+        .await?;
+    Ok(web::Json(stats.into_inner().into()))
+}
+
+/// Every user's executions (administrators), newest first, of every time.
+#[utoipa::path(tag = "Scheduled tasks", params(AdminExecutionsQuery),
+    responses((status = 200, body = ScheduledTaskExecutionList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+#[get("/admin/scheduled_tasks/executions")]
+pub async fn admin_list_executions(
+    api: Api,
+    query: web::Query<AdminExecutionsQuery>,
+) -> HttpResult<web::Json<ScheduledTaskExecutionList>> {
+    let q = query.into_inner();
+    let (offset, limit) = page(q.offset, q.limit)?;
+    let request = pb::ListExecutionsRequest {
+        offset,
+        limit,
+        status_filter: String::new(),
+        name_filter: String::new(),
+        time_interval: "100 years".into(),
+        trigger_filter: String::new(),
+        all_users: true,
+        task_id: q.task_id.unwrap_or_default(),
+    };
+    let list = api.scheduler().list_executions(request).await?;
     Ok(web::Json(list.into_inner().try_into()?))
 }

@@ -9,6 +9,12 @@ pub const KIND_COLLECTION_DESCRIPTION: &str = "collection_description";
 pub const KIND_AGENT_RUN: &str = "agent_run";
 /// One execution of a scheduled task (scheduler-service).
 pub const KIND_SCHEDULED_TASK: &str = "scheduled_task";
+/// The client's bulk deletes, run by the gateway before it answers (admin-service records
+/// them finished): collections, documents, documents of one collection, chat sessions.
+pub const KIND_DELETE_COLLECTIONS: &str = "delete_collections";
+pub const KIND_DELETE_DOCUMENTS: &str = "delete_documents";
+pub const KIND_DELETE_DOCUMENTS_FROM_COLLECTION: &str = "delete_documents_from_collection";
+pub const KIND_DELETE_CHAT_SESSIONS: &str = "delete_chat_sessions";
 
 /// The official client's `JobKind` name of a kind, for the user-facing JobDetails (the
 /// client's `Job` rejects any other value and `list_jobs` drops such jobs); the
@@ -21,6 +27,10 @@ pub fn client_kind(kind: &str) -> &'static str {
         KIND_INGEST_UPLOAD => "IngestUploadsJob",
         KIND_SCHEDULED_TASK => "ScheduledTaskExecutionJob",
         KIND_COLLECTION_DESCRIPTION => "RegenerateCollectionDescriptionJob",
+        KIND_DELETE_COLLECTIONS => "DeleteCollectionsJob",
+        KIND_DELETE_DOCUMENTS => "DeleteDocumentsJob",
+        KIND_DELETE_DOCUMENTS_FROM_COLLECTION => "DeleteDocumentsFromCollectionJob",
+        KIND_DELETE_CHAT_SESSIONS => "DeleteChatSessionsJob",
         _ => "NoOpJob",
     }
 }

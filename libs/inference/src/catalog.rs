@@ -285,6 +285,7 @@ impl Catalog {
                     input_price: 0.0,
                     output_price: 0.0,
                     vision: false,
+                    reasoning: false,
                     // OpenAI-compatible servers take `tools`; one whose model cannot use
                     // them answers the agent's call with an error it reports.
                     tools: true,

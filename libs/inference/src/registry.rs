@@ -63,6 +63,10 @@ pub struct ModelEntry {
     pub output_price: f64,
     #[serde(default)]
     pub vision: bool,
+    /// The model reasons before it answers (a "thinking" model): what the client's
+    /// reasoning-model lists name.
+    #[serde(default)]
+    pub reasoning: bool,
     /// The upstream calls tools (OpenAI function calling): the agent may use it.
     #[serde(default)]
     pub tools: bool,

@@ -131,6 +131,7 @@ impl Reranker {
             input_price: 0.0,
             output_price: 0.0,
             vision: false,
+            reasoning: false,
             tools: false,
             default: true,
             kind: crate::ModelKind::Rerank,

@@ -34,6 +34,15 @@ fn named(json: &str) -> (Option<String>, Option<String>) {
 }
 
 impl Engine {
+    /// The task owner's identity as admin-service knows it now (an administrator's change
+    /// of another user's task is checked as the owner's).
+    pub async fn owner_of(
+        &self,
+        task: &crate::entities::scheduled_tasks::Model,
+    ) -> ApiResult<Caller> {
+        super::run::owner(&self.0, task).await
+    }
+
     /// 404 when `json` names a collection or memory block `caller` cannot read.
     pub async fn check_references(&self, caller: &Caller, json: Option<&str>) -> ApiResult<()> {
         let Some(json) = json else { return Ok(()) };

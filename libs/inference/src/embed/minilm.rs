@@ -298,6 +298,16 @@ impl Embedder for MiniLmEmbedder {
         self.inner.max_tokens - 2
     }
 
+    /// sentence-transformers' all-MiniLM models were trained on English text; another model
+    /// read the same way says nothing.
+    fn languages(&self) -> &'static [&'static str] {
+        if self.inner.name.starts_with("all-MiniLM") {
+            &["en"]
+        } else {
+            &[]
+        }
+    }
+
     fn count_tokens(&self, text: &str) -> usize {
         match self.inner.tokenizer.encode_fast(text, false) {
             Ok(enc) => enc.len(),

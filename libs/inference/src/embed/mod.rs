@@ -81,6 +81,12 @@ pub trait Embedder: Send + Sync {
     /// calling thread (tens of microseconds for a chunk-sized text).
     fn count_tokens(&self, text: &str) -> usize;
 
+    /// The languages the model was trained for (ISO 639-1), when known; none when not (an
+    /// upstream's model is whatever the upstream serves).
+    fn languages(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// One unit-length vector per text, in order.
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
 }
@@ -170,6 +176,11 @@ impl Embedders {
     /// The embedder used when none is chosen.
     pub fn default_embedder(&self) -> Option<Arc<dyn Embedder>> {
         self.default.and_then(|i| self.embedders.get(i)).cloned()
+    }
+
+    /// Every embedder, the default first.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Embedder>> {
+        self.embedders.iter()
     }
 
     /// Every embedder's name, the default first.

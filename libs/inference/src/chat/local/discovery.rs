@@ -77,6 +77,7 @@ fn entry_for(path: &Path, context_cap: usize) -> Result<ModelEntry, LocalError> 
         input_price: 0.0,
         output_price: 0.0,
         vision: false,
+        reasoning: false,
         tools: false,
         default: false,
         kind: ModelKind::Chat,
