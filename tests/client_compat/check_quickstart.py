@@ -454,7 +454,7 @@ def key_info(admin, key_id):
 
 @check("API keys' lives: set_api_key_expiration (set, removed), set_api_key_inactivity_interval "
        "(set, removed, a bad one refused), deactivate_api_key ends the key for good; an "
-       "administrator's own last key cannot be deactivated (the client's Result 'failed')")
+       "administrator cannot deactivate their own last key, nor make it expire within the hour (409)")
 def api_key_lives():
     from h2ogpte.errors import InvalidArgumentError
     admin = H2OGPTE(address=BASE, api_key=ADMIN_KEY)
@@ -555,8 +555,10 @@ def configurations():
 
     status, role = http("POST", "/api/v1/roles", ADMIN_KEY, {"name": f"role-{uuid.uuid4().hex[:8]}"})
     assert status == 201, (status, role)
-    admin.set_role_configuration(key, role["id"], "11")
-    admin.set_role_configuration("chat_max_concurrent_per_user", role["id"], "5")
+    # The client builds its request model with value_type, which it requires (None fails in
+    # the client before any call).
+    admin.set_role_configuration(key, role["id"], "11", value_type="int")
+    admin.set_role_configuration("chat_max_concurrent_per_user", role["id"], "5", value_type="int")
     listed = {c.key_name: c.string_value for c in admin.list_role_configurations(role["id"])}
     assert listed == {key: "11", "chat_max_concurrent_per_user": "5"}, listed
     assert admin.bulk_delete_role_configurations(role["id"], [key, "chat_max_concurrent_per_user"]) == []
