@@ -94,8 +94,8 @@ fn app(
     use routes::{
         agent_files, agent_keys, agents, chats, collections, compat, completions, configuration,
         custom_agents, custom_tools, delete_jobs, documents, extractors, files, health, identity,
-        job_history, jobs, mcp, memory_blocks, meta, models, rpc_fs, scheduled_tasks, tags,
-        uploads, ws,
+        job_history, jobs, mcp, memory_blocks, meta, model_calls, models, rpc_fs, scheduled_tasks,
+        tags, uploads, ws,
     };
     let max_body = state.config.max_body_bytes;
     let max_mcp_body = usize::try_from(state.config.mcp_max_body_size_mb.saturating_mul(1_000_000))
@@ -132,6 +132,7 @@ fn app(
                 .configure(chats::configure)
                 .configure(completions::configure)
                 .configure(models::configure)
+                .configure(model_calls::configure)
                 .configure(identity::configure)
                 .configure(configuration::configure)
                 .configure(job_history::configure)

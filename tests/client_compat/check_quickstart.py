@@ -697,6 +697,46 @@ def bulk_delete_jobs():
     assert status == 400 and answer["code"] == 400, (status, answer)
 
 
+@check("model calls without a session: answer_question (the system prompt, earlier turns, the "
+       "context texts and the question reach the model), summarize_content, extract_data (one "
+       "answer per text), a model by name, display name or index; an unknown model is a 404")
+def model_calls():
+    client = state["client"]
+    answer = client.answer_question(
+        "[echo the prompt] What colour is the kettle?", system_prompt="Answer briefly.",
+        text_context_list=["The kettle is red.", "It holds 1.7 litres."],
+        chat_conversation=[("Hello", "Hi, how can I help?")], llm="scripted",
+        llm_args={"temperature": 0, "max_new_tokens": 64})
+    sent = json.loads(answer.content)
+    assert sent[:3] == [["system", "Answer briefly."], ["user", "Hello"],
+                        ["assistant", "Hi, how can I help?"]], sent
+    role, prompt = sent[-1]
+    assert role == "user" and len(sent) == 4, sent
+    assert prompt.index("The kettle is red.") < prompt.index("It holds 1.7 litres.") \
+        < prompt.index("What colour is the kettle?"), prompt
+    assert answer.llm == "scripted" and answer.input_tokens > 0 and answer.output_tokens > 0, answer
+    plain = client.answer_question("What is the capital of France?", llm="Scripted")
+    assert plain.content == "Paris is the capital of France." and plain.llm == "scripted", plain
+    summary = client.summarize_content(["[echo the prompt] first part", "second part"],
+                                       prompt_summary="In one line.", llm="scripted")
+    (role, prompt), = json.loads(summary.content)
+    assert role == "user" and prompt.index("first part") < prompt.index("second part") \
+        < prompt.index("In one line."), prompt
+    index = [m["display_name"] for m in client.get_llms()].index("Scripted")
+    extracted = client.extract_data(["one text", "another text", "a third"], llm=index,
+                                    prompt_extract="The colours named.")
+    assert extracted.content == ["Paris is the capital of France."] * 3, extracted
+    assert extracted.llm == "scripted" and extracted.input_tokens >= 3, extracted
+    status, body = http("POST", "/api/v1/models/no-such-model/answer_question", state["user_key"],
+                        {"question": "anyone there?"})
+    assert status == 404 and body["code"] == 404, (status, body)
+    status, body = http("POST", "/api/v1/models/scripted/extract_data", state["user_key"],
+                        {"text_context_list": []})
+    assert status == 400 and body["code"] == 400, (status, body)
+    status, body = http("POST", "/api/v1/models/scripted/answer_question", None, {"question": "q"})
+    assert status == 401, (status, body)
+
+
 @check("/rpc/fs: list_upload's listing (raw: the 1.7.5 client cannot read any JSON answer of "
        "it), delete_upload, another user's upload is a 404, an upload over the body limit is a "
        "413 and leaves nothing")

@@ -11,7 +11,9 @@ A question containing SLOW_MARK is answered after SLOW_SECONDS (the checks cance
 first). One containing TRICKLE_MARK is streamed one word every TRICKLE_SECONDS, TRICKLE_WORDS
 words in all (tests/compose/faults.py kills the replica streaming it); PACED_MARK likewise,
 PACED_WORDS words every PACED_SECONDS (the background responses of check_openai_client.py);
-STAMP_MARK, pieces that are the upstream's send times (bench/ws).
+STAMP_MARK, pieces that are the upstream's send times (bench/ws). One whose messages contain
+ECHO_MARK is answered with the messages it was sent, as JSON [[role, content], ...] (the
+checks of what docchat made of a request).
 
 GET /traceparents lists the `traceparent` header of every request received (None where it had
 none), in order.
@@ -42,6 +44,7 @@ PACED_WORDS = 30
 STAMP_MARK = "[answer with send times]"
 STAMP_PIECES = 20
 STAMP_SECONDS = 0.05
+ECHO_MARK = "[echo the prompt]"
 CSV_MARK = "[analyse sales.csv]"
 CSV_CODE = """import matplotlib
 matplotlib.use("Agg")
@@ -133,6 +136,9 @@ class Handler(BaseHTTPRequestHandler):
         if step is not None:
             self.agent_reply(body, step, usage)
             return
+        if ECHO_MARK in json.dumps(body.get("messages", [])):
+            self.echo(body, model, usage)
+            return
         if not body.get("stream"):
             out = json.dumps({
                 "id": "chatcmpl-scripted", "object": "chat.completion", "created": 1700000000,
@@ -165,6 +171,23 @@ class Handler(BaseHTTPRequestHandler):
         send(json.dumps({"choices": [], "usage": usage}))
         self.end_stream(send)
 
+
+    def echo(self, body, model, usage):
+        echo = json.dumps([[m.get("role"), m.get("content")] for m in body.get("messages", [])])
+        if not body.get("stream"):
+            self.send_whole(json.dumps({
+                "id": "chatcmpl-scripted", "object": "chat.completion", "created": 1700000000,
+                "model": model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": echo},
+                             "finish_reason": "stop"}],
+                "usage": usage,
+            }).encode())
+            return
+        send = self.start_stream()
+        send(json.dumps({"choices": [{"index": 0, "delta": {"content": echo}, "finish_reason": None}]}))
+        send(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+        send(json.dumps({"choices": [], "usage": usage}))
+        self.end_stream(send)
 
     def trickle(self, usage, words, seconds):
         send = self.start_stream()

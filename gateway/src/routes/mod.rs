@@ -22,6 +22,7 @@ pub mod jobs;
 pub mod mcp;
 pub mod memory_blocks;
 pub mod meta;
+pub mod model_calls;
 pub mod models;
 pub mod rpc_fs;
 pub mod scheduled_tasks;
