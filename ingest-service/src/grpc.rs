@@ -134,6 +134,9 @@ impl IngestGrpc {
     }
 }
 
+/// The most texts one `Embed` call encodes.
+const MAX_EMBED_TEXTS: usize = 256;
+
 #[tonic::async_trait]
 impl IngestService for IngestGrpc {
     async fn create_collection(
@@ -480,6 +483,31 @@ impl IngestService for IngestGrpc {
                     is_default: default == Some(e.name()),
                     languages: e.languages().iter().map(|&l| l.to_owned()).collect(),
                 })
+                .collect(),
+        }))
+    }
+
+    async fn embed(&self, request: Request<pb::EmbedRequest>) -> Reply<pb::EmbedReply> {
+        caller(&request)?;
+        let pb::EmbedRequest { model, texts } = request.into_inner();
+        if texts.is_empty() || texts.len() > MAX_EMBED_TEXTS {
+            return Err(docchat_common::ApiError::bad_request(format!(
+                "name 1 to {MAX_EMBED_TEXTS} texts to encode, not {}",
+                texts.len()
+            ))
+            .into());
+        }
+        let embedder = self.searcher.embedders.get(&model).ok_or_else(|| {
+            docchat_common::ApiError::not_found(format!("embedding model {model} not found"))
+        })?;
+        let vectors = embedder
+            .embed(&texts)
+            .await
+            .map_err(|e| docchat_common::ApiError::internal("encoding texts", e))?;
+        Ok(Response::new(pb::EmbedReply {
+            vectors: vectors
+                .into_iter()
+                .map(|values| pb::Vector { values })
                 .collect(),
         }))
     }

@@ -418,7 +418,7 @@ def socket_hostile():
 
 @check("model lists: the vision and reasoning names and each model's `auto` vision/reasoning "
        "model follow the models file's flags; list_embedding_models names the embedder a new "
-       "collection gets, the default one first")
+       "collection gets, the default one first; encode_for_retrieval gives its unit vectors")
 def model_lists():
     client = state["client"]
     # The names a query's `llm` takes (get_llm_names gives the display names).
@@ -440,6 +440,20 @@ def model_lists():
     status, default = http("GET", "/api/v1/embedding_models/default", state["user_key"])
     assert status == 200 and default["id"] == embedders[0] and default["is_default"], default
     assert default["description"] and isinstance(default["languages"], list), default
+    # encode_for_retrieval: the default model's unit vectors, the same for the same text.
+    vectors = client.encode_for_retrieval(["The kettle is red.", "It holds 1.7 litres.",
+                                           "The kettle is red."])
+    assert len(vectors) == 3 and all(len(v) == len(vectors[0]) > 0 for v in vectors), vectors
+    assert all(abs(sum(x * x for x in v) - 1) < 1e-3 for v in vectors), [sum(x * x for x in v) for v in vectors]
+    assert vectors[0] == vectors[2] and vectors[0] != vectors[1]
+    assert client.encode_for_retrieval(["a"], embedding_model=embedders[0]) == \
+        client.encode_for_retrieval(["a"])
+    status, body = http("POST", "/api/v1/embedding_models/no-such-model/encode_chunks_for_retrieval",
+                        state["user_key"], {"chunks": ["a"]})
+    assert status == 404 and body["code"] == 404, (status, body)
+    status, body = http("POST", f"/api/v1/embedding_models/{embedders[0]}/encode_chunks_for_retrieval",
+                        state["user_key"], {"chunks": ["x"] * 257})
+    assert status == 400, (status, body)
     col = client.create_collection("embedded by default", "")
     assert client.get_collection(col).embedding_model == embedders[0]
     status, _ = http("DELETE", f"/api/v1/collections/{col}", state["user_key"])

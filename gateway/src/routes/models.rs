@@ -4,12 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::{get, web};
+use actix_web::{get, post, web};
 use docchat_common::error::ApiError;
 use docchat_proto::chat::v1 as pb;
 use docchat_proto::common::v1::Empty;
 use docchat_proto::ingest::v1 as ingest;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -73,7 +73,8 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(reasoning_capable_models)
         .service(reasoning_model_mapping)
         .service(list_embedding_models)
-        .service(default_embedding_model);
+        .service(default_embedding_model)
+        .service(encode_chunks);
 }
 
 #[utoipa::path(
@@ -263,6 +264,43 @@ pub async fn default_embedding_model(api: Api) -> HttpResult<web::Json<Embedding
         .find(|m| m.is_default)
         .map(web::Json)
         .ok_or_else(|| ApiError::not_found("no embedding model is configured").into())
+}
+
+/// Texts to encode (the client's EncodeChunksForRetrievalRequest).
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct EncodeChunks {
+    /// 1 to 256 texts.
+    pub chunks: Vec<String>,
+}
+
+/// The vectors retrieval would compute for `chunks` with an embedding model (unit length;
+/// a text longer than the model reads is cut), in order.
+#[utoipa::path(
+    tag = "Models",
+    params(("model_id" = String, Path, description = "an embedding model's id (GET /embedding_models)")),
+    request_body = EncodeChunks,
+    responses(
+        (status = 200, body = Vec<Vec<f32>>),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, description = "unknown embedding model", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+#[post("/embedding_models/{model_id}/encode_chunks_for_retrieval")]
+pub async fn encode_chunks(
+    api: Api,
+    path: web::Path<String>,
+    body: web::Json<EncodeChunks>,
+) -> HttpResult<web::Json<Vec<Vec<f32>>>> {
+    let request = ingest::EmbedRequest {
+        model: path.into_inner(),
+        texts: body.into_inner().chunks,
+    };
+    let reply = api.ingest().embed(request).await?.into_inner();
+    Ok(web::Json(
+        reply.vectors.into_iter().map(|v| v.values).collect(),
+    ))
 }
 
 #[cfg(test)]
