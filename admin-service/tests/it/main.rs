@@ -573,7 +573,7 @@ docchat_common::backend_tests! {
             .unwrap_err();
         assert_eq!(bad.code(), Code::InvalidArgument);
         // Only administrators.
-        let kim = user(&u.id, true);
+        let kim = user(&u.id, false);
         let denied = c
             .update_api_key(admin.req(
                 &kim,
