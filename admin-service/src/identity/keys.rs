@@ -247,52 +247,61 @@ pub async fn update_key(
             )));
         }
     }
-    let txn = docchat_common::db::begin(db).await?;
-    db::serialize_on(&txn, SIGN_IN_LOCK).await?;
-    let key = api_keys::Entity::find_by_id(key_id.to_owned())
-        .one(&txn)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("api key {key_id} not found")))?;
-    update.update(&txn).await?;
-    if key.user_id == caller.user_id && usable_keys(&txn, &caller.user_id).await? == 0 {
-        txn.rollback().await?;
-        return Err(ApiError::conflict(
-            "this would leave you without a usable API key: you would be locked out; create another key first",
-        ));
-    }
-    if !an_administrator_can_sign_in(&txn).await? {
-        txn.rollback().await?;
-        return Err(ApiError::conflict(
-            "this would leave no administrator with a usable API key; give an administrator another key first",
-        ));
-    }
-    txn.commit().await?;
-    Ok(())
+    guarded(db, caller, key_id, RowChange::Update(Box::new(update))).await
 }
 
 /// Deletes a key, unless it is the caller's last usable one or the last usable key of any
 /// administrator (409): either would lock someone out until a restart.
 pub async fn delete_key(db: &DatabaseConnection, caller: &Caller, key_id: &str) -> ApiResult<()> {
+    guarded(db, caller, key_id, RowChange::Delete).await
+}
+
+/// What a guarded change does to a key's row.
+enum RowChange {
+    Delete,
+    Update(Box<api_keys::ActiveModel>),
+}
+
+/// Applies `change` to key `key_id` in one transaction serialized on the sign-in lock, and
+/// takes it back (409) when it leaves the caller, or every administrator, without a usable
+/// key: the one lock-out guard of deletes and updates.
+async fn guarded(
+    db: &DatabaseConnection,
+    caller: &Caller,
+    key_id: &str,
+    change: RowChange,
+) -> ApiResult<()> {
     let txn = docchat_common::db::begin(db).await?;
     db::serialize_on(&txn, SIGN_IN_LOCK).await?;
     let key = api_keys::Entity::find_by_id(key_id.to_owned())
         .one(&txn)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("api key {key_id} not found")))?;
-    api_keys::Entity::delete_by_id(key.id.clone())
-        .exec(&txn)
-        .await?;
+    let (yours, everyones) = match change {
+        RowChange::Delete => {
+            api_keys::Entity::delete_by_id(key.id.clone())
+                .exec(&txn)
+                .await?;
+            (
+                "this is your last usable API key: deleting it would lock you out; create another key first",
+                "this is the last usable API key of any administrator: deleting it would leave no administrator able to sign in; give an administrator another key first",
+            )
+        }
+        RowChange::Update(update) => {
+            update.update(&txn).await?;
+            (
+                "this would leave you without a usable API key: you would be locked out; create another key first",
+                "this would leave no administrator with a usable API key; give an administrator another key first",
+            )
+        }
+    };
     if key.user_id == caller.user_id && usable_keys(&txn, &caller.user_id).await? == 0 {
         txn.rollback().await?;
-        return Err(ApiError::conflict(
-            "this is your last usable API key: deleting it would lock you out; create another key first",
-        ));
+        return Err(ApiError::conflict(yours));
     }
     if !an_administrator_can_sign_in(&txn).await? {
         txn.rollback().await?;
-        return Err(ApiError::conflict(
-            "this is the last usable API key of any administrator: deleting it would leave no administrator able to sign in; give an administrator another key first",
-        ));
+        return Err(ApiError::conflict(everyones));
     }
     txn.commit().await?;
     Ok(())

@@ -365,6 +365,40 @@ pub struct ScheduledTaskExecutionsQuery {
     pub trigger_filter: Option<String>,
 }
 
+/// A page of tasks as `GET /scheduled_tasks` answers it (the caller's own, or every user's).
+async fn task_list(api: &Api, request: pb::ListTasksRequest) -> HttpResult<HttpResponse> {
+    let offset = request.offset;
+    let list = api.scheduler().list_tasks(request).await?.into_inner();
+    let body = ScheduledTaskList {
+        items: list
+            .items
+            .into_iter()
+            .map(ScheduledTask::try_from)
+            .collect::<HttpResult<_>>()?,
+        total: super::json_int(list.total),
+    };
+    let rows = body.items.len();
+    Ok(super::list_answer(&body, offset, rows, list.size_limited))
+}
+
+/// Deletes tasks among `ids` (the caller's own, or any user's) and says how many went.
+async fn delete_tasks(
+    api: &Api,
+    ids: Vec<String>,
+    any_owner: bool,
+) -> HttpResult<web::Json<ScheduledTasksDeleted>> {
+    let count = api
+        .scheduler()
+        .delete_tasks(pb::TaskIds { ids, any_owner })
+        .await?
+        .into_inner()
+        .count;
+    Ok(web::Json(ScheduledTasksDeleted {
+        status: "deleted".into(),
+        count: super::json_int(count),
+    }))
+}
+
 /// Registers this module's routes; the fixed paths before `/{id}`.
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(list_all_scheduled_task_executions)
@@ -422,17 +456,7 @@ pub async fn list_scheduled_tasks(
         all_users: false,
         user_filter: String::new(),
     };
-    let list = api.scheduler().list_tasks(request).await?.into_inner();
-    let body = ScheduledTaskList {
-        items: list
-            .items
-            .into_iter()
-            .map(ScheduledTask::try_from)
-            .collect::<HttpResult<_>>()?,
-        total: super::json_int(list.total),
-    };
-    let rows = body.items.len();
-    Ok(super::list_answer(&body, offset, rows, list.size_limited))
+    task_list(&api, request).await
 }
 
 #[utoipa::path(tag = "Scheduled tasks", params(ScheduledTaskExecutionsQuery),
@@ -480,19 +504,7 @@ pub async fn batch_delete_scheduled_tasks(
     body: web::Json<ScheduledTaskIds>,
 ) -> HttpResult<web::Json<ScheduledTasksDeleted>> {
     let ids = body.into_inner().task_ids;
-    let count = api
-        .scheduler()
-        .delete_tasks(pb::TaskIds {
-            ids,
-            any_owner: false,
-        })
-        .await?
-        .into_inner()
-        .count;
-    Ok(web::Json(ScheduledTasksDeleted {
-        status: "deleted".into(),
-        count: super::json_int(count),
-    }))
+    delete_tasks(&api, ids, false).await
 }
 
 #[utoipa::path(tag = "Scheduled tasks", params(("task_id" = String, Path)),
@@ -745,17 +757,7 @@ pub async fn admin_list_tasks(
         all_users: true,
         user_filter: q.user_filter.unwrap_or_default(),
     };
-    let list = api.scheduler().list_tasks(request).await?.into_inner();
-    let body = ScheduledTaskList {
-        items: list
-            .items
-            .into_iter()
-            .map(ScheduledTask::try_from)
-            .collect::<HttpResult<_>>()?,
-        total: super::json_int(list.total),
-    };
-    let rows = body.items.len();
-    Ok(super::list_answer(&body, offset, rows, list.size_limited))
+    task_list(&api, request).await
 }
 
 /// Changes any user's task (administrators), checked as the owner's own change would be.
@@ -790,19 +792,7 @@ pub async fn admin_batch_delete(
     body: web::Json<ScheduledTaskIds>,
 ) -> HttpResult<web::Json<ScheduledTasksDeleted>> {
     let ids = body.into_inner().task_ids;
-    let count = api
-        .scheduler()
-        .delete_tasks(pb::TaskIds {
-            ids,
-            any_owner: true,
-        })
-        .await?
-        .into_inner()
-        .count;
-    Ok(web::Json(ScheduledTasksDeleted {
-        status: "deleted".into(),
-        count: super::json_int(count),
-    }))
+    delete_tasks(&api, ids, true).await
 }
 
 /// Every user's task counters (administrators).
